@@ -1,0 +1,192 @@
+//! The `[[key:value]]` header an agent may put before its reply.
+//!
+//! Agents steer delivery with a header of directives at the very start of
+//! their output, e.g. `[[reply_to:m42]]` to answer a specific message. The
+//! header is parsed and stripped in one place (here) so no platform ever
+//! shows it raw.
+//!
+//! Grammar, as implemented:
+//! - leading whitespace is skipped; then each `[[key:value]]` is a directive;
+//!   several may share a line, and a line break after one continues the
+//!   header on the next line;
+//! - text after a directive on the same line ends the header: it is the
+//!   start of the body;
+//! - `[[Word]]` (no colon), a blank line, or any other text ends the header
+//!   and stays in the body; a directive on a later line is body text;
+//! - keys are trimmed and compared without case; unknown keys are ignored
+//!   (and reported, so typos like `reply-to` show in the trace);
+//! - `reply_to` takes 1–64 characters from ASCII letters, digits, `.`, `-`,
+//!   `_` (message ids of Discord, Slack, Matrix-style local ids...); an
+//!   invalid value is dropped and reported; when the key repeats, the last
+//!   valid value wins;
+//! - CRLF line endings are handled like LF.
+
+/// The longest `reply_to` value accepted.
+pub const MAX_REPLY_TO_LEN: usize = 64;
+
+/// What a directive header said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Directives {
+    /// The message to reply to, if a valid `reply_to` was given.
+    pub reply_to: Option<String>,
+    /// Keys that were not understood, in order of appearance.
+    pub unknown_keys: Vec<String>,
+    /// `reply_to` values that were rejected as invalid.
+    pub invalid_reply_to: Vec<String>,
+    /// Whether the output had a header at all.
+    pub present: bool,
+}
+
+/// Whether `v` is an acceptable `reply_to` value.
+pub fn valid_reply_to(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_REPLY_TO_LEN
+        && v
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// Splits agent output into its directive header and the body that follows.
+pub fn parse(output: &str) -> (Directives, &str) {
+    let mut d = Directives::default();
+    let mut rest = output.trim_start();
+    let mut body_start = output;
+    loop {
+        let Some(after_open) = rest.strip_prefix("[[") else {
+            break;
+        };
+        let Some(close) = after_open.find("]]") else {
+            break;
+        };
+        let inner = &after_open[..close];
+        let Some((key, value)) = inner.split_once(':') else {
+            break;
+        };
+        if inner.contains(['\n', '\r']) {
+            break;
+        }
+        apply(&mut d, key.trim(), value.trim());
+        d.present = true;
+        rest = &after_open[close + 2..];
+        body_start = rest;
+        // Spaces or tabs after a directive are not body text.
+        let trimmed = rest.trim_start_matches([' ', '\t']);
+        if let Some(next) = trimmed
+            .strip_prefix("\r\n")
+            .or_else(|| trimmed.strip_prefix('\n'))
+        {
+            rest = next;
+            body_start = next;
+        } else if trimmed.starts_with("[[") {
+            rest = trimmed;
+        } else {
+            body_start = trimmed;
+            break;
+        }
+    }
+    if !d.present {
+        return (d, output);
+    }
+    (d, body_start)
+}
+
+fn apply(d: &mut Directives, key: &str, value: &str) {
+    if key.eq_ignore_ascii_case("reply_to") {
+        if valid_reply_to(value) {
+            d.reply_to = Some(value.to_owned());
+        } else {
+            d.invalid_reply_to.push(clip(value, 80));
+        }
+    } else {
+        d.unknown_keys.push(clip(key, 40));
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    s.chars().take(max).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_lines_are_stripped() {
+        let (d, body) = parse("[[reply_to:m42]]\nHold the button for 5 s.");
+        assert_eq!(d.reply_to.as_deref(), Some("m42"));
+        assert_eq!(body, "Hold the button for 5 s.");
+    }
+
+    #[test]
+    fn header_followed_by_text_on_the_same_line() {
+        let (d, body) = parse("[[reply_to:m1]] Sure thing.");
+        assert_eq!(d.reply_to.as_deref(), Some("m1"));
+        assert_eq!(body, "Sure thing.");
+        let (d, body) = parse("[[reply_to:m1]][[tone:dry]]Sure.");
+        assert_eq!((d.reply_to.as_deref(), d.unknown_keys.as_slice()), (Some("m1"), &["tone".to_owned()][..]));
+        assert_eq!(body, "Sure.");
+    }
+
+    #[test]
+    fn crlf_and_multiple_lines() {
+        let (d, body) = parse("[[reply_to:a]]\r\n[[reply_to:b]]\r\nline one\r\nline two");
+        assert_eq!(d.reply_to.as_deref(), Some("b"), "last wins");
+        assert_eq!(body, "line one\r\nline two");
+    }
+
+    #[test]
+    fn invalid_values_are_dropped_and_do_not_override() {
+        let (d, body) = parse("[[reply_to:good.id-1_x]]\n[[reply_to:bad id]]\nhi");
+        assert_eq!(d.reply_to.as_deref(), Some("good.id-1_x"));
+        assert_eq!(d.invalid_reply_to, ["bad id"]);
+        assert_eq!(body, "hi");
+        let long = "x".repeat(65);
+        let (d, _) = parse(&format!("[[reply_to:{long}]]\nhi"));
+        assert_eq!(d.reply_to, None);
+        let (d, _) = parse("[[reply_to:]]\nhi");
+        assert_eq!(d.reply_to, None);
+    }
+
+    #[test]
+    fn word_without_colon_ends_the_header_and_stays() {
+        let (d, body) = parse("[[Summary]]\nbody");
+        assert!(!d.present);
+        assert_eq!(body, "[[Summary]]\nbody");
+        let (d, body) = parse("[[reply_to:m1]]\n[[Note]]\nbody");
+        assert_eq!(d.reply_to.as_deref(), Some("m1"));
+        assert_eq!(body, "[[Note]]\nbody");
+    }
+
+    #[test]
+    fn a_directive_on_a_later_line_is_text() {
+        let (d, body) = parse("Hello\n[[reply_to:m1]]");
+        assert!(!d.present);
+        assert_eq!(body, "Hello\n[[reply_to:m1]]");
+        let (d, body) = parse("[[reply_to:m1]]\n\n[[reply_to:m2]]\nx");
+        assert_eq!(d.reply_to.as_deref(), Some("m1"), "a blank line ends the header");
+        assert_eq!(body, "\n[[reply_to:m2]]\nx");
+    }
+
+    #[test]
+    fn directives_only_leave_an_empty_body() {
+        let (d, body) = parse("  [[reply_to:m1]]\n");
+        assert!(d.present);
+        assert_eq!(body.trim(), "");
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_and_keys_ignore_case() {
+        let (d, _) = parse("[[reply-to:m1]]\n[[REPLY_TO: m2 ]]\nx");
+        assert_eq!(d.unknown_keys, ["reply-to"]);
+        assert_eq!(d.reply_to.as_deref(), Some("m2"));
+    }
+
+    #[test]
+    fn unclosed_or_multiline_brackets_are_text() {
+        for s in ["[[reply_to:m1\nhi", "[[reply_to:m1\n]]hi", "[reply_to:m1]\nhi"] {
+            let (d, body) = parse(s);
+            assert!(!d.present, "{s:?}");
+            assert_eq!(body, s);
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The sans-I/O heart of tactful.
+//!
+//! This crate decides, for every chat message and every persona, whether
+//! the persona speaks and why — and, when an agent answers, what (if
+//! anything) gets posted. It performs no I/O: no async runtime, no clock
+//! reads, no network, no files. Drivers (the `tactful replay` command, the
+//! live runtime) feed it events with the current time and execute the
+//! effects it returns. That is what makes a replay decide exactly what the
+//! live service would, and what makes the engine cheap to benchmark and
+//! fuzz.
+//!
+//! Start at [`engine::Engine`]. Where each rule lives:
+//!
+//! | rule | module |
+//! |---|---|
+//! | inbound message model | [`message`] |
+//! | mentions, `/command@`, reply-to addressing | [`addressing`] |
+//! | room modes, bots, allowlist, policy layers | [`policy`], [`engine`] |
+//! | rate limit reserve/commit/release | [`rate_limit`] |
+//! | intentional silence | [`silence`] |
+//! | `[[key:value]]` output directives | [`directives`] |
+//! | transcript and speaker tags | [`transcript`] |
+//! | what an agent sees | [`prompt`] |
+//! | decision trace | [`decision`] |
+
+pub mod addressing;
+pub mod decision;
+pub mod directives;
+pub mod engine;
+pub mod ids;
+pub mod message;
+pub mod persona;
+pub mod policy;
+pub mod prompt;
+pub mod rate_limit;
+pub mod silence;
+pub mod time;
+pub mod transcript;
+pub mod turn;
+
+pub use decision::{Decision, Outcome, Reason};
+pub use engine::{ContextLimits, Engine, EngineConfig, EngineError, Outgoing, Output, SilenceKind, TurnEnd};
+pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
+pub use message::{Mentions, Message, Sender};
+pub use persona::PersonaSpec;
+pub use policy::{Mode, PolicyPatch, PolicyTable, RateLimit, RoomLayer, RoomPolicy};
+pub use time::Timestamp;
+pub use turn::{AgentResult, TurnKind, TurnRequest};

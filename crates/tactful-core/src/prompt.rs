@@ -1,0 +1,154 @@
+//! The one prompt builder every backend uses.
+//!
+//! A turn request becomes a system text (the persona's prompt plus
+//! tactful's contract) and a list of chat messages: the persona's own past
+//! messages as assistant turns, everyone else as speaker-tagged user turns
+//! (consecutive user turns merged, since strict-alternation providers reject
+//! them), and a final user turn holding the triggering messages with a
+//! sender-context block the agent can take `reply_to` ids from.
+
+use serde::Serialize;
+
+use crate::transcript::{Entry, sanitize_name};
+use crate::turn::TurnRequest;
+
+/// tactful's contract text, shipped with the binary. `{name}` becomes the
+/// persona's name and `{silence}` the silence paragraph (or nothing when
+/// the persona must answer).
+pub const DEFAULT_CONTRACT: &str = include_str!("contract.md");
+
+/// Who a chat message is from, in Chat Completions terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Everyone but the persona.
+    User,
+    /// The persona itself.
+    Assistant,
+}
+
+/// One rendered chat message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChatMessage {
+    /// Who speaks.
+    pub role: Role,
+    /// What is said, speaker tags included.
+    pub content: String,
+}
+
+/// A rendered prompt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Prompt {
+    /// Instructions: the persona's prompt and the contract.
+    pub system: String,
+    /// The conversation, oldest first; the last message is a user turn.
+    pub messages: Vec<ChatMessage>,
+}
+
+/// The silence paragraph of the contract for `token`.
+pub fn silence_paragraph(token: &str) -> String {
+    format!(
+        "- If nothing needs saying from you (the message is meant for someone else, it is small talk, or it has been answered already), reply with exactly {token} and nothing else. Then nothing is posted."
+    )
+}
+
+/// The system text for a turn, from a contract template.
+pub fn system_text(req: &TurnRequest, contract: &str) -> String {
+    let silence = req
+        .silence_token
+        .as_deref()
+        .map(silence_paragraph)
+        .unwrap_or_default();
+    let contract = contract
+        .replace("{name}", &sanitize_name(&req.persona_name))
+        .replace("{silence}", &silence);
+    let prompt = req.prompt.trim();
+    if prompt.is_empty() {
+        contract.trim_end().to_owned()
+    } else {
+        format!("{prompt}\n\n{}", contract.trim_end())
+    }
+}
+
+/// The sender-context block for the triggering messages: one JSON object a
+/// line, so an agent can read ids exactly.
+pub fn sender_context(req: &TurnRequest) -> String {
+    let mut out = String::from("sender context:");
+    for e in &req.triggers {
+        let ctx = serde_json::json!({
+            "message_id": e.id.as_str(),
+            "sender_id": e.author.as_str(),
+            "sender_name": sanitize_name(&e.author_name),
+            "is_bot": e.is_bot,
+            "room": req.room.as_str(),
+            "thread": e.thread.as_ref().map(|t| t.as_str()),
+            "time": e.time.to_rfc3339(),
+        });
+        out.push('\n');
+        out.push_str(&ctx.to_string());
+    }
+    out
+}
+
+fn tagged(e: &Entry) -> String {
+    format!("{} {}", e.speaker_tag(), e.text)
+}
+
+fn push(messages: &mut Vec<ChatMessage>, role: Role, content: String) {
+    match messages.last_mut() {
+        Some(last) if last.role == role => {
+            last.content.push('\n');
+            last.content.push_str(&content);
+        }
+        _ => messages.push(ChatMessage { role, content }),
+    }
+}
+
+fn clip_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+/// Renders a turn request with the given contract template.
+///
+/// The character budget keeps the newest history: older entries are left
+/// out until the conversation fits, and a trigger longer than the whole
+/// budget is clipped rather than dropped.
+pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
+    let mut final_turn = String::new();
+    for e in &req.triggers {
+        if !final_turn.is_empty() {
+            final_turn.push('\n');
+        }
+        final_turn.push_str(&clip_chars(&tagged(e), req.max_chars));
+    }
+    final_turn.push_str("\n\n");
+    final_turn.push_str(&sender_context(req));
+
+    let mut budget = req.max_chars.saturating_sub(final_turn.chars().count());
+    let mut kept: Vec<(Role, String)> = Vec::new();
+    for e in req.history.iter().rev() {
+        let (role, content) = if e.persona == Some(req.persona_idx) {
+            (Role::Assistant, e.text.to_string())
+        } else {
+            (Role::User, tagged(e))
+        };
+        let cost = content.chars().count() + 1;
+        if cost > budget {
+            break;
+        }
+        budget -= cost;
+        kept.push((role, content));
+    }
+    let mut messages = Vec::with_capacity(kept.len() + 1);
+    for (role, content) in kept.into_iter().rev() {
+        push(&mut messages, role, content);
+    }
+    push(&mut messages, Role::User, final_turn);
+    Prompt {
+        system: system_text(req, contract),
+        messages,
+    }
+}
