@@ -170,6 +170,9 @@ pub enum Output {
     Silent(TurnEnd, SilenceKind),
     /// A turn failed. The string says why.
     Error(TurnEnd, String),
+    /// A turn produced a reply that a guard held back at the last moment
+    /// (e.g. the room's bots reached `max_bot_turns` while it ran).
+    Withheld(TurnEnd, Reason),
     /// An inbound message was dropped before any decision.
     Dropped {
         /// When.
@@ -226,6 +229,9 @@ struct Turn {
     msgs: Vec<MsgId>,
     reserved: bool,
     policy: Arc<RoomPolicy>,
+    /// Whether the trigger was a bot message (so the bot-turn limit is
+    /// checked again before the reply goes out).
+    answers_bot: bool,
 }
 
 /// One persona's decision on one message, before it is traced.
@@ -477,6 +483,7 @@ impl Engine {
                     msgs: vec![msg.id.clone()],
                     reserved,
                     policy,
+                    answers_bot: is_bot,
                 },
             );
             self.out.push_back(Output::CallAgent(Box::new(TurnRequest {
@@ -610,6 +617,13 @@ impl Engine {
             return;
         }
         let room = self.rooms.get_mut(&turn.room).expect("a turn's room exists");
+        if turn.answers_bot && room.bot_streak >= turn.policy.max_bot_turns {
+            // Other bots spoke while this turn ran and the room reached its
+            // limit: answering now would extend the loop.
+            self.release(&turn);
+            self.out.push_back(Output::Withheld(end, Reason::BotTurnLimit));
+            return;
+        }
         let (reply_to, dropped_reply_to) = match d.reply_to {
             Some(id) if room.history.contains(&id) => (Some(MsgId::new(id)), None),
             Some(id) => (None, Some(id)),

@@ -1,1 +1,117 @@
-fn main() {}
+//! The `tactful` command.
+
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use tactful::config::Config;
+use tactful::replay::{self, ReplayOptions};
+use tactful::scenario;
+
+/// tactful puts AI agents into group chats as good citizens: they read the
+/// whole room, speak when addressed or useful, and stay quiet otherwise.
+#[derive(Debug, Parser)]
+#[command(name = "tactful", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a config against a scripted conversation on a virtual clock and
+    /// print every decision, agent call and reply as JSON lines.
+    Replay {
+        /// The config file (TOML).
+        #[arg(short, long, value_name = "CONFIG")]
+        config: PathBuf,
+        /// The conversation: one JSON message a line.
+        #[arg(value_name = "SCENARIO.jsonl")]
+        scenario: PathBuf,
+        /// Include the rendered prompt in every agent_call line.
+        #[arg(long)]
+        prompts: bool,
+    },
+    /// Check a config file and summarise it.
+    Check {
+        /// The config file (TOML).
+        #[arg(short, long, value_name = "CONFIG")]
+        config: PathBuf,
+    },
+}
+
+/// Errors in what the user gave us (exit status 2), as opposed to failures
+/// while running (exit status 1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct InputError(String);
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TACTFUL_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let Some(input) = e.downcast_ref::<InputError>() {
+                eprintln!("error: {input}");
+                ExitCode::from(2)
+            } else {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn load_config(path: &Path) -> anyhow::Result<Config> {
+    Config::load(path).map_err(|e| InputError(e.to_string()).into())
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Check { config } => {
+            let c = load_config(&config)?;
+            println!("{}: ok", config.display());
+            for p in &c.engine.personas {
+                let agent = &c.agents[p.agent.as_ref()];
+                println!("  persona {} ({}) speaks through agent {:?} (kind {})", p.id, p.name, p.agent, agent.kind());
+            }
+            let rooms = &c.engine.policies.rooms;
+            println!(
+                "  rooms: default{}",
+                rooms.keys().map(|r| format!(", {r:?}")).collect::<String>()
+            );
+            Ok(())
+        }
+        Command::Replay { config, scenario: path, prompts } => {
+            let c = load_config(&config)?;
+            let src = std::fs::read_to_string(&path)
+                .map_err(|e| InputError(format!("{}: cannot read the scenario: {e}", path.display())))?;
+            let ids: Vec<&str> = c.engine.personas.iter().map(|p| p.id.as_str()).collect();
+            let events = scenario::parse(&src, &path, &ids).map_err(|e| InputError(e.to_string()))?;
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            let s = replay::run(&c, events, ReplayOptions { prompts }, &mut out).context("replay failed")?;
+            eprintln!(
+                "replayed {} messages over {:.1}s of virtual time: {} decisions, {} agent calls, {} sent, {} silent, {} withheld, {} errors",
+                s.messages,
+                s.end.as_secs_f64(),
+                s.decisions,
+                s.agent_calls,
+                s.sends,
+                s.silent,
+                s.withheld,
+                s.errors
+            );
+            Ok(())
+        }
+    }
+}

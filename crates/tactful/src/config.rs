@@ -1,0 +1,695 @@
+//! Loading `tactful.toml`.
+//!
+//! The file is deserialised straight from its text so every error can name
+//! the key and the line: unknown keys and bad values are reported by the
+//! TOML reader with their position, and checks across keys (a persona's
+//! agent must exist, a room override must name a persona...) use the spans
+//! kept in [`Spanned`] fields. `${NAME}` in any string is replaced by the
+//! environment variable `NAME` while reading (`$${` writes a literal `${`);
+//! a missing variable is an error at its line. Expanded values never appear
+//! in errors, so an API key in the environment stays out of the output.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use tactful_agents::{ScriptAgent, ScriptRule};
+use tactful_core::engine::ContextLimits;
+use tactful_core::{EngineConfig, Mode, PersonaSpec, PolicyPatch, PolicyTable, RateLimit, RoomLayer, UserId};
+use toml::Spanned;
+
+/// A config that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file, as given.
+    pub path: PathBuf,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    /// What is wrong, naming the key.
+    pub message: String,
+    /// The offending source line, for context.
+    pub snippet: Option<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some((line, col)) = self.position {
+            write!(f, ":{line}:{col}")?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let (Some((line, col)), Some(snippet)) = (self.position, &self.snippet) {
+            let gutter = line.to_string().len();
+            write!(
+                f,
+                "\n{:gutter$} |\n{line} | {snippet}\n{:gutter$} | {:>col$}",
+                "", "", "^"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a span starts, as 1-based line and column, plus the line's text.
+fn locate(src: &str, offset: usize) -> ((usize, usize), String) {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = src[line_start..offset].chars().count() + 1;
+    let text = src[line_start..].lines().next().unwrap_or("").to_owned();
+    ((line, col), text)
+}
+
+/// The whole configuration, ready to build an engine and its agents from.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// What the engine needs.
+    pub engine: EngineConfig,
+    /// Agent backends by `[agents]` key.
+    pub agents: BTreeMap<String, AgentConfig>,
+}
+
+/// One `[agents.NAME]` table.
+#[derive(Debug, Clone)]
+pub enum AgentConfig {
+    /// `kind = "script"`.
+    Script(ScriptAgent),
+}
+
+impl AgentConfig {
+    /// The config spelling of the backend kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentConfig::Script(_) => "script",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// `${ENV}` expansion inside deserialisation.
+
+type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+thread_local! {
+    static ENV: RefCell<Option<Box<dyn Fn(&str) -> Option<String>>>> = const { RefCell::new(None) };
+}
+
+/// Replaces `${NAME}` with the variable's value and `$${` with `${`.
+pub fn expand_env(s: &str, env: EnvLookup<'_>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(lit) = after.strip_prefix("${") {
+            out.push_str("${");
+            rest = lit;
+        } else if let Some(name_start) = after.strip_prefix('{') {
+            let Some(end) = name_start.find('}') else {
+                return Err("`${` is not closed; write `$${` for a literal `${`".to_owned());
+            };
+            let name = &name_start[..end];
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(format!("`${{{name}}}` is not a valid environment variable reference"));
+            }
+            match env(name) {
+                Some(v) => out.push_str(&v),
+                None => return Err(format!("environment variable `{name}` is not set")),
+            }
+            rest = &name_start[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A string with `${ENV}` references expanded while it is read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct EnvString(String);
+
+impl<'de> Deserialize<'de> for EnvString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        if !raw.contains('$') {
+            return Ok(EnvString(raw));
+        }
+        ENV.with(|env| {
+            let env = env.borrow();
+            let lookup: EnvLookup<'_> = match env.as_ref() {
+                Some(f) => f.as_ref(),
+                None => &|k: &str| std::env::var(k).ok(),
+            };
+            expand_env(&raw, lookup).map(EnvString).map_err(de::Error::custom)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The file's shape.
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    persona: Vec<RawPersona>,
+    #[serde(default)]
+    agents: BTreeMap<Spanned<String>, RawAgent>,
+    #[serde(default)]
+    rooms: BTreeMap<Spanned<String>, RawRoom>,
+    #[serde(default)]
+    context: Option<Spanned<RawContext>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPersona {
+    id: Spanned<EnvString>,
+    name: Option<EnvString>,
+    agent: Spanned<EnvString>,
+    #[serde(default)]
+    prompt: EnvString,
+    #[serde(default)]
+    aliases: Vec<EnvString>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum AgentKind {
+    Script,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAgent {
+    kind: Spanned<AgentKind>,
+    rules: Option<Vec<RawRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    when: Spanned<EnvString>,
+    #[serde(default)]
+    reply: EnvString,
+    #[serde(default)]
+    delay_ms: u64,
+    #[serde(default)]
+    fail: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ModeName {
+    Mention,
+    All,
+    Command,
+    Observe,
+}
+
+impl From<ModeName> for Mode {
+    fn from(m: ModeName) -> Mode {
+        match m {
+            ModeName::Mention => Mode::Mention,
+            ModeName::All => Mode::All,
+            ModeName::Command => Mode::Command,
+            ModeName::Observe => Mode::Observe,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRoom {
+    mode: Option<ModeName>,
+    allow_silence: Option<bool>,
+    silence_token: Option<Spanned<EnvString>>,
+    ignore_bots: Option<bool>,
+    max_bot_turns: Option<Spanned<u32>>,
+    allowed_users: Option<Vec<EnvString>>,
+    rate_limit: Option<Spanned<RawRateLimit>>,
+    personas: Option<BTreeMap<Spanned<String>, Spanned<RawRoom>>>,
+}
+
+/// `rate_limit = { replies = N, per_seconds = S }` or `rate_limit = "off"`.
+#[derive(Debug)]
+enum RawRateLimit {
+    Off,
+    Limit { replies: u32, per_seconds: u64 },
+}
+
+impl<'de> Deserialize<'de> for RawRateLimit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawRateLimit;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("`{ replies = N, per_seconds = S }` or \"off\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawRateLimit, E> {
+                if v == "off" {
+                    Ok(RawRateLimit::Off)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(v), &self))
+                }
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawRateLimit, A::Error> {
+                let (mut replies, mut per) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "replies" => replies = Some(map.next_value::<u32>()?),
+                        "per_seconds" => per = Some(map.next_value::<u64>()?),
+                        other => {
+                            return Err(de::Error::unknown_field(other, &["replies", "per_seconds"]));
+                        }
+                    }
+                }
+                let replies = replies.ok_or_else(|| de::Error::missing_field("replies"))?;
+                let per_seconds = per.ok_or_else(|| de::Error::missing_field("per_seconds"))?;
+                if replies == 0 {
+                    return Err(de::Error::custom(
+                        "`replies` must be at least 1 (use rate_limit = \"off\" for no limit, or mode = \"observe\" for no replies)",
+                    ));
+                }
+                if per_seconds == 0 {
+                    return Err(de::Error::custom("`per_seconds` must be at least 1"));
+                }
+                Ok(RawRateLimit::Limit { replies, per_seconds })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    history: Option<usize>,
+    max_turns: Option<usize>,
+    max_chars: Option<usize>,
+}
+
+// ---------------------------------------------------------------------------
+// From the file's shape to the engine's config.
+
+struct Checker<'a> {
+    src: &'a str,
+    path: &'a Path,
+}
+
+impl Checker<'_> {
+    fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ConfigError {
+        let (pos, snippet) = locate(self.src, span.start);
+        ConfigError {
+            path: self.path.to_owned(),
+            position: Some(pos),
+            message: message.into(),
+            snippet: Some(snippet),
+        }
+    }
+
+    fn nowhere(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            path: self.path.to_owned(),
+            position: None,
+            message: message.into(),
+            snippet: None,
+        }
+    }
+}
+
+/// Whether `id` can be written as an `@handle` (see
+/// [`tactful_core::addressing::text_mentions`]).
+fn is_valid_handle(id: &str) -> bool {
+    let probe = format!("@{id}");
+    let mut mentions = tactful_core::addressing::text_mentions(&probe);
+    mentions.next() == Some(id) && mentions.next().is_none()
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let src = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            path: path.to_owned(),
+            position: None,
+            message: format!("cannot read the config: {e}"),
+            snippet: None,
+        })?;
+        Config::parse(&src, path, &|k| std::env::var(k).ok())
+    }
+
+    /// Parses config text; `env` answers `${NAME}` lookups.
+    pub fn parse(src: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let check = Checker { src, path };
+        // The lookup lives in a thread-local only while this call reads.
+        let env_owned: Box<dyn Fn(&str) -> Option<String>> = {
+            let pairs: std::collections::HashMap<String, Option<String>> = referenced_vars(src)
+                .into_iter()
+                .map(|k| {
+                    let v = env(&k);
+                    (k, v)
+                })
+                .collect();
+            Box::new(move |k: &str| pairs.get(k).cloned().flatten())
+        };
+        ENV.with(|e| *e.borrow_mut() = Some(env_owned));
+        let raw = toml::from_str::<RawConfig>(src);
+        ENV.with(|e| *e.borrow_mut() = None);
+        let raw = raw.map_err(|e| match e.span() {
+            Some(span) => check.at(span, e.message().to_owned()),
+            None => check.nowhere(e.message().to_owned()),
+        })?;
+        build(raw, &check)
+    }
+}
+
+/// The `${NAME}` names a text mentions, so the lookup can be captured
+/// up front (the thread-local closure must be `'static`).
+fn referenced_vars(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        if let Some(end) = after.find('}') {
+            out.push(after[..end].to_owned());
+            rest = &after[end..];
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
+    // Agents first: personas refer to them.
+    let mut agents = BTreeMap::new();
+    for (name, agent) in raw.agents {
+        let built = match agent.kind.get_ref() {
+            AgentKind::Script => {
+                let Some(rules) = agent.rules else {
+                    return Err(check.at(
+                        agent.kind.span(),
+                        format!("`agents.{}`: kind = \"script\" needs `rules = [{{ when = \"<regex>\", reply = \"...\" }}]`", name.get_ref()),
+                    ));
+                };
+                let mut compiled = Vec::with_capacity(rules.len());
+                for r in rules {
+                    let when = Regex::new(&r.when.get_ref().0).map_err(|e| {
+                        check.at(
+                            r.when.span(),
+                            format!("`agents.{}.rules`: `when` is not a valid regular expression: {e}", name.get_ref()),
+                        )
+                    })?;
+                    compiled.push(ScriptRule {
+                        when,
+                        reply: r.reply.0,
+                        delay: Duration::from_millis(r.delay_ms),
+                        fail: r.fail,
+                    });
+                }
+                AgentConfig::Script(ScriptAgent::new(compiled))
+            }
+        };
+        agents.insert(name.into_inner(), built);
+    }
+
+    if raw.persona.is_empty() {
+        return Err(check.nowhere(
+            "no personas: add at least one [[persona]] table with `id` and `agent`",
+        ));
+    }
+    let mut personas: Vec<PersonaSpec> = Vec::new();
+    for (i, p) in raw.persona.iter().enumerate() {
+        let id = &p.id.get_ref().0;
+        if !is_valid_handle(id) {
+            return Err(check.at(
+                p.id.span(),
+                format!("`persona[{i}].id` = {id:?} cannot be written as an @handle: use letters, digits and `_`, with single `.` or `-` inside"),
+            ));
+        }
+        if let Some(first) = personas.iter().position(|q| tactful_core::addressing::handle_eq(q.id.as_str(), id)) {
+            return Err(check.at(
+                p.id.span(),
+                format!("`persona[{i}].id` = {id:?} is already used by persona[{first}] (ids are compared without case)"),
+            ));
+        }
+        let agent = &p.agent.get_ref().0;
+        if !agents.contains_key(agent) {
+            let known: Vec<&str> = agents.keys().map(String::as_str).collect();
+            return Err(check.at(
+                p.agent.span(),
+                format!(
+                    "`persona[{i}].agent` = {agent:?} names no [agents.{agent}] table (defined: {})",
+                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                ),
+            ));
+        }
+        personas.push(PersonaSpec {
+            id: id.as_str().into(),
+            name: Arc::from(p.name.as_ref().map_or(id.as_str(), |n| n.0.as_str())),
+            aliases: p.aliases.iter().map(|a| UserId::new(a.0.as_str())).collect(),
+            agent: Arc::from(agent.as_str()),
+            prompt: Arc::from(p.prompt.0.as_str()),
+        });
+    }
+
+    let mut policies = PolicyTable::default();
+    for (room, table) in raw.rooms {
+        let key = format!("rooms.{}", quote_key(room.get_ref()));
+        let layer = room_layer(&key, table, &personas, check)?;
+        if room.get_ref() == "default" {
+            policies.default = layer;
+        } else {
+            policies.rooms.insert(room.into_inner().into(), layer);
+        }
+    }
+
+    let mut context = ContextLimits::default();
+    if let Some(c) = raw.context {
+        let span = c.span();
+        let c = c.into_inner();
+        let positive = |v: Option<usize>, key: &str| -> Result<Option<usize>, ConfigError> {
+            match v {
+                Some(0) => Err(check.at(span.clone(), format!("`context.{key}` must be at least 1"))),
+                v => Ok(v),
+            }
+        };
+        if let Some(v) = positive(c.history, "history")? {
+            context.history = v;
+        }
+        if let Some(v) = positive(c.max_turns, "max_turns")? {
+            context.max_turns = v;
+        }
+        if let Some(v) = positive(c.max_chars, "max_chars")? {
+            context.max_chars = v;
+        }
+        if context.max_turns > context.history {
+            return Err(check.at(
+                span,
+                format!(
+                    "`context.max_turns` ({}) cannot exceed `context.history` ({}): a turn cannot see more than the room keeps",
+                    context.max_turns, context.history
+                ),
+            ));
+        }
+    }
+
+    Ok(Config {
+        path: check.path.to_owned(),
+        engine: EngineConfig { personas, policies, context },
+        agents,
+    })
+}
+
+fn quote_key(k: &str) -> String {
+    if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        k.to_owned()
+    } else {
+        format!("{k:?}")
+    }
+}
+
+fn room_layer(key: &str, table: RawRoom, personas: &[PersonaSpec], check: &Checker<'_>) -> Result<RoomLayer, ConfigError> {
+    let mut layer = RoomLayer::default();
+    let nested = table.personas;
+    layer.all = patch(key, RawRoom { personas: None, ..table }, check)?;
+    for (pid, sub) in nested.into_iter().flatten() {
+        let Some(spec) = personas.iter().find(|p| p.id.as_str() == pid.get_ref()) else {
+            return Err(check.at(
+                pid.span(),
+                format!("`{key}.personas.{}` names no persona (ids: {})", pid.get_ref(), persona_ids(personas)),
+            ));
+        };
+        let sub_key = format!("{key}.personas.{}", pid.get_ref());
+        let span = sub.span();
+        let sub = sub.into_inner();
+        if sub.personas.is_some() {
+            return Err(check.at(span, format!("`{sub_key}.personas`: per-persona overrides do not nest")));
+        }
+        layer.personas.insert(spec.id.clone(), patch(&sub_key, sub, check)?);
+    }
+    Ok(layer)
+}
+
+fn persona_ids(personas: &[PersonaSpec]) -> String {
+    personas.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn patch(key: &str, t: RawRoom, check: &Checker<'_>) -> Result<PolicyPatch, ConfigError> {
+    let mut p = PolicyPatch {
+        mode: t.mode.map(Mode::from),
+        allow_silence: t.allow_silence,
+        ignore_bots: t.ignore_bots,
+        allowed_users: t.allowed_users.map(|v| v.into_iter().map(|s| s.0).collect()),
+        ..Default::default()
+    };
+    if let Some(tok) = t.silence_token {
+        let value = tok.get_ref().0.trim();
+        if value.is_empty() {
+            return Err(check.at(tok.span(), format!("`{key}.silence_token` must not be blank")));
+        }
+        p.silence_token = Some(Arc::from(value));
+    }
+    if let Some(n) = t.max_bot_turns {
+        if *n.get_ref() == 0 {
+            return Err(check.at(
+                n.span(),
+                format!("`{key}.max_bot_turns` must be at least 1 (set ignore_bots = true to never answer bots)"),
+            ));
+        }
+        p.max_bot_turns = Some(*n.get_ref());
+    }
+    if let Some(rl) = t.rate_limit {
+        p.rate_limit = Some(match rl.into_inner() {
+            RawRateLimit::Off => None,
+            RawRateLimit::Limit { replies, per_seconds } => Some(RateLimit {
+                replies,
+                per: Duration::from_secs(per_seconds),
+            }),
+        });
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Result<Config, ConfigError> {
+        Config::parse(src, Path::new("t.toml"), &|k| (k == "TOKEN").then(|| "s3cret".to_owned()))
+    }
+
+    const MINIMAL: &str = r#"
+[[persona]]
+id = "docs"
+agent = "main"
+
+[agents.main]
+kind = "script"
+rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button." }]
+"#;
+
+    #[test]
+    fn minimal_config_loads_with_defaults() {
+        let c = parse(MINIMAL).expect("valid");
+        assert_eq!(c.engine.personas.len(), 1);
+        assert_eq!(c.engine.personas[0].name.as_ref(), "docs");
+        let p = c.engine.policies.resolve(&"any".into(), &"docs".into());
+        assert_eq!(p.mode, Mode::Mention);
+        assert_eq!(p.rate_limit.map(|r| r.replies), Some(6));
+    }
+
+    fn err(src: &str) -> ConfigError {
+        parse(src).expect_err("should fail")
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = err(&format!("{MINIMAL}\n[rooms.default]\nmode = \"all\"\nmod = \"x\"\n"));
+        assert_eq!(e.position.map(|p| p.0), Some(12), "{e}");
+        assert!(e.message.contains("unknown field `mod`"), "{e}");
+        assert!(e.to_string().starts_with("t.toml:12:1: "), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_their_line() {
+        let e = err(&format!("{MINIMAL}\n[rooms.default]\nmode = \"loud\"\n"));
+        assert_eq!(e.position.map(|p| p.0), Some(11));
+        assert!(e.message.contains("loud"));
+        let e = err(&format!("{MINIMAL}\n[rooms.default]\nmax_bot_turns = 0\n"));
+        assert_eq!(e.position.map(|p| p.0), Some(11));
+        assert!(e.message.contains("rooms.default.max_bot_turns"), "{e}");
+        let e = err(&format!("{MINIMAL}\n[rooms.default]\nrate_limit = {{ replies = 0, per_seconds = 5 }}\n"));
+        assert_eq!(e.position.map(|p| p.0), Some(11));
+        assert!(e.message.contains("replies"), "{e}");
+    }
+
+    #[test]
+    fn cross_references_are_checked() {
+        let e = err("[[persona]]\nid = \"docs\"\nagent = \"nope\"\n[agents.main]\nkind = \"script\"\nrules = []\n");
+        assert_eq!(e.position.map(|p| p.0), Some(3));
+        assert!(e.message.contains("persona[0].agent") && e.message.contains("main"), "{e}");
+        let e = err(&format!("{MINIMAL}\n[rooms.ops.personas.chef]\nmode = \"all\"\n"));
+        assert_eq!(e.position.map(|p| p.0), Some(10));
+        assert!(e.message.contains("rooms.ops.personas.chef"), "{e}");
+        let e = err(&format!("{MINIMAL}\n[[persona]]\nid = \"DOCS\"\nagent = \"main\"\n"));
+        assert!(e.message.contains("already used"), "{e}");
+        let e = err("[[persona]]\nid = \"docs bot\"\nagent = \"m\"\n");
+        assert!(e.message.contains("@handle"), "{e}");
+        let e = err("[agents.m]\nkind = \"script\"\nrules = [{ when = \"(\" }]\n");
+        assert_eq!(e.position.map(|p| p.0), Some(3));
+        assert!(e.message.contains("regular expression"), "{e}");
+    }
+
+    #[test]
+    fn env_is_expanded_and_missing_vars_are_errors_without_values() {
+        let c = parse(&MINIMAL.replace("Hold the button.", "key ${TOKEN} $${LITERAL}")).expect("valid");
+        let AgentConfig::Script(agent) = &c.agents["main"];
+        assert!(format!("{agent:?}").contains("key s3cret ${LITERAL}"));
+        let e = err(&MINIMAL.replace("Hold the button.", "${MISSING_VAR}"));
+        assert_eq!(e.position.map(|p| p.0), Some(8));
+        assert!(e.message.contains("MISSING_VAR"), "{e}");
+        // A failing config never echoes a secret that was expanded.
+        let e = err(&format!("{}\n[rooms.default]\nsilence_token = \"${{TOKEN}}\"\nbogus = 1\n", MINIMAL));
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn rate_limit_can_be_switched_off_and_layers_apply() {
+        let c = parse(&format!(
+            "{MINIMAL}\n[rooms.default]\nrate_limit = \"off\"\n[rooms.\"#ops\"]\nmode = \"observe\"\n[rooms.\"#ops\".personas.docs]\nmode = \"all\"\n"
+        ))
+        .expect("valid");
+        let p = c.engine.policies.resolve(&"x".into(), &"docs".into());
+        assert_eq!(p.rate_limit, None);
+        assert_eq!(c.engine.policies.resolve(&"#ops".into(), &"docs".into()).mode, Mode::All);
+    }
+
+    #[test]
+    fn context_limits_are_checked() {
+        let e = err(&format!("{MINIMAL}\n[context]\nhistory = 10\nmax_turns = 20\n"));
+        assert!(e.message.contains("max_turns"), "{e}");
+        let e = err(&format!("{MINIMAL}\n[context]\nmax_chars = 0\n"));
+        assert!(e.message.contains("context.max_chars"), "{e}");
+    }
+
+    #[test]
+    fn expand_env_handles_edge_cases() {
+        let env = |k: &str| (k == "A").then(|| "1".to_owned());
+        assert_eq!(expand_env("$A ${A} $${A} $", &env).as_deref(), Ok("$A 1 ${A} $"));
+        assert!(expand_env("${A", &env).is_err());
+        assert!(expand_env("${}", &env).is_err());
+        assert!(expand_env("${B}", &env).is_err());
+    }
+}

@@ -1,0 +1,209 @@
+//! Scripted conversations for `tactful replay`, one JSON object a line.
+//!
+//! ```text
+//! {"at": 0.5, "from": "alice", "text": "@docs how do I reset?"}
+//! ```
+//!
+//! Fields: `at` (seconds, never decreasing), `from`, `text`; optional `id`
+//! (default `m<line>`), `room` (default `main`), `thread`, `name`, `bot`,
+//! `mentions` (explicit ids; when absent, `@handle` tokens in the text
+//! count), `reply_to`, and `dm` + `to` for a DM to persona `to` (its room
+//! defaults to `dm:<from>:<to>`). Blank lines and lines starting with `#`
+//! are skipped. Every problem is reported with its line number.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use tactful_core::{Mentions, Message, Sender, Timestamp, UserId};
+
+/// A scenario line that cannot be replayed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ScenarioError {
+    /// The file, as given.
+    pub path: PathBuf,
+    /// 1-based line number, when the problem is on a line.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(l) => write!(f, "{}:{l}: {}", self.path.display(), self.message),
+            None => write!(f, "{}: {}", self.path.display(), self.message),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLine {
+    at: f64,
+    from: String,
+    text: String,
+    id: Option<String>,
+    room: Option<String>,
+    thread: Option<String>,
+    name: Option<String>,
+    #[serde(default)]
+    bot: bool,
+    mentions: Option<Vec<String>>,
+    reply_to: Option<String>,
+    #[serde(default)]
+    dm: bool,
+    to: Option<String>,
+}
+
+/// One message of a scenario, with the line it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioEvent {
+    /// 1-based line number in the file.
+    pub line: usize,
+    /// The message, its `time` set from `at`.
+    pub message: Message,
+}
+
+/// The longest scenario time accepted: 100 years, far beyond any replay and
+/// well inside millisecond arithmetic.
+const MAX_AT_SECONDS: f64 = 100.0 * 365.0 * 86_400.0;
+
+/// Parses scenario text. `persona_ids` are the personas a `to` may name.
+pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<ScenarioEvent>, ScenarioError> {
+    let err = |line: usize, message: String| ScenarioError {
+        path: path.to_owned(),
+        line: Some(line),
+        message,
+    };
+    let mut events = Vec::new();
+    let mut last_at = 0.0_f64;
+    let mut seen: HashMap<(String, String), usize> = HashMap::new();
+    for (i, text) in src.lines().enumerate() {
+        let n = i + 1;
+        let trimmed = text.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let raw: RawLine = serde_json::from_str(trimmed).map_err(|e| err(n, clean_json_error(&e)))?;
+        if !raw.at.is_finite() || raw.at < 0.0 || raw.at > MAX_AT_SECONDS {
+            return Err(err(n, format!("`at` must be a number of seconds from 0, got {}", raw.at)));
+        }
+        if raw.at < last_at {
+            return Err(err(n, format!("`at` is {}, earlier than the line before ({last_at}); times must not decrease", raw.at)));
+        }
+        last_at = raw.at;
+        if raw.from.trim().is_empty() {
+            return Err(err(n, "`from` must not be empty".to_owned()));
+        }
+        let dm_to = match (raw.dm, raw.to) {
+            (true, Some(to)) => {
+                if !persona_ids.contains(&to.as_str()) {
+                    return Err(err(n, format!("`to` = {to:?} is not a persona (personas: {})", persona_ids.join(", "))));
+                }
+                Some(to)
+            }
+            (true, None) => return Err(err(n, "`dm: true` needs `to`: the persona the DM is for".to_owned())),
+            (false, Some(_)) => return Err(err(n, "`to` only applies with `dm: true`".to_owned())),
+            (false, None) => None,
+        };
+        let room = match (&raw.room, &dm_to) {
+            (Some(r), _) => r.clone(),
+            (None, Some(to)) => format!("dm:{}:{to}", raw.from),
+            (None, None) => "main".to_owned(),
+        };
+        let id = raw.id.clone().unwrap_or_else(|| format!("m{n}"));
+        if let Some(first) = seen.insert((room.clone(), id.clone()), n) {
+            return Err(err(n, format!("message id {id:?} is already used in room {room:?} on line {first}")));
+        }
+        let time = Timestamp::from_millis((raw.at * 1000.0).round() as u64);
+        let message = Message {
+            id: id.into(),
+            room: room.into(),
+            thread: raw.thread.map(Into::into),
+            sender: Sender {
+                name: Arc::from(raw.name.as_deref().unwrap_or(&raw.from)),
+                id: UserId::new(raw.from),
+                is_bot: raw.bot,
+            },
+            text: Arc::from(raw.text),
+            mentions: match raw.mentions {
+                Some(ids) => Mentions::Explicit(ids.into_iter().map(UserId::new).collect()),
+                None => Mentions::FromText,
+            },
+            reply_to: raw.reply_to.map(Into::into),
+            is_dm: dm_to.is_some(),
+            dm_to: dm_to.map(Into::into),
+            time,
+        };
+        events.push(ScenarioEvent { line: n, message });
+    }
+    Ok(events)
+}
+
+/// serde_json reports "... at line 1 column 30" about the single line it
+/// was given; the file line is reported separately, so keep only the column.
+fn clean_json_error(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    match msg.rfind(" at line ") {
+        Some(i) => format!("{} (column {})", &msg[..i], e.column()),
+        None => msg,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_ok(src: &str) -> Vec<ScenarioEvent> {
+        parse(src, Path::new("s.jsonl"), &["docs"]).expect("valid")
+    }
+
+    fn parse_err(src: &str) -> ScenarioError {
+        parse(src, Path::new("s.jsonl"), &["docs"]).expect_err("invalid")
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let ev = parse_ok("# comment\n\n{\"at\": 0.5, \"from\": \"alice\", \"text\": \"hi\"}\n");
+        assert_eq!(ev.len(), 1);
+        let m = &ev[0].message;
+        assert_eq!((m.id.as_str(), m.room.as_str(), m.time), ("m3", "main", Timestamp(500)));
+        assert_eq!(m.mentions, Mentions::FromText);
+        assert_eq!(m.sender.name.as_ref(), "alice");
+    }
+
+    #[test]
+    fn dms_get_their_own_room() {
+        let ev = parse_ok(r#"{"at": 1, "from": "alice", "text": "hi", "dm": true, "to": "docs"}"#);
+        let m = &ev[0].message;
+        assert!(m.is_dm);
+        assert_eq!(m.room.as_str(), "dm:alice:docs");
+        assert_eq!(m.dm_to.as_ref().map(|p| p.as_str()), Some("docs"));
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = parse_err("{\"at\": 1, \"from\": \"a\", \"text\": \"x\"}\n{\"at\": 0.5, \"from\": \"a\", \"text\": \"y\"}");
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("must not decrease"), "{e}");
+        let e = parse_err("\n{\"at\": 1, \"from\": \"a\"}");
+        assert_eq!(e.line, Some(2));
+        assert!(e.message.contains("missing field `text`"), "{e}");
+        assert!(e.to_string().starts_with("s.jsonl:2: "), "{e}");
+        let e = parse_err("{\"at\": 1, \"from\": \"a\", \"text\": \"x\", \"form\": 1}");
+        assert!(e.message.contains("unknown field `form`"), "{e}");
+        let e = parse_err("not json");
+        assert_eq!(e.line, Some(1));
+        let e = parse_err(r#"{"at": 1, "from": "a", "text": "x", "dm": true}"#);
+        assert!(e.message.contains("needs `to`"), "{e}");
+        let e = parse_err(r#"{"at": 1, "from": "a", "text": "x", "dm": true, "to": "chef"}"#);
+        assert!(e.message.contains("not a persona"), "{e}");
+        let e = parse_err("{\"at\": 1, \"from\": \"a\", \"text\": \"x\", \"id\": \"q\"}\n{\"at\": 1, \"from\": \"b\", \"text\": \"y\", \"id\": \"q\"}");
+        assert!(e.message.contains("line 1"), "{e}");
+        let e = parse_err(r#"{"at": -1, "from": "a", "text": "x"}"#);
+        assert!(e.message.contains("`at`"), "{e}");
+    }
+}
