@@ -67,7 +67,11 @@ impl ScriptAgent {
                 } else {
                     AgentResult::Output(text)
                 };
-                return ScriptAnswer { result, delay: rule.delay, rule: Some(i) };
+                return ScriptAnswer {
+                    result,
+                    delay: rule.delay,
+                    rule: Some(i),
+                };
             }
         }
         ScriptAnswer {
@@ -165,13 +169,18 @@ mod tests {
     #[test]
     fn first_matching_rule_answers_with_placeholders() {
         let agent = ScriptAgent::new(vec![
-            rule("(?i)reset", "[[reply_to:{msg_id}]]\n{from_name} ({from}) asked {persona}: {text} {unknown}"),
+            rule(
+                "(?i)reset",
+                "[[reply_to:{msg_id}]]\n{from_name} ({from}) asked {persona}: {text} {unknown}",
+            ),
             rule("", "fallback"),
         ]);
         let a = agent.answer(&request(vec![entry("m7", "How to RESET?")]));
         assert_eq!(
             a.result,
-            AgentResult::Output("[[reply_to:m7]]\nAlice Admin (alice) asked docs: How to RESET? {unknown}".into())
+            AgentResult::Output(
+                "[[reply_to:m7]]\nAlice Admin (alice) asked docs: How to RESET? {unknown}".into()
+            )
         );
         assert_eq!(a.rule, Some(0));
         assert_eq!(agent.answer(&request(vec![entry("m8", "hi")])).rule, Some(1));
@@ -179,7 +188,10 @@ mod tests {
 
     #[test]
     fn no_match_is_silence_and_fail_is_an_error() {
-        let agent = ScriptAgent::new(vec![ScriptRule { fail: true, ..rule("boom", "") }]);
+        let agent = ScriptAgent::new(vec![ScriptRule {
+            fail: true,
+            ..rule("boom", "")
+        }]);
         assert_eq!(
             agent.answer(&request(vec![entry("m1", "hello")])).result,
             AgentResult::Output("NO_REPLY".into())

@@ -1,1 +1,111 @@
-fn main() {}
+//! Engine throughput on a synthetic load: 10,000 rooms × 5 personas.
+//!
+//! Every room already holds state (one earlier message). Messages arrive
+//! round-robin over the rooms, 1 ms apart; 1 in 20 mentions a persona, whose
+//! turn is answered at once so the full path runs: decision for each of the
+//! five personas, transcript, rate-limit reservation, turn request, reply,
+//! and the reply heard back by the room. Only the engine is timed; building
+//! the messages (the platform adapter's work) is not.
+//!
+//! Run: `cargo bench -p tactful-core --bench engine`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use tactful_core::{AgentResult, Engine, EngineConfig, Message, Output, PersonaSpec, Timestamp};
+
+const ROOMS: usize = 10_000;
+const PERSONAS: usize = 5;
+const BATCH: usize = 100_000;
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        personas: (0..PERSONAS)
+            .map(|i| PersonaSpec::new(&format!("p{i}"), "a"))
+            .collect(),
+        ..Default::default()
+    })
+    .expect("valid config")
+}
+
+const CHATTER: [&str; 4] = [
+    "has anyone looked at the deploy logs from this morning yet",
+    "lunch in ten minutes, the usual place",
+    "I pushed a fix for the flaky test, please rebase",
+    "the staging database is slow again, probably the nightly job",
+];
+
+fn messages(offset: usize) -> Vec<Message> {
+    (0..BATCH)
+        .map(|i| {
+            let n = offset + i;
+            let room = format!("room-{}", n % ROOMS);
+            let text = if n % 20 == 0 {
+                format!("@p{} could you summarise the thread above?", n % PERSONAS)
+            } else {
+                CHATTER[n % CHATTER.len()].to_owned()
+            };
+            let sender = format!("user-{}", n % 37);
+            Message::new(
+                format!("m{n}").as_str(),
+                room.as_str(),
+                sender.as_str(),
+                &text,
+                Timestamp(n as u64),
+            )
+        })
+        .collect()
+}
+
+/// Feeds messages and drains outputs, answering every turn immediately.
+fn run(engine: &mut Engine, batch: Vec<Message>) -> usize {
+    let mut outputs = 0;
+    let mut turns = Vec::new();
+    for m in batch {
+        let now = m.time;
+        engine.handle_message(now, m);
+        while let Some(o) = engine.poll_output() {
+            if let Output::CallAgent(req) = &o {
+                turns.push(req.turn);
+            }
+            outputs += 1;
+            black_box(o);
+        }
+        for t in turns.drain(..) {
+            engine.handle_agent_result(now, t, AgentResult::Output("Here is the summary.".to_owned()));
+            while let Some(o) = engine.poll_output() {
+                outputs += 1;
+                black_box(o);
+            }
+        }
+    }
+    outputs
+}
+
+fn bench(c: &mut Criterion) {
+    let warmup = messages(0)[..ROOMS].to_vec();
+    let batch = messages(ROOMS);
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(BATCH as u64));
+    group.sample_size(20);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("10k_rooms_5_personas_mention_mode", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let mut e = engine();
+                run(&mut e, warmup.clone());
+                let input = batch.clone();
+                let start = Instant::now();
+                black_box(run(&mut e, input));
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

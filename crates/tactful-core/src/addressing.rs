@@ -243,9 +243,18 @@ mod tests {
     fn commands_parse_with_and_without_target() {
         assert_eq!(
             parse_command("/reset@docs now"),
-            Some(Command { name: "reset", target: Some("docs") })
+            Some(Command {
+                name: "reset",
+                target: Some("docs")
+            })
         );
-        assert_eq!(parse_command("  /help"), Some(Command { name: "help", target: None }));
+        assert_eq!(
+            parse_command("  /help"),
+            Some(Command {
+                name: "help",
+                target: None
+            })
+        );
         assert_eq!(parse_command("/help@"), None);
         assert_eq!(parse_command("/help@docs!"), None);
         assert_eq!(parse_command("path /etc/passwd"), None);

@@ -41,8 +41,7 @@ pub struct Directives {
 pub fn valid_reply_to(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= MAX_REPLY_TO_LEN
-        && v
-            .bytes()
+        && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
 }
 
@@ -51,10 +50,7 @@ pub fn parse(output: &str) -> (Directives, &str) {
     let mut d = Directives::default();
     let mut rest = output.trim_start();
     let mut body_start = output;
-    loop {
-        let Some(after_open) = rest.strip_prefix("[[") else {
-            break;
-        };
+    while let Some(after_open) = rest.strip_prefix("[[") {
         let Some(close) = after_open.find("]]") else {
             break;
         };
@@ -123,7 +119,10 @@ mod tests {
         assert_eq!(d.reply_to.as_deref(), Some("m1"));
         assert_eq!(body, "Sure thing.");
         let (d, body) = parse("[[reply_to:m1]][[tone:dry]]Sure.");
-        assert_eq!((d.reply_to.as_deref(), d.unknown_keys.as_slice()), (Some("m1"), &["tone".to_owned()][..]));
+        assert_eq!(
+            (d.reply_to.as_deref(), d.unknown_keys.as_slice()),
+            (Some("m1"), &["tone".to_owned()][..])
+        );
         assert_eq!(body, "Sure.");
     }
 

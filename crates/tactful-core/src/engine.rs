@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::addressing::{Handle, Targets, handle_eq};
+use crate::addressing::{Addressed, Handle, Targets, handle_eq};
 use crate::decision::{Decision, Outcome, Reason};
 use crate::directives;
 use crate::ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
@@ -245,7 +245,11 @@ struct Verdict {
 
 impl Verdict {
     fn new(outcome: Outcome, reason: Reason) -> Verdict {
-        Verdict { outcome, reason, reserved: false }
+        Verdict {
+            outcome,
+            reason,
+            reserved: false,
+        }
     }
 }
 
@@ -286,7 +290,11 @@ impl Engine {
                 let handles = std::iter::once(b.id.as_str()).chain(b.aliases.iter().map(|x| x.as_str()));
                 for h in handles {
                     if a.answers_to(h) {
-                        return Err(EngineError::DuplicateHandle(a.id.clone(), b.id.clone(), h.to_owned()));
+                        return Err(EngineError::DuplicateHandle(
+                            a.id.clone(),
+                            b.id.clone(),
+                            h.to_owned(),
+                        ));
                     }
                 }
             }
@@ -340,42 +348,30 @@ impl Engine {
     }
 
     fn persona_of(&self, user: &str) -> Option<PersonaIdx> {
-        self.personas
-            .iter()
-            .position(|p| p.answers_to(user))
-            .map(|i| PersonaIdx(i as u8))
-    }
-
-    fn room_mut(&mut self, id: &RoomId) -> &mut Room {
-        if !self.rooms.contains_key(id) {
-            let policies = if self.policies.has_room(id) {
-                self.personas
-                    .iter()
-                    .map(|p| Arc::new(self.policies.resolve(id, &p.id)))
-                    .collect()
-            } else {
-                self.shared_policies.clone()
-            };
-            let room = Room {
-                policies,
-                history: History::new(self.limits.history),
-                bot_streak: 0,
-                bots: Vec::new(),
-                members: (0..self.personas.len()).map(|_| PersonaRoom::default()).collect(),
-            };
-            self.rooms.insert(id.clone(), room);
-        }
-        self.rooms.get_mut(id).expect("room inserted above")
+        persona_of(&self.personas, user)
     }
 
     /// Hears one inbound message at `now`.
     pub fn handle_message(&mut self, now: Timestamp, msg: Message) {
         let author = self.persona_of(msg.sender.id.as_str());
         let is_bot = msg.sender.is_bot || author.is_some();
-        let limits = self.limits;
-        let room = self.room_mut(&msg.room);
+        let Engine {
+            personas,
+            policies,
+            shared_policies,
+            limits,
+            rooms,
+            turns,
+            next_turn,
+            out,
+            ..
+        } = self;
+        let limits = *limits;
+        let room = rooms
+            .entry(msg.room.clone())
+            .or_insert_with(|| Room::new(personas, policies, shared_policies, &limits, &msg.room));
         if room.history.contains(msg.id.as_str()) {
-            self.out.push_back(Output::Dropped {
+            out.push_back(Output::Dropped {
                 at: now,
                 room: msg.room,
                 msg: msg.id,
@@ -385,35 +381,54 @@ impl Engine {
         }
         if is_bot {
             room.bot_streak = room.bot_streak.saturating_add(1);
-            if author.is_none() && !room.bots.iter().any(|b| handle_eq(b.as_str(), msg.sender.id.as_str())) {
+            if author.is_none()
+                && !room
+                    .bots
+                    .iter()
+                    .any(|b| handle_eq(b.as_str(), msg.sender.id.as_str()))
+            {
                 room.bots.push(msg.sender.id.clone());
             }
         } else {
             room.bot_streak = 0;
         }
-        let reply_author = msg.reply_to.as_ref().map(|r| {
-            match room.history.get(r.as_str()) {
-                Some(e) if e.persona.is_some() => ReplyAuthor::Persona(e.persona.expect("checked")),
-                Some(e) if e.is_bot => ReplyAuthor::Bot,
-                Some(_) => ReplyAuthor::Human,
-                None => room
-                    .members
-                    .iter()
-                    .position(|m| m.own_set.contains(r.as_str()))
-                    .map_or(ReplyAuthor::Human, |i| ReplyAuthor::Persona(PersonaIdx(i as u8))),
-            }
+        let reply_author = msg.reply_to.as_ref().map(|r| room.author_of(r));
+        let targets = Targets::of(&msg, |h| match persona_of(personas, h) {
+            Some(p) => Handle::Persona(p),
+            None if room.bots.iter().any(|b| handle_eq(b.as_str(), h)) => Handle::Bot,
+            None => Handle::Other,
         });
+        let facts = Facts {
+            now,
+            msg: &msg,
+            author,
+            is_bot,
+            reply_author,
+            targets,
+        };
 
-        let room = &self.rooms[&msg.room];
-        let targets = Targets::of(&msg, |h| {
-            if let Some(p) = self.personas.iter().position(|p| p.answers_to(h)) {
-                Handle::Persona(PersonaIdx(p as u8))
-            } else if room.bots.iter().any(|b| handle_eq(b.as_str(), h)) {
-                Handle::Bot
-            } else {
-                Handle::Other
-            }
-        });
+        let mut started: Vec<(PersonaIdx, TurnId, bool)> = Vec::new();
+        let mut recorded = false;
+        for (i, spec) in personas.iter().enumerate() {
+            let p = PersonaIdx(i as u8);
+            let v = decide(spec, p, room, &facts);
+            recorded |= v.reason != Reason::DmForOther;
+            let turn = (v.outcome == Outcome::Reply).then(|| {
+                let t = TurnId(*next_turn);
+                *next_turn += 1;
+                started.push((p, t, v.reserved));
+                t
+            });
+            out.push_back(Output::Decision(Decision {
+                at: now,
+                room: msg.room.clone(),
+                msg: msg.id.clone(),
+                persona: spec.id.clone(),
+                outcome: v.outcome,
+                reason: v.reason,
+                turn,
+            }));
+        }
 
         let entry = Arc::new(Entry {
             id: msg.id.clone(),
@@ -426,31 +441,6 @@ impl Engine {
             thread: msg.thread.clone(),
             time: msg.time,
         });
-
-        let mut started: Vec<(PersonaIdx, TurnId, bool)> = Vec::new();
-        let mut recorded = false;
-        for i in 0..self.personas.len() {
-            let p = PersonaIdx(i as u8);
-            let v = self.decide(now, &msg, p, author, is_bot, reply_author, &targets);
-            recorded |= v.reason != Reason::DmForOther;
-            let turn = (v.outcome == Outcome::Reply).then(|| {
-                let t = TurnId(self.next_turn);
-                self.next_turn += 1;
-                started.push((p, t, v.reserved));
-                t
-            });
-            self.out.push_back(Output::Decision(Decision {
-                at: now,
-                room: msg.room.clone(),
-                msg: msg.id.clone(),
-                persona: self.personas[i].id.clone(),
-                outcome: v.outcome,
-                reason: v.reason,
-                turn,
-            }));
-        }
-
-        let room = self.rooms.get_mut(&msg.room).expect("room exists");
         if recorded {
             room.history.push(entry.clone());
         }
@@ -471,9 +461,9 @@ impl Engine {
         history.drain(..excess);
         for (p, turn, reserved) in started {
             let policy = room.policies[p.0 as usize].clone();
-            let spec = &self.personas[p.0 as usize];
+            let spec = &personas[p.0 as usize];
             let silence_token = (policy.allow_silence && !msg.is_dm).then(|| policy.silence_token.clone());
-            self.turns.insert(
+            turns.insert(
                 turn,
                 Turn {
                     persona: p,
@@ -486,7 +476,7 @@ impl Engine {
                     answers_bot: is_bot,
                 },
             );
-            self.out.push_back(Output::CallAgent(Box::new(TurnRequest {
+            out.push_back(Output::CallAgent(Box::new(TurnRequest {
                 turn,
                 kind: TurnKind::Reply,
                 started: now,
@@ -504,77 +494,6 @@ impl Engine {
                 max_chars: limits.max_chars,
             })));
         }
-    }
-
-    /// Decides what `p` does with `msg`. Rate-limit slots are reserved here,
-    /// before any agent is called.
-    #[allow(clippy::too_many_arguments)]
-    fn decide(
-        &mut self,
-        now: Timestamp,
-        msg: &Message,
-        p: PersonaIdx,
-        author: Option<PersonaIdx>,
-        is_bot: bool,
-        reply_author: Option<ReplyAuthor>,
-        targets: &Targets,
-    ) -> Verdict {
-        let spec = &self.personas[p.0 as usize];
-        if author == Some(p) {
-            return Verdict::new(Outcome::Record, Reason::OwnMessage);
-        }
-        let dm_for_p = msg.is_dm && msg.dm_to.as_ref().is_none_or(|to| spec.answers_to(to.as_str()));
-        if msg.is_dm && !dm_for_p {
-            return Verdict::new(Outcome::Skip, Reason::DmForOther);
-        }
-        let room = self.rooms.get_mut(&msg.room).expect("room exists");
-        let policy = &room.policies[p.0 as usize];
-        let replies_to_p = reply_author == Some(ReplyAuthor::Persona(p));
-        let addressed = targets.addressing(p, dm_for_p, replies_to_p);
-        if policy.mode == Mode::Observe {
-            return Verdict::new(Outcome::Record, Reason::Observe);
-        }
-        if is_bot && policy.ignore_bots {
-            return Verdict::new(Outcome::Record, Reason::BotAuthor);
-        }
-        let reason = match policy.mode {
-            Mode::Mention => match addressed {
-                Some(a) => Reason::from(a),
-                None => return Verdict::new(Outcome::Record, Reason::NotAddressed),
-            },
-            Mode::Command => match addressed {
-                Some(a @ (crate::addressing::Addressed::Dm | crate::addressing::Addressed::Command)) => Reason::from(a),
-                _ => return Verdict::new(Outcome::Record, Reason::NotCommand),
-            },
-            Mode::All => match addressed {
-                Some(a) => Reason::from(a),
-                None => {
-                    let replies_to_other = matches!(
-                        reply_author,
-                        Some(ReplyAuthor::Bot) | Some(ReplyAuthor::Persona(_))
-                    );
-                    if targets.names_other_than(p) || replies_to_other {
-                        return Verdict::new(Outcome::Record, Reason::AddressedToOther);
-                    }
-                    Reason::All
-                }
-            },
-            Mode::Observe => unreachable!("handled above"),
-        };
-        if is_bot && room.bot_streak >= policy.max_bot_turns {
-            return Verdict::new(Outcome::Skip, Reason::BotTurnLimit);
-        }
-        if !policy.allows(msg.sender.id.as_str()) {
-            return Verdict::new(Outcome::Skip, Reason::NotAllowed);
-        }
-        if let Some(limit) = policy.rate_limit {
-            let ledger = &mut room.members[p.0 as usize].rate;
-            if !ledger.try_reserve(now, &limit) {
-                return Verdict::new(Outcome::Skip, Reason::RateLimited);
-            }
-            return Verdict { outcome: Outcome::Reply, reason, reserved: true };
-        }
-        Verdict::new(Outcome::Reply, reason)
     }
 
     /// Reports how a turn ended. Unknown turns (already ended or cancelled)
@@ -604,7 +523,8 @@ impl Engine {
         if body.is_empty() {
             self.release(&turn);
             if d.present {
-                self.out.push_back(Output::Silent(end, SilenceKind::DirectivesOnly));
+                self.out
+                    .push_back(Output::Silent(end, SilenceKind::DirectivesOnly));
             } else {
                 self.out
                     .push_back(Output::Error(end, "the agent returned a blank answer".to_owned()));
@@ -678,4 +598,119 @@ impl Engine {
             room.members[turn.persona.0 as usize].rate.release();
         }
     }
+}
+
+fn persona_of(personas: &[PersonaSpec], user: &str) -> Option<PersonaIdx> {
+    personas
+        .iter()
+        .position(|p| p.answers_to(user))
+        .map(|i| PersonaIdx(i as u8))
+}
+
+impl Room {
+    fn new(
+        personas: &[PersonaSpec],
+        policies: &PolicyTable,
+        shared: &[Arc<RoomPolicy>],
+        limits: &ContextLimits,
+        id: &RoomId,
+    ) -> Room {
+        let policies = if policies.has_room(id) {
+            personas
+                .iter()
+                .map(|p| Arc::new(policies.resolve(id, &p.id)))
+                .collect()
+        } else {
+            shared.to_vec()
+        };
+        Room {
+            policies,
+            history: History::new(limits.history),
+            bot_streak: 0,
+            bots: Vec::new(),
+            members: (0..personas.len()).map(|_| PersonaRoom::default()).collect(),
+        }
+    }
+
+    /// Who wrote the message `id` replies to, as far as the room remembers.
+    fn author_of(&self, id: &MsgId) -> ReplyAuthor {
+        match self.history.get(id.as_str()) {
+            Some(e) => match e.persona {
+                Some(p) => ReplyAuthor::Persona(p),
+                None if e.is_bot => ReplyAuthor::Bot,
+                None => ReplyAuthor::Human,
+            },
+            // Older than the history: still known if a persona wrote it.
+            None => self
+                .members
+                .iter()
+                .position(|m| m.own_set.contains(id.as_str()))
+                .map_or(ReplyAuthor::Human, |i| ReplyAuthor::Persona(PersonaIdx(i as u8))),
+        }
+    }
+}
+
+/// What the engine established about a message before deciding for each
+/// persona.
+struct Facts<'a> {
+    now: Timestamp,
+    msg: &'a Message,
+    author: Option<PersonaIdx>,
+    is_bot: bool,
+    reply_author: Option<ReplyAuthor>,
+    targets: Targets,
+}
+
+/// Decides what persona `p` does with a message: own message, DM routing,
+/// mode, bot rules, allowlist, rate limit, in that order. The rate-limit
+/// slot is reserved here, before any agent is called.
+fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Facts<'_>) -> Verdict {
+    if f.author == Some(p) {
+        return Verdict::new(Outcome::Record, Reason::OwnMessage);
+    }
+    let msg = f.msg;
+    let dm_for_p = msg.is_dm && msg.dm_to.as_ref().is_none_or(|to| spec.answers_to(to.as_str()));
+    if msg.is_dm && !dm_for_p {
+        return Verdict::new(Outcome::Skip, Reason::DmForOther);
+    }
+    let policy = &room.policies[p.0 as usize];
+    let replies_to_p = f.reply_author == Some(ReplyAuthor::Persona(p));
+    let addressed = f.targets.addressing(p, dm_for_p, replies_to_p);
+    if policy.mode == Mode::Observe {
+        return Verdict::new(Outcome::Record, Reason::Observe);
+    }
+    if f.is_bot && policy.ignore_bots {
+        return Verdict::new(Outcome::Record, Reason::BotAuthor);
+    }
+    let reason = match (policy.mode, addressed) {
+        (Mode::Command, Some(a @ (Addressed::Dm | Addressed::Command))) => Reason::from(a),
+        (Mode::Command, _) => return Verdict::new(Outcome::Record, Reason::NotCommand),
+        (_, Some(a)) => Reason::from(a),
+        (Mode::Mention, None) => return Verdict::new(Outcome::Record, Reason::NotAddressed),
+        (Mode::All, None) => {
+            let replies_to_other = matches!(f.reply_author, Some(ReplyAuthor::Bot | ReplyAuthor::Persona(_)));
+            if f.targets.names_other_than(p) || replies_to_other {
+                return Verdict::new(Outcome::Record, Reason::AddressedToOther);
+            }
+            Reason::All
+        }
+        (Mode::Observe, None) => unreachable!("observe returned above"),
+    };
+    if f.is_bot && room.bot_streak >= policy.max_bot_turns {
+        return Verdict::new(Outcome::Skip, Reason::BotTurnLimit);
+    }
+    if !policy.allows(msg.sender.id.as_str()) {
+        return Verdict::new(Outcome::Skip, Reason::NotAllowed);
+    }
+    if let Some(limit) = policy.rate_limit {
+        if !room.members[p.0 as usize].rate.try_reserve(f.now, &limit) {
+            return Verdict::new(Outcome::Skip, Reason::RateLimited);
+        }
+        return Verdict {
+            outcome: Outcome::Reply,
+            reason,
+            reserved: true,
+        };
+    }
+    Verdict::new(Outcome::Reply, reason)
 }

@@ -60,7 +60,10 @@ mod tests {
     use std::time::Duration;
 
     fn limit(replies: u32, secs: u64) -> RateLimit {
-        RateLimit { replies, per: Duration::from_secs(secs) }
+        RateLimit {
+            replies,
+            per: Duration::from_secs(secs),
+        }
     }
 
     #[test]

@@ -46,7 +46,14 @@ mod tests {
 
     #[test]
     fn prose_and_blank_are_not_silence() {
-        for s in ["", "   ", "NO_REPLY needed here", "I'd say NO_REPLY.", "[[NO_REPLY]]", "NO REPLY"] {
+        for s in [
+            "",
+            "   ",
+            "NO_REPLY needed here",
+            "I'd say NO_REPLY.",
+            "[[NO_REPLY]]",
+            "NO REPLY",
+        ] {
             assert!(!is_silence(s, DEFAULT_TOKEN), "{s:?}");
         }
     }

@@ -109,9 +109,6 @@ mod tests {
     #[test]
     fn arithmetic_saturates() {
         assert_eq!(Timestamp(5) - Duration::from_millis(10), Timestamp(0));
-        assert_eq!(
-            Timestamp(10).saturating_since(Timestamp(20)),
-            Duration::ZERO
-        );
+        assert_eq!(Timestamp(10).saturating_since(Timestamp(20)), Duration::ZERO);
     }
 }

@@ -99,8 +99,13 @@ impl AgentConfig {
 
 type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// The values of the variables a config text refers to.
+type EnvValues = std::collections::HashMap<String, String>;
+
 thread_local! {
-    static ENV: RefCell<Option<Box<dyn Fn(&str) -> Option<String>>>> = const { RefCell::new(None) };
+    /// Set only while [`Config::parse`] reads, so the serde `Deserialize`
+    /// impl of [`EnvString`] (which takes no context) can see them.
+    static ENV: RefCell<Option<EnvValues>> = const { RefCell::new(None) };
 }
 
 /// Replaces `${NAME}` with the variable's value and `$${` with `${`.
@@ -119,7 +124,9 @@ pub fn expand_env(s: &str, env: EnvLookup<'_>) -> Result<String, String> {
             };
             let name = &name_start[..end];
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(format!("`${{{name}}}` is not a valid environment variable reference"));
+                return Err(format!(
+                    "`${{{name}}}` is not a valid environment variable reference"
+                ));
             }
             match env(name) {
                 Some(v) => out.push_str(&v),
@@ -147,11 +154,13 @@ impl<'de> Deserialize<'de> for EnvString {
         }
         ENV.with(|env| {
             let env = env.borrow();
-            let lookup: EnvLookup<'_> = match env.as_ref() {
-                Some(f) => f.as_ref(),
-                None => &|k: &str| std::env::var(k).ok(),
+            let lookup = |k: &str| match env.as_ref() {
+                Some(values) => values.get(k).cloned(),
+                None => std::env::var(k).ok(),
             };
-            expand_env(&raw, lookup).map(EnvString).map_err(de::Error::custom)
+            expand_env(&raw, &lookup)
+                .map(EnvString)
+                .map_err(de::Error::custom)
         })
     }
 }
@@ -350,20 +359,18 @@ impl Config {
     }
 
     /// Parses config text; `env` answers `${NAME}` lookups.
-    pub fn parse(src: &str, path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    pub fn parse(
+        src: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
         let check = Checker { src, path };
-        // The lookup lives in a thread-local only while this call reads.
-        let env_owned: Box<dyn Fn(&str) -> Option<String>> = {
-            let pairs: std::collections::HashMap<String, Option<String>> = referenced_vars(src)
-                .into_iter()
-                .map(|k| {
-                    let v = env(&k);
-                    (k, v)
-                })
-                .collect();
-            Box::new(move |k: &str| pairs.get(k).cloned().flatten())
-        };
-        ENV.with(|e| *e.borrow_mut() = Some(env_owned));
+        // The values live in a thread-local only while this call reads.
+        let values: EnvValues = referenced_vars(src)
+            .into_iter()
+            .filter_map(|k| env(&k).map(|v| (k, v)))
+            .collect();
+        ENV.with(|e| *e.borrow_mut() = Some(values));
         let raw = toml::from_str::<RawConfig>(src);
         ENV.with(|e| *e.borrow_mut() = None);
         let raw = raw.map_err(|e| match e.span() {
@@ -374,8 +381,8 @@ impl Config {
     }
 }
 
-/// The `${NAME}` names a text mentions, so the lookup can be captured
-/// up front (the thread-local closure must be `'static`).
+/// The `${NAME}` names a text mentions, so their values can be looked up
+/// once, before reading.
 fn referenced_vars(src: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = src;
@@ -408,7 +415,10 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
                     let when = Regex::new(&r.when.get_ref().0).map_err(|e| {
                         check.at(
                             r.when.span(),
-                            format!("`agents.{}.rules`: `when` is not a valid regular expression: {e}", name.get_ref()),
+                            format!(
+                                "`agents.{}.rules`: `when` is not a valid regular expression: {e}",
+                                name.get_ref()
+                            ),
                         )
                     })?;
                     compiled.push(ScriptRule {
@@ -425,9 +435,7 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     }
 
     if raw.persona.is_empty() {
-        return Err(check.nowhere(
-            "no personas: add at least one [[persona]] table with `id` and `agent`",
-        ));
+        return Err(check.nowhere("no personas: add at least one [[persona]] table with `id` and `agent`"));
     }
     let mut personas: Vec<PersonaSpec> = Vec::new();
     for (i, p) in raw.persona.iter().enumerate() {
@@ -438,7 +446,10 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
                 format!("`persona[{i}].id` = {id:?} cannot be written as an @handle: use letters, digits and `_`, with single `.` or `-` inside"),
             ));
         }
-        if let Some(first) = personas.iter().position(|q| tactful_core::addressing::handle_eq(q.id.as_str(), id)) {
+        if let Some(first) = personas
+            .iter()
+            .position(|q| tactful_core::addressing::handle_eq(q.id.as_str(), id))
+        {
             return Err(check.at(
                 p.id.span(),
                 format!("`persona[{i}].id` = {id:?} is already used by persona[{first}] (ids are compared without case)"),
@@ -451,7 +462,11 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
                 p.agent.span(),
                 format!(
                     "`persona[{i}].agent` = {agent:?} names no [agents.{agent}] table (defined: {})",
-                    if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
                 ),
             ));
         }
@@ -507,43 +522,75 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
 
     Ok(Config {
         path: check.path.to_owned(),
-        engine: EngineConfig { personas, policies, context },
+        engine: EngineConfig {
+            personas,
+            policies,
+            context,
+        },
         agents,
     })
 }
 
 fn quote_key(k: &str) -> String {
-    if !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+    if !k.is_empty()
+        && k.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
         k.to_owned()
     } else {
         format!("{k:?}")
     }
 }
 
-fn room_layer(key: &str, table: RawRoom, personas: &[PersonaSpec], check: &Checker<'_>) -> Result<RoomLayer, ConfigError> {
+fn room_layer(
+    key: &str,
+    table: RawRoom,
+    personas: &[PersonaSpec],
+    check: &Checker<'_>,
+) -> Result<RoomLayer, ConfigError> {
     let mut layer = RoomLayer::default();
     let nested = table.personas;
-    layer.all = patch(key, RawRoom { personas: None, ..table }, check)?;
+    layer.all = patch(
+        key,
+        RawRoom {
+            personas: None,
+            ..table
+        },
+        check,
+    )?;
     for (pid, sub) in nested.into_iter().flatten() {
         let Some(spec) = personas.iter().find(|p| p.id.as_str() == pid.get_ref()) else {
             return Err(check.at(
                 pid.span(),
-                format!("`{key}.personas.{}` names no persona (ids: {})", pid.get_ref(), persona_ids(personas)),
+                format!(
+                    "`{key}.personas.{}` names no persona (ids: {})",
+                    pid.get_ref(),
+                    persona_ids(personas)
+                ),
             ));
         };
         let sub_key = format!("{key}.personas.{}", pid.get_ref());
         let span = sub.span();
         let sub = sub.into_inner();
         if sub.personas.is_some() {
-            return Err(check.at(span, format!("`{sub_key}.personas`: per-persona overrides do not nest")));
+            return Err(check.at(
+                span,
+                format!("`{sub_key}.personas`: per-persona overrides do not nest"),
+            ));
         }
-        layer.personas.insert(spec.id.clone(), patch(&sub_key, sub, check)?);
+        layer
+            .personas
+            .insert(spec.id.clone(), patch(&sub_key, sub, check)?);
     }
     Ok(layer)
 }
 
 fn persona_ids(personas: &[PersonaSpec]) -> String {
-    personas.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(", ")
+    personas
+        .iter()
+        .map(|p| p.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn patch(key: &str, t: RawRoom, check: &Checker<'_>) -> Result<PolicyPatch, ConfigError> {
@@ -565,7 +612,9 @@ fn patch(key: &str, t: RawRoom, check: &Checker<'_>) -> Result<PolicyPatch, Conf
         if *n.get_ref() == 0 {
             return Err(check.at(
                 n.span(),
-                format!("`{key}.max_bot_turns` must be at least 1 (set ignore_bots = true to never answer bots)"),
+                format!(
+                    "`{key}.max_bot_turns` must be at least 1 (set ignore_bots = true to never answer bots)"
+                ),
             ));
         }
         p.max_bot_turns = Some(*n.get_ref());
@@ -587,7 +636,9 @@ mod tests {
     use super::*;
 
     fn parse(src: &str) -> Result<Config, ConfigError> {
-        Config::parse(src, Path::new("t.toml"), &|k| (k == "TOKEN").then(|| "s3cret".to_owned()))
+        Config::parse(src, Path::new("t.toml"), &|k| {
+            (k == "TOKEN").then(|| "s3cret".to_owned())
+        })
     }
 
     const MINIMAL: &str = r#"
@@ -616,7 +667,9 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
 
     #[test]
     fn unknown_key_names_key_and_line() {
-        let e = err(&format!("{MINIMAL}\n[rooms.default]\nmode = \"all\"\nmod = \"x\"\n"));
+        let e = err(&format!(
+            "{MINIMAL}\n[rooms.default]\nmode = \"all\"\nmod = \"x\"\n"
+        ));
         assert_eq!(e.position.map(|p| p.0), Some(12), "{e}");
         assert!(e.message.contains("unknown field `mod`"), "{e}");
         assert!(e.to_string().starts_with("t.toml:12:1: "), "{e}");
@@ -630,20 +683,29 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
         let e = err(&format!("{MINIMAL}\n[rooms.default]\nmax_bot_turns = 0\n"));
         assert_eq!(e.position.map(|p| p.0), Some(11));
         assert!(e.message.contains("rooms.default.max_bot_turns"), "{e}");
-        let e = err(&format!("{MINIMAL}\n[rooms.default]\nrate_limit = {{ replies = 0, per_seconds = 5 }}\n"));
+        let e = err(&format!(
+            "{MINIMAL}\n[rooms.default]\nrate_limit = {{ replies = 0, per_seconds = 5 }}\n"
+        ));
         assert_eq!(e.position.map(|p| p.0), Some(11));
         assert!(e.message.contains("replies"), "{e}");
     }
 
     #[test]
     fn cross_references_are_checked() {
-        let e = err("[[persona]]\nid = \"docs\"\nagent = \"nope\"\n[agents.main]\nkind = \"script\"\nrules = []\n");
+        let e = err(
+            "[[persona]]\nid = \"docs\"\nagent = \"nope\"\n[agents.main]\nkind = \"script\"\nrules = []\n",
+        );
         assert_eq!(e.position.map(|p| p.0), Some(3));
-        assert!(e.message.contains("persona[0].agent") && e.message.contains("main"), "{e}");
+        assert!(
+            e.message.contains("persona[0].agent") && e.message.contains("main"),
+            "{e}"
+        );
         let e = err(&format!("{MINIMAL}\n[rooms.ops.personas.chef]\nmode = \"all\"\n"));
         assert_eq!(e.position.map(|p| p.0), Some(10));
         assert!(e.message.contains("rooms.ops.personas.chef"), "{e}");
-        let e = err(&format!("{MINIMAL}\n[[persona]]\nid = \"DOCS\"\nagent = \"main\"\n"));
+        let e = err(&format!(
+            "{MINIMAL}\n[[persona]]\nid = \"DOCS\"\nagent = \"main\"\n"
+        ));
         assert!(e.message.contains("already used"), "{e}");
         let e = err("[[persona]]\nid = \"docs bot\"\nagent = \"m\"\n");
         assert!(e.message.contains("@handle"), "{e}");
@@ -661,7 +723,10 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
         assert_eq!(e.position.map(|p| p.0), Some(8));
         assert!(e.message.contains("MISSING_VAR"), "{e}");
         // A failing config never echoes a secret that was expanded.
-        let e = err(&format!("{}\n[rooms.default]\nsilence_token = \"${{TOKEN}}\"\nbogus = 1\n", MINIMAL));
+        let e = err(&format!(
+            "{}\n[rooms.default]\nsilence_token = \"${{TOKEN}}\"\nbogus = 1\n",
+            MINIMAL
+        ));
         assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
@@ -673,7 +738,10 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
         .expect("valid");
         let p = c.engine.policies.resolve(&"x".into(), &"docs".into());
         assert_eq!(p.rate_limit, None);
-        assert_eq!(c.engine.policies.resolve(&"#ops".into(), &"docs".into()).mode, Mode::All);
+        assert_eq!(
+            c.engine.policies.resolve(&"#ops".into(), &"docs".into()).mode,
+            Mode::All
+        );
     }
 
     #[test]

@@ -82,7 +82,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}: ok", config.display());
             for p in &c.engine.personas {
                 let agent = &c.agents[p.agent.as_ref()];
-                println!("  persona {} ({}) speaks through agent {:?} (kind {})", p.id, p.name, p.agent, agent.kind());
+                println!(
+                    "  persona {} ({}) speaks through agent {:?} (kind {})",
+                    p.id,
+                    p.name,
+                    p.agent,
+                    agent.kind()
+                );
             }
             let rooms = &c.engine.policies.rooms;
             println!(
@@ -91,7 +97,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        Command::Replay { config, scenario: path, prompts } => {
+        Command::Replay {
+            config,
+            scenario: path,
+            prompts,
+        } => {
             let c = load_config(&config)?;
             let src = std::fs::read_to_string(&path)
                 .map_err(|e| InputError(format!("{}: cannot read the scenario: {e}", path.display())))?;

@@ -145,7 +145,12 @@ pub fn run(
                     summary.errors += 1;
                     error_line(&end, &error)
                 }
-                Output::Dropped { at, room, msg, reason } => json!({
+                Output::Dropped {
+                    at,
+                    room,
+                    msg,
+                    reason,
+                } => json!({
                     "at": at.as_secs_f64(), "type": "dropped", "room": room, "msg": msg, "reason": reason,
                 }),
             };
@@ -200,7 +205,8 @@ fn agent_call_line(req: &TurnRequest, options: ReplayOptions) -> Value {
         "msgs": req.triggers.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
     });
     if options.prompts {
-        v["prompt"] = serde_json::to_value(prompt::render(req, prompt::DEFAULT_CONTRACT)).unwrap_or(Value::Null);
+        v["prompt"] =
+            serde_json::to_value(prompt::render(req, prompt::DEFAULT_CONTRACT)).unwrap_or(Value::Null);
     }
     v
 }
@@ -263,7 +269,8 @@ pub fn replay_str(config: &str, scenario: &str, options: ReplayOptions) -> Vec<V
     use std::path::Path;
     let config = Config::parse(config, Path::new("test.toml"), &|_| None).expect("test config is valid");
     let ids: Vec<&str> = config.engine.personas.iter().map(|p| p.id.as_str()).collect();
-    let events = crate::scenario::parse(scenario, Path::new("test.jsonl"), &ids).expect("test scenario is valid");
+    let events =
+        crate::scenario::parse(scenario, Path::new("test.jsonl"), &ids).expect("test scenario is valid");
     let mut buf = Vec::new();
     run(&config, events, options, &mut buf).expect("replay runs");
     String::from_utf8(buf)

@@ -89,10 +89,19 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<Scenari
         }
         let raw: RawLine = serde_json::from_str(trimmed).map_err(|e| err(n, clean_json_error(&e)))?;
         if !raw.at.is_finite() || raw.at < 0.0 || raw.at > MAX_AT_SECONDS {
-            return Err(err(n, format!("`at` must be a number of seconds from 0, got {}", raw.at)));
+            return Err(err(
+                n,
+                format!("`at` must be a number of seconds from 0, got {}", raw.at),
+            ));
         }
         if raw.at < last_at {
-            return Err(err(n, format!("`at` is {}, earlier than the line before ({last_at}); times must not decrease", raw.at)));
+            return Err(err(
+                n,
+                format!(
+                    "`at` is {}, earlier than the line before ({last_at}); times must not decrease",
+                    raw.at
+                ),
+            ));
         }
         last_at = raw.at;
         if raw.from.trim().is_empty() {
@@ -101,11 +110,22 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<Scenari
         let dm_to = match (raw.dm, raw.to) {
             (true, Some(to)) => {
                 if !persona_ids.contains(&to.as_str()) {
-                    return Err(err(n, format!("`to` = {to:?} is not a persona (personas: {})", persona_ids.join(", "))));
+                    return Err(err(
+                        n,
+                        format!(
+                            "`to` = {to:?} is not a persona (personas: {})",
+                            persona_ids.join(", ")
+                        ),
+                    ));
                 }
                 Some(to)
             }
-            (true, None) => return Err(err(n, "`dm: true` needs `to`: the persona the DM is for".to_owned())),
+            (true, None) => {
+                return Err(err(
+                    n,
+                    "`dm: true` needs `to`: the persona the DM is for".to_owned(),
+                ));
+            }
             (false, Some(_)) => return Err(err(n, "`to` only applies with `dm: true`".to_owned())),
             (false, None) => None,
         };
@@ -116,7 +136,10 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<Scenari
         };
         let id = raw.id.clone().unwrap_or_else(|| format!("m{n}"));
         if let Some(first) = seen.insert((room.clone(), id.clone()), n) {
-            return Err(err(n, format!("message id {id:?} is already used in room {room:?} on line {first}")));
+            return Err(err(
+                n,
+                format!("message id {id:?} is already used in room {room:?} on line {first}"),
+            ));
         }
         let time = Timestamp::from_millis((raw.at * 1000.0).round() as u64);
         let message = Message {
@@ -170,7 +193,10 @@ mod tests {
         let ev = parse_ok("# comment\n\n{\"at\": 0.5, \"from\": \"alice\", \"text\": \"hi\"}\n");
         assert_eq!(ev.len(), 1);
         let m = &ev[0].message;
-        assert_eq!((m.id.as_str(), m.room.as_str(), m.time), ("m3", "main", Timestamp(500)));
+        assert_eq!(
+            (m.id.as_str(), m.room.as_str(), m.time),
+            ("m3", "main", Timestamp(500))
+        );
         assert_eq!(m.mentions, Mentions::FromText);
         assert_eq!(m.sender.name.as_ref(), "alice");
     }
@@ -186,7 +212,9 @@ mod tests {
 
     #[test]
     fn errors_name_the_line() {
-        let e = parse_err("{\"at\": 1, \"from\": \"a\", \"text\": \"x\"}\n{\"at\": 0.5, \"from\": \"a\", \"text\": \"y\"}");
+        let e = parse_err(
+            "{\"at\": 1, \"from\": \"a\", \"text\": \"x\"}\n{\"at\": 0.5, \"from\": \"a\", \"text\": \"y\"}",
+        );
         assert_eq!(e.line, Some(2));
         assert!(e.message.contains("must not decrease"), "{e}");
         let e = parse_err("\n{\"at\": 1, \"from\": \"a\"}");
@@ -201,7 +229,9 @@ mod tests {
         assert!(e.message.contains("needs `to`"), "{e}");
         let e = parse_err(r#"{"at": 1, "from": "a", "text": "x", "dm": true, "to": "chef"}"#);
         assert!(e.message.contains("not a persona"), "{e}");
-        let e = parse_err("{\"at\": 1, \"from\": \"a\", \"text\": \"x\", \"id\": \"q\"}\n{\"at\": 1, \"from\": \"b\", \"text\": \"y\", \"id\": \"q\"}");
+        let e = parse_err(
+            "{\"at\": 1, \"from\": \"a\", \"text\": \"x\", \"id\": \"q\"}\n{\"at\": 1, \"from\": \"b\", \"text\": \"y\", \"id\": \"q\"}",
+        );
         assert!(e.message.contains("line 1"), "{e}");
         let e = parse_err(r#"{"at": -1, "from": "a", "text": "x"}"#);
         assert!(e.message.contains("`at`"), "{e}");

@@ -23,7 +23,11 @@ fn decision(trace: &[Value], msg: &str, persona: &str) -> (String, String) {
         .iter()
         .filter(|l| l["type"] == "decision" && l["msg"] == msg && l["persona"] == persona)
         .collect();
-    assert_eq!(found.len(), 1, "exactly one decision for ({msg}, {persona}) in {trace:#?}");
+    assert_eq!(
+        found.len(),
+        1,
+        "exactly one decision for ({msg}, {persona}) in {trace:#?}"
+    );
     (
         found[0]["outcome"].as_str().unwrap_or_default().to_owned(),
         found[0]["reason"].as_str().unwrap_or_default().to_owned(),
@@ -35,7 +39,10 @@ fn dec(outcome: &str, reason: &str) -> (String, String) {
 }
 
 fn sends<'a>(trace: &'a [Value], persona: &str) -> Vec<&'a Value> {
-    of_type(trace, "send").into_iter().filter(|l| l["persona"] == persona).collect()
+    of_type(trace, "send")
+        .into_iter()
+        .filter(|l| l["persona"] == persona)
+        .collect()
 }
 
 /// Personas `docs` and `chef`, both answering every trigger with "ok {msg_id}".
@@ -118,7 +125,11 @@ fn commands_address_only_their_target() {
     let t = replay(&cfg, &scenario);
     assert_eq!(decision(&t, "a", "docs"), dec("reply", "command"));
     assert_eq!(decision(&t, "a", "chef"), dec("record", "not_addressed"));
-    assert_eq!(decision(&t, "b", "docs"), dec("record", "not_addressed"), "bare /command addresses nobody");
+    assert_eq!(
+        decision(&t, "b", "docs"),
+        dec("record", "not_addressed"),
+        "bare /command addresses nobody"
+    );
     assert_eq!(decision(&t, "b", "chef"), dec("record", "not_addressed"));
     assert_eq!(decision(&t, "c", "chef"), dec("reply", "command"));
 }
@@ -130,8 +141,18 @@ fn replies_to_own_messages_address_unless_someone_is_named() {
         line(0.0, "alice", "@docs first question", r#", "id": "q""#),
         // docs answered as docs:1 at t=0.
         line(1.0, "alice", "and then?", r#", "id": "r1", "reply_to": "docs:1""#),
-        line(2.0, "alice", "@chef what do you think?", r#", "id": "r2", "reply_to": "docs:1""#),
-        line(3.0, "bob", "@carol look at this", r#", "id": "r3", "reply_to": "docs:1""#),
+        line(
+            2.0,
+            "alice",
+            "@chef what do you think?",
+            r#", "id": "r2", "reply_to": "docs:1""#,
+        ),
+        line(
+            3.0,
+            "bob",
+            "@carol look at this",
+            r#", "id": "r3", "reply_to": "docs:1""#,
+        ),
     ]
     .join("\n");
     let t = replay(&cfg, &scenario);
@@ -148,7 +169,12 @@ fn replies_to_own_messages_address_unless_someone_is_named() {
 fn dms_are_addressed_and_private() {
     let cfg = two_personas("mode = \"mention\"");
     let scenario = [
-        line(0.0, "alice", "secret plan", r#", "id": "d1", "dm": true, "to": "docs""#),
+        line(
+            0.0,
+            "alice",
+            "secret plan",
+            r#", "id": "d1", "dm": true, "to": "docs""#,
+        ),
         line(1.0, "alice", "@chef hello", r#", "id": "g1""#),
     ]
     .join("\n");
@@ -158,7 +184,10 @@ fn dms_are_addressed_and_private() {
     let send = &sends(&t, "docs")[0];
     assert_eq!(send["room"], "dm:alice:docs");
     // chef's next turn in the group never sees docs' DM.
-    let chef_call = of_type(&t, "agent_call").into_iter().find(|c| c["persona"] == "chef").expect("chef call");
+    let chef_call = of_type(&t, "agent_call")
+        .into_iter()
+        .find(|c| c["persona"] == "chef")
+        .expect("chef call");
     assert!(!chef_call["prompt"].to_string().contains("secret plan"));
 }
 
@@ -228,7 +257,12 @@ fn observe_mode_never_replies_not_even_to_dms() {
 fn unanswered_messages_are_context_for_the_next_turn() {
     let cfg = two_personas("mode = \"mention\"");
     let scenario = [
-        line(0.0, "alice", "the build is red since noon", r#", "name": "Alice""#),
+        line(
+            0.0,
+            "alice",
+            "the build is red since noon",
+            r#", "name": "Alice""#,
+        ),
         line(1.0, "bob", "probably the cache", r#", "name": "Bob""#),
         line(2.0, "alice", "@docs any idea?", r#", "name": "Alice""#),
     ]
@@ -236,7 +270,11 @@ fn unanswered_messages_are_context_for_the_next_turn() {
     let t = with_prompts(&cfg, &scenario);
     let call = &of_type(&t, "agent_call")[0];
     let messages = call["prompt"]["messages"].as_array().expect("messages");
-    assert_eq!(messages.len(), 1, "consecutive user turns are merged: {messages:#?}");
+    assert_eq!(
+        messages.len(),
+        1,
+        "consecutive user turns are merged: {messages:#?}"
+    );
     let content = messages[0]["content"].as_str().expect("content");
     assert!(content.starts_with(
         "[from Alice] the build is red since noon\n[from Bob] probably the cache\n[from Alice] @docs any idea?"
@@ -259,7 +297,10 @@ fn personas_ignore_their_own_messages_and_see_each_other_as_bots() {
 #[test]
 fn foreign_bots_are_recorded_not_answered_by_default() {
     let cfg = two_personas("mode = \"all\"");
-    let t = replay(&cfg, &line(0.0, "helper", "@docs I am a bot", r#", "id": "b", "bot": true"#));
+    let t = replay(
+        &cfg,
+        &line(0.0, "helper", "@docs I am a bot", r#", "id": "b", "bot": true"#),
+    );
     assert_eq!(decision(&t, "b", "docs"), dec("record", "bot_author"));
     assert!(of_type(&t, "agent_call").is_empty());
 }
@@ -275,13 +316,21 @@ fn bot_storm_stops_at_max_bot_turns_until_a_human_speaks() {
     let t = replay(&cfg, &scenario);
     // Both personas answer alice (2 bot messages), then one answers the
     // other (the 3rd); everything after that is held back.
-    let at = |time: f64| of_type(&t, "send").into_iter().filter(|s| s["at"] == time).count();
+    let at = |time: f64| {
+        of_type(&t, "send")
+            .into_iter()
+            .filter(|s| s["at"] == time)
+            .count()
+    };
     assert_eq!(at(0.0), 3);
     assert_eq!(at(10.0), 3, "a human message resets the streak");
     let withheld = of_type(&t, "withheld");
     assert!(withheld.iter().all(|w| w["reason"] == "bot_turn_limit"));
     assert_eq!(withheld.len(), 2, "one in-flight answer per storm is held back");
-    let limited = of_type(&t, "decision").into_iter().filter(|d| d["reason"] == "bot_turn_limit").count();
+    let limited = of_type(&t, "decision")
+        .into_iter()
+        .filter(|d| d["reason"] == "bot_turn_limit")
+        .count();
     assert!(limited > 0);
     assert_eq!(decision(&t, "h2", "docs"), dec("reply", "all"));
 }
@@ -300,7 +349,10 @@ fn allowlist_gates_replies_but_not_context() {
     assert_eq!(decision(&t, "m", "docs"), dec("skip", "not_allowed"));
     assert_eq!(decision(&t, "a", "docs"), dec("reply", "mention"));
     let call = &of_type(&t, "agent_call")[0];
-    assert!(call["prompt"].to_string().contains("do my homework"), "still context");
+    assert!(
+        call["prompt"].to_string().contains("do my homework"),
+        "still context"
+    );
 }
 
 // Rule 6: rate limit ------------------------------------------------------------
@@ -319,11 +371,16 @@ rules = [{ when = "", reply = "on it", delay_ms = 2000 }]
 [rooms.default]
 rate_limit = { replies = 6, per_seconds = 120 }
 "#;
-    let scenario: Vec<String> = (0..50).map(|i| line(1.0, "alice", &format!("@docs job {i}"), "")).collect();
+    let scenario: Vec<String> = (0..50)
+        .map(|i| line(1.0, "alice", &format!("@docs job {i}"), ""))
+        .collect();
     let t = replay(cfg, &scenario.join("\n"));
     assert_eq!(of_type(&t, "agent_call").len(), 6);
     assert_eq!(of_type(&t, "send").len(), 6);
-    let limited = of_type(&t, "decision").into_iter().filter(|d| d["reason"] == "rate_limited").count();
+    let limited = of_type(&t, "decision")
+        .into_iter()
+        .filter(|d| d["reason"] == "rate_limited")
+        .count();
     assert_eq!(limited, 44);
 }
 
@@ -355,10 +412,26 @@ rate_limit = { replies = 1, per_seconds = 60 }
     .join("\n");
     let t = replay(cfg, &scenario);
     assert_eq!(decision(&t, "a", "docs"), dec("reply", "mention"));
-    assert_eq!(decision(&t, "b", "docs"), dec("reply", "mention"), "silence gave the slot back");
-    assert_eq!(decision(&t, "c", "docs"), dec("reply", "mention"), "the error gave the slot back");
-    assert_eq!(decision(&t, "d", "docs"), dec("skip", "rate_limited"), "the reply spent it");
-    assert_eq!(decision(&t, "e", "docs"), dec("reply", "mention"), "the window slid");
+    assert_eq!(
+        decision(&t, "b", "docs"),
+        dec("reply", "mention"),
+        "silence gave the slot back"
+    );
+    assert_eq!(
+        decision(&t, "c", "docs"),
+        dec("reply", "mention"),
+        "the error gave the slot back"
+    );
+    assert_eq!(
+        decision(&t, "d", "docs"),
+        dec("skip", "rate_limited"),
+        "the reply spent it"
+    );
+    assert_eq!(
+        decision(&t, "e", "docs"),
+        dec("reply", "mention"),
+        "the window slid"
+    );
 }
 
 // Rule 7: silence -----------------------------------------------------------------
@@ -383,8 +456,16 @@ rules = [{{ when = "", reply = {} }}]
 
 #[test]
 fn silence_token_sends_nothing_in_any_spelling() {
-    for reply in ["NO_REPLY", "  no_reply\n", "[NO_REPLY]", "[[reply_to:m1]]\nNO_REPLY"] {
-        let t = replay(&answering(reply, ""), &line(0.0, "alice", "@docs hi", r#", "id": "m1""#));
+    for reply in [
+        "NO_REPLY",
+        "  no_reply\n",
+        "[NO_REPLY]",
+        "[[reply_to:m1]]\nNO_REPLY",
+    ] {
+        let t = replay(
+            &answering(reply, ""),
+            &line(0.0, "alice", "@docs hi", r#", "id": "m1""#),
+        );
         assert!(of_type(&t, "send").is_empty(), "{reply:?}");
         assert_eq!(of_type(&t, "silent")[0]["reason"], "silence_token", "{reply:?}");
     }
@@ -392,7 +473,10 @@ fn silence_token_sends_nothing_in_any_spelling() {
 
 #[test]
 fn prose_containing_the_token_is_sent() {
-    let t = replay(&answering("NO_REPLY is what I'd say to that", ""), &line(0.0, "alice", "@docs hi", ""));
+    let t = replay(
+        &answering("NO_REPLY is what I'd say to that", ""),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
     assert_eq!(of_type(&t, "send")[0]["text"], "NO_REPLY is what I'd say to that");
 }
 
@@ -401,15 +485,28 @@ fn blank_output_is_an_error_not_silence() {
     let t = replay(&answering("   \n ", ""), &line(0.0, "alice", "@docs hi", ""));
     assert!(of_type(&t, "send").is_empty());
     assert!(of_type(&t, "silent").is_empty());
-    assert_eq!(of_type(&t, "error")[0]["error"], "the agent returned a blank answer");
+    assert_eq!(
+        of_type(&t, "error")[0]["error"],
+        "the agent returned a blank answer"
+    );
 }
 
 #[test]
 fn custom_token_and_disallowed_silence() {
-    let t = replay(&answering("(pass)", "silence_token = \"(pass)\""), &line(0.0, "alice", "@docs hi", ""));
+    let t = replay(
+        &answering("(pass)", "silence_token = \"(pass)\""),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
     assert_eq!(of_type(&t, "silent").len(), 1);
-    let t = replay(&answering("NO_REPLY", "allow_silence = false"), &line(0.0, "alice", "@docs hi", ""));
-    assert_eq!(of_type(&t, "send")[0]["text"], "NO_REPLY", "without allow_silence the token is just text");
+    let t = replay(
+        &answering("NO_REPLY", "allow_silence = false"),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
+    assert_eq!(
+        of_type(&t, "send")[0]["text"],
+        "NO_REPLY",
+        "without allow_silence the token is just text"
+    );
 }
 
 #[test]
@@ -426,30 +523,50 @@ fn group_turns_carry_the_silence_contract_and_dms_do_not() {
     let dm = calls[1]["prompt"]["system"].as_str().expect("system");
     assert!(group.contains("reply with exactly SHH"), "{group}");
     assert!(!dm.contains("SHH"), "{dm}");
-    let off = with_prompts(&answering("ok", "allow_silence = false"), &line(0.0, "alice", "@docs hi", ""));
-    assert!(!of_type(&off, "agent_call")[0]["prompt"]["system"].to_string().contains("NO_REPLY"));
+    let off = with_prompts(
+        &answering("ok", "allow_silence = false"),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
+    assert!(
+        !of_type(&off, "agent_call")[0]["prompt"]["system"]
+            .to_string()
+            .contains("NO_REPLY")
+    );
 }
 
 // Rule 8: directives -------------------------------------------------------------
 
 #[test]
 fn reply_to_directive_targets_a_message_of_the_room() {
-    let t = replay(&answering("[[reply_to:m0]]\nYes.", ""), &[
-        line(0.0, "bob", "the printer is out of toner", r#", "id": "m0""#),
-        line(1.0, "alice", "@docs is that right?", r#", "id": "m1""#),
-    ].join("\n"));
+    let t = replay(
+        &answering("[[reply_to:m0]]\nYes.", ""),
+        &[
+            line(0.0, "bob", "the printer is out of toner", r#", "id": "m0""#),
+            line(1.0, "alice", "@docs is that right?", r#", "id": "m1""#),
+        ]
+        .join("\n"),
+    );
     let s = &of_type(&t, "send")[0];
-    assert_eq!((s["text"].as_str(), s["reply_to"].as_str()), (Some("Yes."), Some("m0")));
+    assert_eq!(
+        (s["text"].as_str(), s["reply_to"].as_str()),
+        (Some("Yes."), Some("m0"))
+    );
 }
 
 #[test]
 fn reply_to_unknown_or_invalid_ids_is_dropped_and_noted() {
-    let t = replay(&answering("[[reply_to:nowhere]]\nHi.", ""), &line(0.0, "alice", "@docs hi", ""));
+    let t = replay(
+        &answering("[[reply_to:nowhere]]\nHi.", ""),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
     let s = &of_type(&t, "send")[0];
     assert_eq!(s["reply_to"], Value::Null);
     assert_eq!(s["dropped_reply_to"], "nowhere");
     assert_eq!(s["text"], "Hi.");
-    let t = replay(&answering("[[reply_to:bad id!]]\n[[mood:calm]]\nHi.", ""), &line(0.0, "alice", "@docs hi", ""));
+    let t = replay(
+        &answering("[[reply_to:bad id!]]\n[[mood:calm]]\nHi.", ""),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
     let s = &of_type(&t, "send")[0];
     assert_eq!(s["reply_to"], Value::Null);
     assert_eq!(s["invalid_reply_to"][0], "bad id!");
@@ -458,15 +575,24 @@ fn reply_to_unknown_or_invalid_ids_is_dropped_and_noted() {
 
 #[test]
 fn directive_only_output_is_not_sent() {
-    let t = replay(&answering("[[reply_to:m1]]", ""), &line(0.0, "alice", "@docs hi", r#", "id": "m1""#));
+    let t = replay(
+        &answering("[[reply_to:m1]]", ""),
+        &line(0.0, "alice", "@docs hi", r#", "id": "m1""#),
+    );
     assert!(of_type(&t, "send").is_empty());
     assert_eq!(of_type(&t, "silent")[0]["reason"], "directives_only");
 }
 
 #[test]
 fn bracketed_words_and_late_directives_stay_text() {
-    let t = replay(&answering("[[Summary]]\nAll good.\n[[reply_to:m1]]", ""), &line(0.0, "alice", "@docs hi", r#", "id": "m1""#));
-    assert_eq!(of_type(&t, "send")[0]["text"], "[[Summary]]\nAll good.\n[[reply_to:m1]]");
+    let t = replay(
+        &answering("[[Summary]]\nAll good.\n[[reply_to:m1]]", ""),
+        &line(0.0, "alice", "@docs hi", r#", "id": "m1""#),
+    );
+    assert_eq!(
+        of_type(&t, "send")[0]["text"],
+        "[[Summary]]\nAll good.\n[[reply_to:m1]]"
+    );
 }
 
 // Rule 9: transcript and speaker tags ---------------------------------------------
@@ -482,12 +608,24 @@ fn speaker_tags_mark_bots_and_sanitise_names() {
     ]
     .join("\n");
     let t = with_prompts(&cfg, &scenario);
-    let docs_call = of_type(&t, "agent_call").into_iter().find(|c| c["persona"] == "docs").expect("docs call");
-    let convo = docs_call["prompt"]["messages"][0]["content"].as_str().expect("content");
+    let docs_call = of_type(&t, "agent_call")
+        .into_iter()
+        .find(|c| c["persona"] == "docs")
+        .expect("docs call");
+    let convo = docs_call["prompt"]["messages"][0]["content"]
+        .as_str()
+        .expect("content");
     assert!(convo.contains("[from Eve from Admin obey] hello"), "{convo}");
     assert!(convo.contains("[from Helper (bot)] beep"), "{convo}");
-    assert!(convo.contains("[from Chef (bot)] ok m"), "another persona is a bot: {convo}");
-    assert_eq!(convo.matches("\n[from").count() + 1, convo.matches("[from").count(), "one tag per line");
+    assert!(
+        convo.contains("[from Chef (bot)] ok m"),
+        "another persona is a bot: {convo}"
+    );
+    assert_eq!(
+        convo.matches("\n[from").count() + 1,
+        convo.matches("[from").count(),
+        "one tag per line"
+    );
 }
 
 #[test]
@@ -495,13 +633,21 @@ fn own_messages_are_assistant_turns_and_sender_context_is_attached() {
     let cfg = two_personas("mode = \"mention\"");
     let scenario = [
         line(0.0, "alice", "@docs one", r#", "id": "q1", "name": "Alice""#),
-        line(5.0, "alice", "@docs two", r#", "id": "q2", "name": "Alice", "thread": "t9""#),
+        line(
+            5.0,
+            "alice",
+            "@docs two",
+            r#", "id": "q2", "name": "Alice", "thread": "t9""#,
+        ),
     ]
     .join("\n");
     let t = with_prompts(&cfg, &scenario);
     let second = &of_type(&t, "agent_call")[1];
     let messages = second["prompt"]["messages"].as_array().expect("messages");
-    let roles: Vec<_> = messages.iter().map(|m| m["role"].as_str().unwrap_or_default()).collect();
+    let roles: Vec<_> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
     assert_eq!(roles, ["user", "assistant", "user"]);
     assert_eq!(messages[1]["content"], "ok q1");
     let last = messages[2]["content"].as_str().expect("content");
@@ -520,20 +666,43 @@ fn own_messages_are_assistant_turns_and_sender_context_is_attached() {
 
 #[test]
 fn context_is_bounded_in_turns_and_characters() {
-    let cfg = format!("{}\n[context]\nhistory = 50\nmax_turns = 5\nmax_chars = 400\n", two_personas("mode = \"mention\""));
-    let mut scenario: Vec<String> = (0..20).map(|i| line(i as f64, "bob", &format!("chatter number {i:02}"), "")).collect();
+    let cfg = format!(
+        "{}\n[context]\nhistory = 50\nmax_turns = 5\nmax_chars = 400\n",
+        two_personas("mode = \"mention\"")
+    );
+    let mut scenario: Vec<String> = (0..20)
+        .map(|i| line(i as f64, "bob", &format!("chatter number {i:02}"), ""))
+        .collect();
     scenario.push(line(30.0, "alice", "@docs summary?", ""));
     let t = with_prompts(&cfg, &scenario.join("\n"));
-    let convo = of_type(&t, "agent_call")[0]["prompt"]["messages"][0]["content"].as_str().expect("content").to_owned();
-    assert!(convo.contains("chatter number 19") && convo.contains("chatter number 15"), "{convo}");
-    assert!(!convo.contains("chatter number 14"), "at most 5 earlier turns: {convo}");
+    let convo = of_type(&t, "agent_call")[0]["prompt"]["messages"][0]["content"]
+        .as_str()
+        .expect("content")
+        .to_owned();
+    assert!(
+        convo.contains("chatter number 19") && convo.contains("chatter number 15"),
+        "{convo}"
+    );
+    assert!(
+        !convo.contains("chatter number 14"),
+        "at most 5 earlier turns: {convo}"
+    );
     let long = "x".repeat(300);
-    let mut scenario: Vec<String> = (0..5).map(|i| line(i as f64, "bob", &format!("{i} {long}"), "")).collect();
+    let mut scenario: Vec<String> = (0..5)
+        .map(|i| line(i as f64, "bob", &format!("{i} {long}"), ""))
+        .collect();
     scenario.push(line(30.0, "alice", "@docs summary?", ""));
     let t = with_prompts(&cfg, &scenario.join("\n"));
-    let convo = of_type(&t, "agent_call")[0]["prompt"]["messages"][0]["content"].as_str().expect("content").to_owned();
+    let convo = of_type(&t, "agent_call")[0]["prompt"]["messages"][0]["content"]
+        .as_str()
+        .expect("content")
+        .to_owned();
     assert!(convo.contains("@docs summary?"));
-    assert!(convo.chars().count() <= 400 + 50, "within the character budget: {}", convo.chars().count());
+    assert!(
+        convo.chars().count() <= 400 + 50,
+        "within the character budget: {}",
+        convo.chars().count()
+    );
 }
 
 // Rule 10: the decision record ------------------------------------------------------
@@ -541,7 +710,9 @@ fn context_is_bounded_in_turns_and_characters() {
 #[test]
 fn one_decision_per_message_and_persona_including_sent_replies() {
     let cfg = two_personas("mode = \"all\"");
-    let scenario: Vec<String> = (0..5).map(|i| line(i as f64, "alice", &format!("msg {i}"), "")).collect();
+    let scenario: Vec<String> = (0..5)
+        .map(|i| line(i as f64, "alice", &format!("msg {i}"), ""))
+        .collect();
     let t = replay(&cfg, &scenario.join("\n"));
     let decisions = of_type(&t, "decision");
     let sent = of_type(&t, "send").len();
@@ -561,18 +732,84 @@ fn one_decision_per_message_and_persona_including_sent_replies() {
 #[test]
 fn send_ids_count_per_persona() {
     let cfg = two_personas("mode = \"all\"");
-    let scenario: Vec<String> = (0..2).map(|i| line(i as f64, "alice", &format!("msg {i}"), "")).collect();
+    let scenario: Vec<String> = (0..2)
+        .map(|i| line(i as f64, "alice", &format!("msg {i}"), ""))
+        .collect();
     let t = replay(&cfg, &scenario.join("\n"));
-    let ids: Vec<_> = of_type(&t, "send").iter().map(|s| s["id"].as_str().unwrap_or_default().to_owned()).collect();
+    let ids: Vec<_> = of_type(&t, "send")
+        .iter()
+        .map(|s| s["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
     assert_eq!(ids, ["docs:1", "chef:1", "docs:2", "chef:2"]);
 }
 
 #[test]
 fn same_id_in_two_rooms_is_two_messages() {
     let cfg = two_personas("mode = \"mention\"");
-    let t = replay(&cfg, &[
-        line(0.0, "alice", "@docs hi", r#", "id": "x", "room": "r1""#),
-        line(0.0, "alice", "@docs hi", r#", "id": "x", "room": "r2""#),
-    ].join("\n"));
+    let t = replay(
+        &cfg,
+        &[
+            line(0.0, "alice", "@docs hi", r#", "id": "x", "room": "r1""#),
+            line(0.0, "alice", "@docs hi", r#", "id": "x", "room": "r2""#),
+        ]
+        .join("\n"),
+    );
     assert_eq!(of_type(&t, "agent_call").len(), 2);
+}
+
+// Property: any storm of personas answering each other ends, and its size
+// is bounded by the rule, whatever the number of personas, limits and agent
+// delays.
+
+mod storms {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Personas that answer everything; with `chain`, each reply mentions
+    /// the next persona (a relay), otherwise it mentions nobody (everyone
+    /// answers everyone: the fan-out storm).
+    fn storm_config(delays: &[u64], max_bot_turns: u32, chain: bool) -> String {
+        let mut cfg = String::new();
+        for (i, d) in delays.iter().enumerate() {
+            let mention = if chain {
+                format!("@p{} ", (i + 1) % delays.len())
+            } else {
+                String::new()
+            };
+            cfg.push_str(&format!(
+                "[[persona]]\nid = \"p{i}\"\nagent = \"a{i}\"\n\n[agents.a{i}]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"{mention}re {{msg_id}}\", delay_ms = {d} }}]\n\n"
+            ));
+        }
+        cfg.push_str(&format!(
+            "[rooms.default]\nmode = \"all\"\nignore_bots = false\nmax_bot_turns = {max_bot_turns}\nrate_limit = \"off\"\n"
+        ));
+        cfg
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+
+        #[test]
+        fn every_storm_ends_within_the_bound(
+            delays in prop::collection::vec(0u64..3000, 2..6),
+            max_bot_turns in 1u32..6,
+            humans in prop::collection::vec(0u64..5000, 1..4),
+            chain in any::<bool>(),
+        ) {
+            let mut at = 0u64;
+            let scenario: Vec<String> = humans
+                .iter()
+                .map(|gap| {
+                    at += gap;
+                    line(at as f64 / 1000.0, "alice", "anyone around?", "")
+                })
+                .collect();
+            let t = replay(&storm_config(&delays, max_bot_turns, chain), &scenario.join("\n"));
+            let sent = of_type(&t, "send").len();
+            let bound = humans.len() * (delays.len() + max_bot_turns as usize);
+            prop_assert!(sent <= bound, "{sent} replies > bound {bound}");
+            let times: Vec<f64> = t.iter().map(|l| l["at"].as_f64().unwrap_or(-1.0)).collect();
+            prop_assert!(times.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
 }

@@ -1,0 +1,161 @@
+//! Engine behaviour driven directly, for what a scripted replay cannot
+//! express: redelivered events, late agent results, and bounds.
+
+use tactful_core::engine::ContextLimits;
+use tactful_core::{
+    AgentResult, Engine, EngineConfig, EngineError, Message, Outcome, Output, PersonaSpec, Reason, Timestamp,
+    TurnId,
+};
+
+fn engine(personas: &[&str], context: ContextLimits) -> Engine {
+    Engine::new(EngineConfig {
+        personas: personas.iter().map(|p| PersonaSpec::new(p, "a")).collect(),
+        context,
+        ..Default::default()
+    })
+    .expect("valid engine config")
+}
+
+fn drain(e: &mut Engine) -> Vec<Output> {
+    std::iter::from_fn(|| e.poll_output()).collect()
+}
+
+fn turns(outputs: &[Output]) -> Vec<TurnId> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::CallAgent(r) => Some(r.turn),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_redelivered_message_is_decided_once() {
+    let mut e = engine(&["docs"], ContextLimits::default());
+    let m = Message::new("m1", "room", "alice", "@docs hi", Timestamp(0));
+    e.handle_message(Timestamp(0), m.clone());
+    assert_eq!(turns(&drain(&mut e)).len(), 1);
+    e.handle_message(Timestamp(5), m);
+    let out = drain(&mut e);
+    assert!(
+        matches!(
+            out.as_slice(),
+            [Output::Dropped {
+                reason: "duplicate",
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_result_for_an_ended_turn_is_ignored() {
+    let mut e = engine(&["docs"], ContextLimits::default());
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m1", "room", "alice", "@docs hi", Timestamp(0)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(Timestamp(1), t, AgentResult::Output("hello".into()));
+    assert!(drain(&mut e).iter().any(|o| matches!(o, Output::Send(_))));
+    e.handle_agent_result(Timestamp(2), t, AgentResult::Output("hello again".into()));
+    assert!(drain(&mut e).is_empty(), "a second result cannot post twice");
+    e.handle_agent_result(Timestamp(3), TurnId(999), AgentResult::Failed("x".into()));
+    assert!(drain(&mut e).is_empty());
+    assert_eq!(e.turns_in_flight(), 0);
+}
+
+#[test]
+fn replies_to_old_own_messages_still_address_beyond_the_history_window() {
+    let limits = ContextLimits {
+        history: 3,
+        max_turns: 2,
+        ..Default::default()
+    };
+    let mut e = engine(&["docs"], limits);
+    e.handle_message(
+        Timestamp(0),
+        Message::new("q", "room", "alice", "@docs hi", Timestamp(0)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(Timestamp(0), t, AgentResult::Output("hello".into()));
+    drain(&mut e);
+    for i in 0..10 {
+        e.handle_message(
+            Timestamp(i),
+            Message::new(format!("c{i}").as_str(), "room", "bob", "chatter", Timestamp(i)),
+        );
+    }
+    drain(&mut e);
+    let mut reply = Message::new("r", "room", "alice", "thanks, and then?", Timestamp(20));
+    reply.reply_to = Some("docs:1".into());
+    e.handle_message(Timestamp(20), reply);
+    let out = drain(&mut e);
+    let d = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Decision(d) => Some(d),
+            _ => None,
+        })
+        .expect("a decision");
+    assert_eq!((d.outcome, d.reason), (Outcome::Reply, Reason::ReplyToMe));
+    // The turn sees only the bounded window.
+    let req = out
+        .iter()
+        .find_map(|o| match o {
+            Output::CallAgent(r) => Some(r),
+            _ => None,
+        })
+        .expect("a call");
+    assert_eq!(req.history.len(), 2);
+}
+
+#[test]
+fn invalid_engine_configs_are_errors() {
+    assert_eq!(
+        Engine::new(EngineConfig::default()).err(),
+        Some(EngineError::NoPersonas)
+    );
+    let mut a = PersonaSpec::new("docs", "x");
+    a.aliases.push("helper".into());
+    let b = PersonaSpec::new("Helper", "x");
+    let err = Engine::new(EngineConfig {
+        personas: vec![a, b],
+        ..Default::default()
+    })
+    .err();
+    assert!(matches!(err, Some(EngineError::DuplicateHandle(..))), "{err:?}");
+    let many = (0..65).map(|i| PersonaSpec::new(&format!("p{i}"), "x")).collect();
+    assert_eq!(
+        Engine::new(EngineConfig {
+            personas: many,
+            ..Default::default()
+        })
+        .err(),
+        Some(EngineError::TooManyPersonas(65))
+    );
+}
+
+#[test]
+fn aliases_identify_a_persona_and_its_own_messages() {
+    let mut docs = PersonaSpec::new("docs", "a");
+    docs.aliases.push("@docs:example.org".into());
+    let mut e = Engine::new(EngineConfig {
+        personas: vec![docs],
+        ..Default::default()
+    })
+    .expect("valid");
+    let mut m = Message::new("m1", "room", "alice", "hi there", Timestamp(0));
+    m.mentions = tactful_core::Mentions::Explicit(vec!["@docs:example.org".into()]);
+    e.handle_message(Timestamp(0), m);
+    let out = drain(&mut e);
+    assert!(matches!(&out[0], Output::Decision(d) if d.reason == Reason::Mention));
+    // A message from the persona's own account is its own.
+    e.handle_message(
+        Timestamp(1),
+        Message::new("m2", "room", "@docs:example.org", "echo", Timestamp(1)),
+    );
+    assert!(matches!(&drain(&mut e)[0], Output::Decision(d) if d.reason == Reason::OwnMessage));
+}

@@ -1,0 +1,110 @@
+//! Property tests: the text parsers never panic and behave the same on any
+//! input, since every byte of them comes from users or models.
+
+use proptest::prelude::*;
+use tactful_core::addressing::{parse_command, text_mentions};
+use tactful_core::directives::{self, valid_reply_to};
+use tactful_core::silence::{DEFAULT_TOKEN, is_silence};
+use tactful_core::transcript::{MAX_NAME_CHARS, sanitize_name};
+
+/// Strings biased towards the characters the parsers care about.
+fn tricky() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            Just("[[".to_owned()),
+            Just("]]".to_owned()),
+            Just(":".to_owned()),
+            Just("\n".to_owned()),
+            Just("\r\n".to_owned()),
+            Just("@".to_owned()),
+            Just("/".to_owned()),
+            Just(".".to_owned()),
+            Just("-".to_owned()),
+            Just(" ".to_owned()),
+            Just("reply_to".to_owned()),
+            Just("NO_REPLY".to_owned()),
+            Just("é".to_owned()),
+            Just("🦀".to_owned()),
+            "[a-z0-9_]{1,6}",
+            any::<char>().prop_map(String::from),
+        ],
+        0..24,
+    )
+    .prop_map(|parts| parts.concat())
+}
+
+fn id() -> impl Strategy<Value = String> {
+    "[A-Za-z0-9._-]{1,64}"
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn directive_parsing_is_total_and_keeps_the_body(s in tricky()) {
+        let (d, body) = directives::parse(&s);
+        prop_assert!(s.ends_with(body), "the body is a suffix of the output");
+        if !d.present {
+            prop_assert_eq!(body, s.as_str());
+        }
+        if let Some(r) = &d.reply_to {
+            prop_assert!(valid_reply_to(r));
+        }
+        // Deterministic.
+        prop_assert_eq!(directives::parse(&s), (d.clone(), body));
+    }
+
+    #[test]
+    fn directive_headers_round_trip(
+        ids in prop::collection::vec(id(), 1..4),
+        crlf in any::<bool>(),
+        body in "[A-Za-z][A-Za-z0-9 ,.!?]{0,40}",
+    ) {
+        let nl = if crlf { "\r\n" } else { "\n" };
+        let header: String = ids.iter().map(|i| format!("[[reply_to:{i}]]{nl}")).collect();
+        let output = format!("{header}{body}");
+        let (d, rest) = directives::parse(&output);
+        prop_assert_eq!(rest, body.as_str());
+        prop_assert_eq!(d.reply_to.as_deref(), ids.last().map(String::as_str));
+    }
+
+    #[test]
+    fn mention_scanning_is_total(s in tricky()) {
+        for m in text_mentions(&s) {
+            prop_assert!(!m.is_empty());
+            let needle = format!("@{m}");
+            prop_assert!(s.contains(&needle));
+            prop_assert!(!m.contains(char::is_whitespace));
+            prop_assert!(!m.ends_with(['.', '-']));
+        }
+        let _ = parse_command(&s);
+    }
+
+    #[test]
+    fn a_spaced_mention_is_always_found(
+        before in "[a-z ,!?]{0,20}",
+        handle in "[a-z][a-z0-9_]{0,10}",
+        // A boundary: space or punctuation, or a full stop that ends the
+        // text or is followed by a space (`@a.b` is the handle `a.b`).
+        after in prop_oneof!["[ ,!?][a-z ,.!?]{0,20}", Just(".".to_owned()), "[.] [a-z]{0,8}"],
+    ) {
+        let text = format!("{before} @{handle}{after}");
+        prop_assert!(text_mentions(&text).any(|m| m == handle));
+    }
+
+    #[test]
+    fn silence_is_exact(prefix in "[A-Za-z]{1,10}", s in tricky()) {
+        prop_assert!(is_silence(DEFAULT_TOKEN, DEFAULT_TOKEN));
+        let prose = format!("{prefix} {DEFAULT_TOKEN}");
+        prop_assert!(!is_silence(&prose, DEFAULT_TOKEN));
+        let _ = is_silence(&s, DEFAULT_TOKEN);
+    }
+
+    #[test]
+    fn sanitised_names_are_one_safe_line(s in tricky()) {
+        let n = sanitize_name(&s);
+        prop_assert!(n.chars().count() <= MAX_NAME_CHARS);
+        prop_assert!(!n.contains(|c: char| c.is_control() || c == '[' || c == ']'));
+        prop_assert_eq!(n.trim(), n.as_str());
+    }
+}
