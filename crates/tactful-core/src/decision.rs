@@ -70,6 +70,25 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Every reason, for documentation and coverage checks.
+    pub const ALL: [Reason; 15] = [
+        Reason::Dm,
+        Reason::Mention,
+        Reason::Command,
+        Reason::ReplyToMe,
+        Reason::All,
+        Reason::OwnMessage,
+        Reason::NotAddressed,
+        Reason::AddressedToOther,
+        Reason::NotCommand,
+        Reason::Observe,
+        Reason::BotAuthor,
+        Reason::BotTurnLimit,
+        Reason::NotAllowed,
+        Reason::RateLimited,
+        Reason::DmForOther,
+    ];
+
     /// The stable name used in traces.
     pub fn as_str(self) -> &'static str {
         match self {

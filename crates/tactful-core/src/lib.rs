@@ -9,6 +9,36 @@
 //! live service would, and what makes the engine cheap to benchmark and
 //! fuzz.
 //!
+//! A driver's loop, in miniature:
+//!
+//! ```
+//! use tactful_core::{AgentResult, Engine, EngineConfig, Message, Output, PersonaSpec, Timestamp};
+//!
+//! let mut engine = Engine::new(EngineConfig {
+//!     personas: vec![PersonaSpec::new("docs", "main")],
+//!     ..Default::default()
+//! })?;
+//! let now = Timestamp::from_millis(1_000);
+//! engine.handle_message(now, Message::new("m1", "lobby", "alice", "@docs how do I reset?", now));
+//!
+//! let (mut reasons, mut sent) = (Vec::new(), Vec::new());
+//! while let Some(output) = engine.poll_output() {
+//!     match output {
+//!         Output::Decision(d) => reasons.push(d.reason.as_str()),
+//!         // A real driver calls the persona's agent here, asynchronously.
+//!         Output::CallAgent(turn) => {
+//!             engine.handle_agent_result(now, turn.turn, AgentResult::Output("Hold the button.".into()))
+//!         }
+//!         Output::Send(reply) => sent.push(reply.text),
+//!         _ => {}
+//!     }
+//! }
+//! assert_eq!(sent, ["Hold the button."]);
+//! // The reply is heard back by the room: docs records it as its own.
+//! assert_eq!(reasons, ["mention", "own_message"]);
+//! # Ok::<(), tactful_core::EngineError>(())
+//! ```
+//!
 //! Start at [`engine::Engine`]. Where each rule lives:
 //!
 //! | rule | module |

@@ -1,0 +1,97 @@
+//! The `tactful` binary as a user runs it: exit codes and messages.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn tactful(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .env_remove("TACTFUL_LOG")
+        .output()
+        .expect("tactful runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tactful-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("write temp file");
+    path
+}
+
+#[test]
+fn replay_prints_json_lines_and_a_summary() {
+    let o = tactful(&[
+        "replay",
+        "-c",
+        "examples/quickstart/tactful.toml",
+        "examples/quickstart/conversation.jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stdout = String::from_utf8(o.stdout.clone()).expect("utf-8");
+    assert!(
+        stdout
+            .lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
+    );
+    assert!(stdout.contains(r#""type":"send""#));
+    assert!(stderr(&o).contains("replayed 6 messages"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_bad_scenario_line_is_exit_2_and_names_the_line() {
+    let bad = temp_file(
+        "bad.jsonl",
+        "{\"at\": 0, \"from\": \"a\", \"text\": \"ok\"}\n\n{\"at\": 1, \"from\": \"a\", \"txt\": \"oops\"}\n",
+    );
+    let o = tactful(&[
+        "replay",
+        "-c",
+        "examples/quickstart/tactful.toml",
+        bad.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("bad.jsonl:3: unknown field `txt`"), "{err}");
+    assert!(o.stdout.is_empty(), "nothing is replayed from a bad scenario");
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn a_bad_config_is_exit_2_and_names_key_and_line() {
+    let cfg = temp_file(
+        "bad.toml",
+        "[[persona]]\nid = \"docs\"\nagent = \"main\"\n\n[agents.main]\nkind = \"script\"\nrules = []\n\n[rooms.default]\nmode = \"shout\"\n",
+    );
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("bad.toml:10:8: unknown variant `shout`"), "{err}");
+    assert!(err.contains("10 | mode = \"shout\""), "the line is shown: {err}");
+}
+
+#[test]
+fn check_summarises_a_good_config() {
+    let o = tactful(&["check", "-c", "examples/modes/tactful.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).expect("utf-8");
+    assert!(out.contains("ok"));
+    assert!(out.contains("persona docs (Docs)"));
+    assert!(out.contains("\"lobby\""));
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let o = tactful(&["replay", "-c", "nope.toml", "nope.jsonl"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("nope.toml: cannot read the config"),
+        "{}",
+        stderr(&o)
+    );
+}

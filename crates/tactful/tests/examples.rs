@@ -1,0 +1,109 @@
+//! Golden replays of every shipped example.
+//!
+//! Each `examples/<name>/` holds `tactful.toml`, `conversation.jsonl` and
+//! the expected trace `expected.jsonl` (and `expected-prompts.jsonl` when
+//! the example is meant to be read with `--prompts`). A change in engine
+//! behaviour shows up here as a diff of the trace. After an intended
+//! change, regenerate with `UPDATE_GOLDEN=1 cargo test -p tactful --test examples`
+//! and review the diff like code.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use tactful::config::Config;
+use tactful::replay::{self, ReplayOptions};
+use tactful::scenario;
+use tactful_core::Reason;
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn example_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(examples_dir())
+        .expect("examples/ exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.join("conversation.jsonl").exists())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn trace(dir: &Path, options: ReplayOptions) -> String {
+    let config = Config::load(&dir.join("tactful.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join("conversation.jsonl");
+    let src = std::fs::read_to_string(&path).expect("readable scenario");
+    let ids: Vec<&str> = config.engine.personas.iter().map(|p| p.id.as_str()).collect();
+    let events = scenario::parse(&src, &path, &ids).unwrap_or_else(|e| panic!("{e}"));
+    let mut out = Vec::new();
+    replay::run(&config, events, options, &mut out).expect("replay runs");
+    String::from_utf8(out).expect("utf-8")
+}
+
+fn check_golden(dir: &Path, file: &str, actual: &str) {
+    let path = dir.join(file);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing; run with UPDATE_GOLDEN=1 to create it",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the replay at line {}:\n  expected: {}\n  actual:   {}\n(UPDATE_GOLDEN=1 regenerates after an intended change)",
+            path.display(),
+            first + 1,
+            expected.lines().nth(first).unwrap_or("<end>"),
+            actual.lines().nth(first).unwrap_or("<end>"),
+        );
+    }
+}
+
+#[test]
+fn every_example_replays_to_its_golden_trace() {
+    let dirs = example_dirs();
+    assert!(dirs.len() >= 6, "examples are found: {dirs:?}");
+    for dir in dirs {
+        check_golden(&dir, "expected.jsonl", &trace(&dir, ReplayOptions::default()));
+        if dir.join("expected-prompts.jsonl").exists() || dir.ends_with("transcript") {
+            check_golden(
+                &dir,
+                "expected-prompts.jsonl",
+                &trace(&dir, ReplayOptions { prompts: true }),
+            );
+        }
+    }
+}
+
+#[test]
+fn the_examples_show_every_reason_and_turn_ending() {
+    let mut reasons = BTreeSet::new();
+    let mut types = BTreeSet::new();
+    for dir in example_dirs() {
+        for line in trace(&dir, ReplayOptions::default()).lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("json");
+            types.insert(v["type"].as_str().unwrap_or_default().to_owned());
+            if v["type"] == "decision" {
+                reasons.insert(v["reason"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    let missing: Vec<_> = Reason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .filter(|r| !reasons.contains(*r))
+        .collect();
+    assert!(missing.is_empty(), "no shipped example shows: {missing:?}");
+    for ty in ["decision", "agent_call", "send", "silent", "error", "withheld"] {
+        assert!(types.contains(ty), "no shipped example shows a {ty} line");
+    }
+}
