@@ -154,6 +154,8 @@ mod tests {
             triggers,
             history: vec![],
             max_chars: 1000,
+            room_bots: vec![],
+            flush_trigger: None,
         }
     }
 

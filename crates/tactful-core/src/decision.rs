@@ -67,11 +67,23 @@ pub enum Reason {
     RateLimited,
     /// Skip, not recorded: a DM with another persona.
     DmForOther,
+    /// Record: `ambient` mode; held in the persona's buffer for its next
+    /// batch.
+    Buffered,
+    /// Reply: the reply-decision gate said REPLY.
+    GateReply,
+    /// Reply: the gate failed (error, timeout or an unreadable answer), so
+    /// it failed open.
+    GateFailedOpen,
+    /// Skip: the reply-decision gate said SKIP.
+    GateSkip,
+    /// Skip: enough personas already answered this unaddressed message.
+    FloorTaken,
 }
 
 impl Reason {
     /// Every reason, for documentation and coverage checks.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 20] = [
         Reason::Dm,
         Reason::Mention,
         Reason::Command,
@@ -87,6 +99,11 @@ impl Reason {
         Reason::NotAllowed,
         Reason::RateLimited,
         Reason::DmForOther,
+        Reason::Buffered,
+        Reason::GateReply,
+        Reason::GateFailedOpen,
+        Reason::GateSkip,
+        Reason::FloorTaken,
     ];
 
     /// The stable name used in traces.
@@ -107,6 +124,11 @@ impl Reason {
             Reason::NotAllowed => "not_allowed",
             Reason::RateLimited => "rate_limited",
             Reason::DmForOther => "dm_for_other",
+            Reason::Buffered => "buffered",
+            Reason::GateReply => "gate_reply",
+            Reason::GateFailedOpen => "gate_failed_open",
+            Reason::GateSkip => "gate_skip",
+            Reason::FloorTaken => "floor_taken",
         }
     }
 }

@@ -1,30 +1,33 @@
-//! The room engine: messages and agent results in, decisions and effects out.
+//! The room engine: messages, agent results and time in; decisions and
+//! effects out.
 //!
 //! [`Engine`] is sans-I/O in the style of `quinn-proto`: the caller owns the
 //! clock, the network and the agents. It feeds events with
-//! [`Engine::handle_message`] and [`Engine::handle_agent_result`], then
+//! [`Engine::handle_message`], [`Engine::handle_agent_result`] and
+//! [`Engine::handle_timeout`] (when [`Engine::poll_timeout`] is due), then
 //! drains [`Engine::poll_output`] until it returns `None`, executing the
-//! effects it finds (call an agent, send a message). Every entry point takes
-//! `now`; nothing inside reads a clock, so a replay on a virtual clock and
-//! the live service decide alike.
+//! effects it finds. Every entry point takes `now`; nothing inside reads a
+//! clock, so a replay on a virtual clock and the live service decide alike.
 //!
 //! The flow of one message, in order (see also `ARCHITECTURE.md`):
 //! 1. duplicate ids are dropped;
 //! 2. the author is identified (a persona of ours? a bot?) and the room's
 //!    bot streak is updated;
 //! 3. mentions and `/command@` are classified once ([`Targets`]);
-//! 4. each persona gets one [`Decision`] ([`Engine::decide`]): the room
-//!    mode, bot rules, the allowlist and the rate limit, in that order;
+//! 4. each persona gets a verdict ([`decide`]): room mode, bot rules,
+//!    allowlist and rate limit, in that order;
 //! 5. the message is recorded in the room transcript;
-//! 6. each `reply` decision starts a turn: a [`TurnRequest`] output.
+//! 6. verdicts are acted on: a turn starts, the reply-decision gate is
+//!    asked, or the message joins an ambient buffer.
 //!
 //! When a turn ends, [`Engine::handle_agent_result`] strips directives,
-//! honours silence, validates `reply_to`, settles the rate-limit slot and
-//! emits a [`Outgoing`] send, which the engine then hears like any other
-//! message so other personas see it as a bot message.
+//! honours silence, applies the bot-turn limit and floor control, validates
+//! `reply_to`, settles the rate-limit slot and emits an [`Outgoing`] send,
+//! which the room then hears like any other message.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
@@ -36,10 +39,11 @@ use crate::message::{Mentions, Message, Sender};
 use crate::persona::{MAX_PERSONAS, PersonaIdx, PersonaSpec};
 use crate::policy::{Mode, PolicyTable, RoomPolicy};
 use crate::rate_limit::RateLedger;
+use crate::rng::Rng;
 use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
-use crate::turn::{AgentResult, TurnKind, TurnRequest};
+use crate::turn::{AgentResult, FlushTrigger, GateVerdict, TurnKind, TurnRequest, parse_gate_answer};
 
 /// How much of a room the engine keeps and shows agents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +72,7 @@ impl Default for ContextLimits {
 }
 
 /// Everything the engine is built from.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// The personas this process hosts, in config order.
     pub personas: Vec<PersonaSpec>,
@@ -76,6 +80,22 @@ pub struct EngineConfig {
     pub policies: PolicyTable,
     /// Context bounds.
     pub context: ContextLimits,
+    /// Ambient flushes allowed to run at once, process-wide.
+    pub max_concurrent_flushes: usize,
+    /// Seed for ambient flush jitter.
+    pub seed: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            personas: Vec::new(),
+            policies: PolicyTable::default(),
+            context: ContextLimits::default(),
+            max_concurrent_flushes: 3,
+            seed: 0,
+        }
+    }
 }
 
 /// A config the engine cannot run with.
@@ -90,6 +110,9 @@ pub enum EngineError {
     /// Two personas answer to the same handle.
     #[error("personas `{0}` and `{1}` answer to the same handle `{2}`")]
     DuplicateHandle(PersonaId, PersonaId, String),
+    /// `max_concurrent_flushes` is zero: no ambient flush could ever run.
+    #[error("max_concurrent_flushes must be at least 1")]
+    NoFlushSlots,
 }
 
 /// A reply the engine decided to send.
@@ -99,6 +122,8 @@ pub struct Outgoing {
     pub at: Timestamp,
     /// The turn that produced it.
     pub turn: TurnId,
+    /// What kind of turn.
+    pub kind: TurnKind,
     /// The persona speaking.
     pub persona: PersonaId,
     /// The room.
@@ -141,6 +166,26 @@ impl SilenceKind {
     }
 }
 
+/// Why the engine cancelled a turn in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CancelReason {
+    /// An ambient flush was overtaken by a message addressing the persona:
+    /// the addressed reply answers instead, so the flush must not post.
+    Addressed,
+    /// The reply-decision gate did not answer in time; it failed open.
+    GateTimeout,
+}
+
+impl CancelReason {
+    /// The stable name used in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Addressed => "addressed",
+            CancelReason::GateTimeout => "gate_timeout",
+        }
+    }
+}
+
 /// The end of a turn that sent nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TurnEnd {
@@ -148,12 +193,76 @@ pub struct TurnEnd {
     pub at: Timestamp,
     /// The turn.
     pub turn: TurnId,
+    /// What kind of turn.
+    pub kind: TurnKind,
     /// Whose turn.
     pub persona: PersonaId,
     /// The room.
     pub room: RoomId,
     /// The messages the turn was for.
     pub msgs: Vec<MsgId>,
+}
+
+/// Why an ambient flush that was due has not started yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitReason {
+    /// The persona spoke in the room less than `cooldown_seconds` ago.
+    Cooldown,
+    /// `max_concurrent_flushes` ambient calls are already running.
+    Concurrency,
+    /// The persona's previous flush in this room is still running.
+    InFlight,
+}
+
+impl WaitReason {
+    /// The stable name used in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::Cooldown => "cooldown",
+            WaitReason::Concurrency => "concurrency",
+            WaitReason::InFlight => "in_flight",
+        }
+    }
+}
+
+/// Something that happened to an ambient buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AmbientEvent {
+    /// A flush is due but waits.
+    Waiting {
+        /// What made it due.
+        trigger: FlushTrigger,
+        /// Why it waits.
+        why: WaitReason,
+        /// When it may start, if known.
+        until: Option<Timestamp>,
+    },
+    /// The buffer was emptied without a flush: an addressed message took
+    /// over (its reply sees these messages as context).
+    Cleared {
+        /// The messages that were buffered.
+        msgs: Vec<MsgId>,
+    },
+    /// A flush was due but will not call the agent.
+    Skipped {
+        /// The batch.
+        msgs: Vec<MsgId>,
+        /// Why (`rate_limited`, `floor_taken`, `gate_skip`).
+        reason: Reason,
+    },
+}
+
+/// An [`AmbientEvent`] for one persona in one room.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AmbientNote {
+    /// When.
+    pub at: Timestamp,
+    /// Whose buffer.
+    pub persona: PersonaId,
+    /// Which room.
+    pub room: RoomId,
+    /// What happened.
+    pub event: AmbientEvent,
 }
 
 /// Something the driver must act on or record, in the order it happened.
@@ -168,11 +277,17 @@ pub enum Output {
     Send(Box<Outgoing>),
     /// A turn ended in deliberate silence: nothing to deliver.
     Silent(TurnEnd, SilenceKind),
+    /// A turn produced a reply that a guard held back at the last moment:
+    /// the room's bots reached `max_bot_turns`, or another persona already
+    /// took the floor.
+    Withheld(TurnEnd, Reason),
     /// A turn failed. The string says why.
     Error(TurnEnd, String),
-    /// A turn produced a reply that a guard held back at the last moment
-    /// (e.g. the room's bots reached `max_bot_turns` while it ran).
-    Withheld(TurnEnd, Reason),
+    /// The engine gave up on a turn in flight: stop the agent if possible;
+    /// its result, if it still comes, is ignored.
+    Cancelled(TurnEnd, CancelReason),
+    /// An ambient buffer waited, was cleared, or skipped a flush.
+    Ambient(AmbientNote),
     /// An inbound message was dropped before any decision.
     Dropped {
         /// When.
@@ -186,12 +301,31 @@ pub enum Output {
     },
 }
 
+/// An ambient persona's buffer in one room.
+#[derive(Debug, Default)]
+struct AmbientState {
+    buffer: Vec<Arc<Entry>>,
+    /// When the timer trigger fires, once armed by the first message, and
+    /// the timer's key (removed when the buffer empties another way).
+    due: Option<(Timestamp, u64)>,
+    /// A trigger that fired but could not start yet, and why.
+    waiting: Option<(FlushTrigger, WaitReason)>,
+    /// Whether the pair sits in the engine's concurrency queue.
+    queued: bool,
+    /// When a cooldown wait wakes up (one timer per cooldown end).
+    wake: Option<Timestamp>,
+    /// Flush turns (and their gates) running for this pair.
+    in_flight: Vec<TurnId>,
+}
+
 /// What the engine remembers about one persona in one room.
 #[derive(Debug, Default)]
 struct PersonaRoom {
     own_ids: VecDeque<MsgId>,
     own_set: rustc_hash::FxHashSet<MsgId>,
     rate: RateLedger,
+    last_spoke: Option<Timestamp>,
+    ambient: Option<Box<AmbientState>>,
 }
 
 impl PersonaRoom {
@@ -205,6 +339,10 @@ impl PersonaRoom {
             }
         }
     }
+
+    fn ambient(&mut self) -> &mut AmbientState {
+        self.ambient.get_or_insert_with(Box::default)
+    }
 }
 
 /// What the engine remembers about one room.
@@ -214,43 +352,62 @@ struct Room {
     history: History,
     /// Consecutive bot messages since the last human one.
     bot_streak: u32,
-    /// Bot accounts seen here that are not personas of ours.
-    bots: Vec<UserId>,
+    /// Bot accounts seen here that are not personas of ours: (id, name).
+    bots: Vec<(UserId, Arc<str>)>,
     members: Vec<PersonaRoom>,
+    /// How many personas have answered each unaddressed message.
+    floor: FxHashMap<MsgId, u32>,
+    /// Whether the room is a direct conversation (as its messages say).
+    is_dm: bool,
+}
+
+/// What a gate decides for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GateFor {
+    /// One message in `all` mode; its decision waits for the verdict.
+    Message,
+    /// An ambient batch about to flush.
+    Ambient(FlushTrigger),
 }
 
 /// An agent turn in flight.
 #[derive(Debug)]
 struct Turn {
+    kind: TurnKind,
     persona: PersonaIdx,
     room: RoomId,
     thread: Option<ThreadId>,
     is_dm: bool,
-    msgs: Vec<MsgId>,
+    triggers: Vec<Arc<Entry>>,
+    /// Whether a rate-limit slot is reserved for it.
     reserved: bool,
     policy: Arc<RoomPolicy>,
     /// Whether the trigger was a bot message (so the bot-turn limit is
     /// checked again before the reply goes out).
     answers_bot: bool,
+    /// Whether floor control applies: nobody addressed the persona.
+    unaddressed: bool,
+    /// Whether it counts against `max_concurrent_flushes`.
+    holds_flush_slot: bool,
+    /// For gate turns: what the verdict is for.
+    gate_for: Option<GateFor>,
+    /// For gate turns: the timeout timer, removed when the verdict comes.
+    gate_timer: Option<(Timestamp, u64)>,
 }
 
-/// One persona's decision on one message, before it is traced.
-#[derive(Clone, Copy, Debug)]
-struct Verdict {
-    outcome: Outcome,
-    reason: Reason,
-    /// Whether a rate-limit slot was reserved for the turn.
-    reserved: bool,
-}
-
-impl Verdict {
-    fn new(outcome: Outcome, reason: Reason) -> Verdict {
-        Verdict {
-            outcome,
-            reason,
-            reserved: false,
-        }
+impl Turn {
+    fn msgs(&self) -> Vec<MsgId> {
+        self.triggers.iter().map(|e| e.id.clone()).collect()
     }
+}
+
+/// Timers the engine asks to be woken for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Timer {
+    /// An ambient buffer's flush deadline or cooldown end.
+    Ambient(RoomId, PersonaIdx),
+    /// A gate's answer deadline.
+    Gate(TurnId),
 }
 
 /// Who the message being decided replies to.
@@ -259,6 +416,40 @@ enum ReplyAuthor {
     Persona(PersonaIdx),
     Bot,
     Human,
+}
+
+/// What to do about a message for one persona.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// Only the decision.
+    None,
+    /// Start a reply turn now.
+    Turn,
+    /// Ask the reply-decision gate first; the decision waits for it.
+    Gate,
+    /// Put it in the persona's ambient buffer.
+    Buffer,
+}
+
+/// One persona's verdict on one message.
+#[derive(Clone, Copy, Debug)]
+struct Verdict {
+    outcome: Outcome,
+    reason: Reason,
+    action: Action,
+    /// Whether a rate-limit slot was reserved.
+    reserved: bool,
+}
+
+impl Verdict {
+    fn new(outcome: Outcome, reason: Reason) -> Verdict {
+        Verdict {
+            outcome,
+            reason,
+            action: Action::None,
+            reserved: false,
+        }
+    }
 }
 
 /// The sans-I/O room engine. See the module docs for the flow.
@@ -273,6 +464,12 @@ pub struct Engine {
     next_turn: u64,
     sent_count: Vec<u64>,
     out: VecDeque<Output>,
+    timers: BTreeMap<(Timestamp, u64), Timer>,
+    timer_seq: u64,
+    rng: Rng,
+    max_flushes: usize,
+    flushes_running: usize,
+    flush_queue: VecDeque<(RoomId, PersonaIdx)>,
 }
 
 impl Engine {
@@ -284,6 +481,9 @@ impl Engine {
         }
         if n > MAX_PERSONAS {
             return Err(EngineError::TooManyPersonas(n));
+        }
+        if config.max_concurrent_flushes == 0 {
+            return Err(EngineError::NoFlushSlots);
         }
         for (i, a) in config.personas.iter().enumerate() {
             for b in &config.personas[i + 1..] {
@@ -316,6 +516,12 @@ impl Engine {
             turns: FxHashMap::default(),
             next_turn: 1,
             out: VecDeque::new(),
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            rng: Rng::new(config.seed),
+            max_flushes: config.max_concurrent_flushes,
+            flushes_running: 0,
+            flush_queue: VecDeque::new(),
         })
     }
 
@@ -337,9 +543,19 @@ impl Engine {
         self.out.pop_front()
     }
 
+    /// When the engine next wants [`Engine::handle_timeout`] called.
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        self.timers.keys().next().map(|&(t, _)| t)
+    }
+
     /// How many agent turns are in flight.
     pub fn turns_in_flight(&self) -> usize {
         self.turns.len()
+    }
+
+    /// How many ambient flushes are running.
+    pub fn flushes_running(&self) -> usize {
+        self.flushes_running
     }
 
     /// How many rooms the engine holds state for.
@@ -347,13 +563,18 @@ impl Engine {
         self.rooms.len()
     }
 
-    fn persona_of(&self, user: &str) -> Option<PersonaIdx> {
-        persona_of(&self.personas, user)
+    fn arm(&mut self, at: Timestamp, timer: Timer) -> (Timestamp, u64) {
+        let key = (at, self.timer_seq);
+        self.timers.insert(key, timer);
+        self.timer_seq += 1;
+        key
     }
+
+    // -- Inbound messages --------------------------------------------------
 
     /// Hears one inbound message at `now`.
     pub fn handle_message(&mut self, now: Timestamp, msg: Message) {
-        let author = self.persona_of(msg.sender.id.as_str());
+        let author = persona_of(&self.personas, msg.sender.id.as_str());
         let is_bot = msg.sender.is_bot || author.is_some();
         let Engine {
             personas,
@@ -361,7 +582,6 @@ impl Engine {
             shared_policies,
             limits,
             rooms,
-            turns,
             next_turn,
             out,
             ..
@@ -379,15 +599,16 @@ impl Engine {
             });
             return;
         }
+        room.is_dm = msg.is_dm;
         if is_bot {
             room.bot_streak = room.bot_streak.saturating_add(1);
             if author.is_none()
                 && !room
                     .bots
                     .iter()
-                    .any(|b| handle_eq(b.as_str(), msg.sender.id.as_str()))
+                    .any(|(b, _)| handle_eq(b.as_str(), msg.sender.id.as_str()))
             {
-                room.bots.push(msg.sender.id.clone());
+                room.bots.push((msg.sender.id.clone(), msg.sender.name.clone()));
             }
         } else {
             room.bot_streak = 0;
@@ -395,7 +616,7 @@ impl Engine {
         let reply_author = msg.reply_to.as_ref().map(|r| room.author_of(r));
         let targets = Targets::of(&msg, |h| match persona_of(personas, h) {
             Some(p) => Handle::Persona(p),
-            None if room.bots.iter().any(|b| handle_eq(b.as_str(), h)) => Handle::Bot,
+            None if room.bots.iter().any(|(b, _)| handle_eq(b.as_str(), h)) => Handle::Bot,
             None => Handle::Other,
         });
         let facts = Facts {
@@ -406,30 +627,6 @@ impl Engine {
             reply_author,
             targets,
         };
-
-        let mut started: Vec<(PersonaIdx, TurnId, bool)> = Vec::new();
-        let mut recorded = false;
-        for (i, spec) in personas.iter().enumerate() {
-            let p = PersonaIdx(i as u8);
-            let v = decide(spec, p, room, &facts);
-            recorded |= v.reason != Reason::DmForOther;
-            let turn = (v.outcome == Outcome::Reply).then(|| {
-                let t = TurnId(*next_turn);
-                *next_turn += 1;
-                started.push((p, t, v.reserved));
-                t
-            });
-            out.push_back(Output::Decision(Decision {
-                at: now,
-                room: msg.room.clone(),
-                msg: msg.id.clone(),
-                persona: spec.id.clone(),
-                outcome: v.outcome,
-                reason: v.reason,
-                turn,
-            }));
-        }
-
         let entry = Arc::new(Entry {
             id: msg.id.clone(),
             author: msg.sender.id.clone(),
@@ -441,60 +638,179 @@ impl Engine {
             thread: msg.thread.clone(),
             time: msg.time,
         });
-        if recorded {
-            room.history.push(entry.clone());
+
+        let mut actions: Vec<(PersonaIdx, Verdict, Option<TurnId>)> = Vec::new();
+        let mut recorded = false;
+        for (i, spec) in personas.iter().enumerate() {
+            let p = PersonaIdx(i as u8);
+            let v = decide(spec, p, room, &facts);
+            recorded |= v.reason != Reason::DmForOther;
+            let turn = matches!(v.action, Action::Turn | Action::Gate).then(|| {
+                let t = TurnId(*next_turn);
+                *next_turn += 1;
+                t
+            });
+            // A gated message's decision waits for the gate's verdict.
+            if v.action != Action::Gate {
+                out.push_back(Output::Decision(Decision {
+                    at: now,
+                    room: msg.room.clone(),
+                    msg: msg.id.clone(),
+                    persona: spec.id.clone(),
+                    outcome: v.outcome,
+                    reason: v.reason,
+                    turn,
+                }));
+            }
+            if v.action != Action::None {
+                actions.push((p, v, turn));
+            }
+        }
+        if recorded && let Some(evicted) = room.history.push(entry.clone()) {
+            room.floor.remove(&evicted.id);
         }
         if let Some(a) = author {
             room.members[a.0 as usize].remember_own(msg.id.clone(), limits.own_ids);
         }
-        if started.is_empty() {
-            return;
-        }
-        // Each turn sees the history before its trigger.
-        let mut history: Vec<Arc<Entry>> = room
-            .history
-            .last(limits.max_turns + 1)
-            .filter(|e| e.id != msg.id)
-            .cloned()
-            .collect();
-        let excess = history.len().saturating_sub(limits.max_turns);
-        history.drain(..excess);
-        for (p, turn, reserved) in started {
-            let policy = room.policies[p.0 as usize].clone();
-            let spec = &personas[p.0 as usize];
-            let silence_token = (policy.allow_silence && !msg.is_dm).then(|| policy.silence_token.clone());
-            turns.insert(
-                turn,
-                Turn {
-                    persona: p,
-                    room: msg.room.clone(),
-                    thread: msg.thread.clone(),
-                    is_dm: msg.is_dm,
-                    msgs: vec![msg.id.clone()],
-                    reserved,
-                    policy,
-                    answers_bot: is_bot,
-                },
-            );
-            out.push_back(Output::CallAgent(Box::new(TurnRequest {
-                turn,
-                kind: TurnKind::Reply,
-                started: now,
-                persona: spec.id.clone(),
-                persona_idx: p,
-                persona_name: spec.name.clone(),
-                agent: spec.agent.clone(),
-                prompt: spec.prompt.clone(),
-                room: msg.room.clone(),
-                thread: msg.thread.clone(),
-                is_dm: msg.is_dm,
-                silence_token,
-                triggers: vec![entry.clone()],
-                history: history.clone(),
-                max_chars: limits.max_chars,
-            })));
+
+        for (p, v, turn) in actions {
+            let room_id = &msg.room;
+            let policy = self.rooms[room_id].policies[p.0 as usize].clone();
+            match v.action {
+                Action::Turn => {
+                    if policy.mode == Mode::Ambient {
+                        self.preempt_ambient(now, room_id, p);
+                    }
+                    let turn = turn.expect("turn actions carry an id");
+                    let unaddressed = v.reason == Reason::All;
+                    self.start_turn(
+                        now,
+                        turn,
+                        room_id,
+                        p,
+                        TurnKind::Reply,
+                        vec![entry.clone()],
+                        v.reserved,
+                        unaddressed,
+                        is_bot,
+                        None,
+                    );
+                }
+                Action::Gate => {
+                    let turn = turn.expect("gate actions carry an id");
+                    self.start_turn(
+                        now,
+                        turn,
+                        room_id,
+                        p,
+                        TurnKind::Gate,
+                        vec![entry.clone()],
+                        v.reserved,
+                        true,
+                        is_bot,
+                        None,
+                    );
+                }
+                Action::Buffer => self.buffer(now, room_id, p, entry.clone()),
+                Action::None => {}
+            }
         }
     }
+
+    /// Starts a turn: registers it and asks the driver to run it.
+    #[allow(clippy::too_many_arguments)]
+    fn start_turn(
+        &mut self,
+        now: Timestamp,
+        turn: TurnId,
+        room_id: &RoomId,
+        p: PersonaIdx,
+        kind: TurnKind,
+        triggers: Vec<Arc<Entry>>,
+        reserved: bool,
+        unaddressed: bool,
+        answers_bot: bool,
+        flush: Option<GateFor>,
+    ) {
+        let room = &self.rooms[room_id];
+        let policy = room.policies[p.0 as usize].clone();
+        let spec = &self.personas[p.0 as usize];
+        let first = &triggers[0];
+        let is_dm = room.is_dm;
+        let history = room.snapshot(&triggers, self.limits.max_turns);
+        let room_bots = self
+            .personas
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != p.0 as usize)
+            .map(|(_, s)| s.name.clone())
+            .chain(room.bots.iter().map(|(_, name)| name.clone()))
+            .collect();
+        let silence_allowed = policy.allow_silence && !is_dm;
+        let (agent, gate_for, flush_trigger) = match (kind, flush) {
+            (TurnKind::Gate, _) => (
+                policy
+                    .reply_gate
+                    .as_ref()
+                    .map_or_else(|| spec.agent.clone(), |g| g.agent.clone()),
+                Some(flush.unwrap_or(GateFor::Message)),
+                match flush {
+                    Some(GateFor::Ambient(t)) => Some(t),
+                    _ => None,
+                },
+            ),
+            (_, Some(GateFor::Ambient(t))) => (spec.agent.clone(), None, Some(t)),
+            _ => (spec.agent.clone(), None, None),
+        };
+        let holds_flush_slot = kind == TurnKind::Ambient || gate_for.is_some_and(|g| g != GateFor::Message);
+        let request = TurnRequest {
+            turn,
+            kind,
+            started: now,
+            persona: spec.id.clone(),
+            persona_idx: p,
+            persona_name: spec.name.clone(),
+            agent,
+            prompt: spec.prompt.clone(),
+            room: room_id.clone(),
+            thread: first.thread.clone(),
+            is_dm,
+            silence_token: silence_allowed.then(|| policy.silence_token.clone()),
+            triggers: triggers.clone(),
+            history,
+            max_chars: self.limits.max_chars,
+            room_bots,
+            flush_trigger,
+        };
+        let gate_timer = (kind == TurnKind::Gate).then(|| {
+            let timeout = policy
+                .reply_gate
+                .as_ref()
+                .map_or(crate::policy::DEFAULT_GATE_TIMEOUT, |g| g.timeout);
+            self.arm(now + timeout, Timer::Gate(turn))
+        });
+        self.turns.insert(
+            turn,
+            Turn {
+                kind,
+                persona: p,
+                room: room_id.clone(),
+                thread: first.thread.clone(),
+                is_dm,
+                triggers,
+                reserved,
+                policy,
+                answers_bot,
+                unaddressed,
+                holds_flush_slot,
+                gate_for,
+                gate_timer,
+            },
+        );
+        self.out.push_back(Output::CallAgent(Box::new(request)));
+    }
+
+    // -- Agent results -----------------------------------------------------
 
     /// Reports how a turn ended. Unknown turns (already ended or cancelled)
     /// are ignored, so a late result can never post twice.
@@ -502,18 +818,22 @@ impl Engine {
         let Some(turn) = self.turns.remove(&turn_id) else {
             return;
         };
-        let persona = self.personas[turn.persona.0 as usize].id.clone();
-        let end = TurnEnd {
-            at: now,
-            turn: turn_id,
-            persona: persona.clone(),
-            room: turn.room.clone(),
-            msgs: turn.msgs.clone(),
-        };
+        if turn.kind == TurnKind::Gate {
+            if let Some(key) = turn.gate_timer {
+                self.timers.remove(&key);
+            }
+            let verdict = match &result {
+                AgentResult::Output(text) => parse_gate_answer(text),
+                AgentResult::Failed(_) => None,
+            };
+            self.gate_decided(now, turn_id, turn, verdict);
+            return;
+        }
+        let end = self.turn_end(now, turn_id, &turn);
         let text = match result {
             AgentResult::Failed(err) => {
-                self.release(&turn);
                 self.out.push_back(Output::Error(end, err));
+                self.finish(now, turn_id, turn, false);
                 return;
             }
             AgentResult::Output(text) => text,
@@ -521,27 +841,30 @@ impl Engine {
         let (d, body) = directives::parse(&text);
         let body = body.trim();
         if body.is_empty() {
-            self.release(&turn);
-            if d.present {
-                self.out
-                    .push_back(Output::Silent(end, SilenceKind::DirectivesOnly));
+            self.out.push_back(if d.present {
+                Output::Silent(end, SilenceKind::DirectivesOnly)
             } else {
-                self.out
-                    .push_back(Output::Error(end, "the agent returned a blank answer".to_owned()));
-            }
+                Output::Error(end, "the agent returned a blank answer".to_owned())
+            });
+            self.finish(now, turn_id, turn, false);
             return;
         }
         if turn.policy.allow_silence && silence::is_silence(body, &turn.policy.silence_token) {
-            self.release(&turn);
             self.out.push_back(Output::Silent(end, SilenceKind::Token));
+            self.finish(now, turn_id, turn, false);
             return;
         }
         let room = self.rooms.get_mut(&turn.room).expect("a turn's room exists");
         if turn.answers_bot && room.bot_streak >= turn.policy.max_bot_turns {
             // Other bots spoke while this turn ran and the room reached its
             // limit: answering now would extend the loop.
-            self.release(&turn);
             self.out.push_back(Output::Withheld(end, Reason::BotTurnLimit));
+            self.finish(now, turn_id, turn, false);
+            return;
+        }
+        if turn.unaddressed && room.floor_taken(&turn.triggers, turn.policy.floor_max_speakers) {
+            self.out.push_back(Output::Withheld(end, Reason::FloorTaken));
+            self.finish(now, turn_id, turn, false);
             return;
         }
         let (reply_to, dropped_reply_to) = match d.reply_to {
@@ -549,13 +872,20 @@ impl Engine {
             Some(id) => (None, Some(id)),
             None => (None, None),
         };
-        if turn.reserved {
-            room.members[turn.persona.0 as usize].rate.commit(now);
+        if turn.unaddressed {
+            for e in &turn.triggers {
+                *room.floor.entry(e.id.clone()).or_default() += 1;
+            }
         }
+        let member = &mut room.members[turn.persona.0 as usize];
+        if turn.reserved {
+            member.rate.commit(now);
+        }
+        member.last_spoke = Some(now);
         let n = &mut self.sent_count[turn.persona.0 as usize];
         *n += 1;
-        let id = MsgId::new(format!("{persona}:{n}"));
         let spec = &self.personas[turn.persona.0 as usize];
+        let id = MsgId::new(format!("{}:{n}", spec.id));
         let echo = Message {
             id: id.clone(),
             room: turn.room.clone(),
@@ -575,27 +905,410 @@ impl Engine {
         self.out.push_back(Output::Send(Box::new(Outgoing {
             at: now,
             turn: turn_id,
-            persona,
-            room: turn.room,
-            thread: turn.thread,
+            kind: turn.kind,
+            persona: spec.id.clone(),
+            room: turn.room.clone(),
+            thread: turn.thread.clone(),
             id,
             text: body.to_owned(),
             reply_to,
             dropped_reply_to,
             invalid_reply_to: d.invalid_reply_to,
             unknown_directives: d.unknown_keys,
-            msgs: turn.msgs,
+            msgs: turn.msgs(),
         })));
+        self.finish(now, turn_id, turn, true);
         // The room hears the reply like any other message: the author
         // records it as its own, the others as a bot message.
         self.handle_message(now, echo);
     }
 
-    fn release(&mut self, turn: &Turn) {
-        if turn.reserved
-            && let Some(room) = self.rooms.get_mut(&turn.room)
+    fn turn_end(&self, now: Timestamp, turn_id: TurnId, turn: &Turn) -> TurnEnd {
+        TurnEnd {
+            at: now,
+            turn: turn_id,
+            kind: turn.kind,
+            persona: self.personas[turn.persona.0 as usize].id.clone(),
+            room: turn.room.clone(),
+            msgs: turn.msgs(),
+        }
+    }
+
+    /// Bookkeeping every ended turn needs: the rate-limit slot (released
+    /// unless a reply was sent), the flush slot, and the ambient buffer it
+    /// came from, which may flush again.
+    fn finish(&mut self, now: Timestamp, turn_id: TurnId, turn: Turn, sent: bool) {
+        if let Some(room) = self.rooms.get_mut(&turn.room) {
+            let member = &mut room.members[turn.persona.0 as usize];
+            if turn.reserved && !sent {
+                member.rate.release();
+            }
+            if let Some(st) = member.ambient.as_mut() {
+                st.in_flight.retain(|t| *t != turn_id);
+            }
+        }
+        if turn.holds_flush_slot {
+            self.flushes_running = self.flushes_running.saturating_sub(1);
+            self.resume_ambient(now, &turn.room, turn.persona);
+            self.pump_flush_queue(now);
+        }
+    }
+
+    /// The gate answered (or failed, or timed out: `verdict` is `None`).
+    fn gate_decided(&mut self, now: Timestamp, gate_id: TurnId, gate: Turn, verdict: Option<GateVerdict>) {
+        let p = gate.persona;
+        let room_id = gate.room.clone();
+        let spec_id = self.personas[p.0 as usize].id.clone();
+        let reason = match verdict {
+            Some(GateVerdict::Reply) => Reason::GateReply,
+            Some(GateVerdict::Skip) => Reason::GateSkip,
+            None => Reason::GateFailedOpen,
+        };
+        match gate.gate_for {
+            Some(GateFor::Ambient(trigger)) => {
+                if reason == Reason::GateSkip {
+                    let msgs = gate.msgs();
+                    self.out.push_back(Output::Ambient(AmbientNote {
+                        at: now,
+                        persona: spec_id,
+                        room: room_id,
+                        event: AmbientEvent::Skipped { msgs, reason },
+                    }));
+                    self.finish(now, gate_id, gate, false);
+                    return;
+                }
+                // The flush goes ahead with the gate's slot and batch.
+                let turn = self.new_turn_id();
+                self.replace_in_flight(&room_id, p, gate_id, turn);
+                self.start_turn(
+                    now,
+                    turn,
+                    &room_id,
+                    p,
+                    TurnKind::Ambient,
+                    gate.triggers,
+                    gate.reserved,
+                    true,
+                    gate.answers_bot,
+                    Some(GateFor::Ambient(trigger)),
+                );
+            }
+            _ => {
+                let msg = gate.triggers[0].id.clone();
+                let floor_taken = reason != Reason::GateSkip
+                    && self.rooms[&room_id].floor_taken(&gate.triggers, gate.policy.floor_max_speakers);
+                let (outcome, reason) = if floor_taken {
+                    (Outcome::Skip, Reason::FloorTaken)
+                } else if reason == Reason::GateSkip {
+                    (Outcome::Skip, reason)
+                } else {
+                    (Outcome::Reply, reason)
+                };
+                let turn = (outcome == Outcome::Reply).then(|| self.new_turn_id());
+                self.out.push_back(Output::Decision(Decision {
+                    at: now,
+                    room: room_id.clone(),
+                    msg,
+                    persona: spec_id,
+                    outcome,
+                    reason,
+                    turn,
+                }));
+                match turn {
+                    Some(t) => self.start_turn(
+                        now,
+                        t,
+                        &room_id,
+                        p,
+                        TurnKind::Reply,
+                        gate.triggers,
+                        gate.reserved,
+                        true,
+                        gate.answers_bot,
+                        None,
+                    ),
+                    None => self.finish(now, gate_id, gate, false),
+                }
+            }
+        }
+    }
+
+    fn new_turn_id(&mut self) -> TurnId {
+        let t = TurnId(self.next_turn);
+        self.next_turn += 1;
+        t
+    }
+
+    fn replace_in_flight(&mut self, room: &RoomId, p: PersonaIdx, old: TurnId, new: TurnId) {
+        if let Some(st) = self
+            .rooms
+            .get_mut(room)
+            .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
         {
-            room.members[turn.persona.0 as usize].rate.release();
+            for t in &mut st.in_flight {
+                if *t == old {
+                    *t = new;
+                }
+            }
+        }
+    }
+
+    // -- Timers ------------------------------------------------------------
+
+    /// Fires every timer due at or before `now`.
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            match entry.remove() {
+                Timer::Gate(turn_id) => {
+                    if let Some(gate) = self.turns.remove(&turn_id) {
+                        let end = self.turn_end(now, turn_id, &gate);
+                        self.out
+                            .push_back(Output::Cancelled(end, CancelReason::GateTimeout));
+                        self.gate_decided(now, turn_id, gate, None);
+                    }
+                }
+                Timer::Ambient(room, p) => {
+                    let Some(st) = self
+                        .rooms
+                        .get_mut(&room)
+                        .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
+                    else {
+                        continue;
+                    };
+                    let trigger = if st.due.is_some_and(|(d, _)| d <= now) {
+                        st.due = None;
+                        FlushTrigger::Timer
+                    } else if let Some((w, _)) = st.waiting {
+                        w
+                    } else {
+                        continue;
+                    };
+                    self.try_flush(now, &room, p, trigger);
+                }
+            }
+        }
+    }
+
+    // -- Ambient mode ------------------------------------------------------
+
+    /// Puts a message in `p`'s ambient buffer and fires any trigger it
+    /// completes.
+    fn buffer(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx, entry: Arc<Entry>) {
+        let room = self.rooms.get_mut(room_id).expect("room exists");
+        let ambient = room.policies[p.0 as usize].ambient;
+        let st = room.members[p.0 as usize].ambient();
+        st.buffer.push(entry);
+        let len = st.buffer.len() as u32;
+        if len >= ambient.hard_cap {
+            self.start_flush(now, room_id, p, FlushTrigger::HardCap);
+        } else if len >= ambient.flush_messages {
+            self.try_flush(now, room_id, p, FlushTrigger::Count);
+        } else if st.due.is_none() {
+            let factor = 1.0 + ambient.jitter * self.rng.next_signed_unit();
+            let delay = Duration::from_secs_f64(ambient.flush_after.as_secs_f64() * factor);
+            let key = self.arm(now + delay, Timer::Ambient(room_id.clone(), p));
+            let st = self.rooms.get_mut(room_id).expect("room exists").members[p.0 as usize].ambient();
+            st.due = Some(key);
+        }
+    }
+
+    /// Starts a flush if nothing holds it back, else records why it waits.
+    fn try_flush(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx, trigger: FlushTrigger) {
+        let max_flushes = self.max_flushes;
+        let running = self.flushes_running;
+        let room = self.rooms.get_mut(room_id).expect("room exists");
+        let cooldown = room.policies[p.0 as usize].ambient.cooldown;
+        let member = &mut room.members[p.0 as usize];
+        let cooldown_end = member.last_spoke.map(|t| t + cooldown).filter(|&end| now < end);
+        let st = member.ambient();
+        if st.buffer.is_empty() {
+            st.waiting = None;
+            return;
+        }
+        let wait = if !st.in_flight.is_empty() {
+            Some((WaitReason::InFlight, None))
+        } else if let Some(end) = cooldown_end {
+            Some((WaitReason::Cooldown, Some(end)))
+        } else if running >= max_flushes {
+            Some((WaitReason::Concurrency, None))
+        } else {
+            None
+        };
+        let Some((why, until)) = wait else {
+            self.start_flush(now, room_id, p, trigger);
+            return;
+        };
+        let announced = st.waiting.is_some_and(|(_, w)| w == why);
+        st.waiting = Some((trigger, why));
+        if why == WaitReason::Concurrency && !st.queued {
+            st.queued = true;
+            self.flush_queue.push_back((room_id.clone(), p));
+        }
+        // The cooldown can move later if the persona speaks again while the
+        // flush waits: there must always be a timer at its current end.
+        let wake = until.filter(|&end| st.wake != Some(end));
+        if let Some(end) = wake {
+            st.wake = Some(end);
+            self.arm(end, Timer::Ambient(room_id.clone(), p));
+        }
+        // A wait already announced (more messages arriving during the same
+        // cooldown, say) is not announced again.
+        if !announced {
+            self.out.push_back(Output::Ambient(AmbientNote {
+                at: now,
+                persona: self.personas[p.0 as usize].id.clone(),
+                room: room_id.clone(),
+                event: AmbientEvent::Waiting { trigger, why, until },
+            }));
+        }
+    }
+
+    /// Takes the buffer and starts its flush (or its gate), with no further
+    /// waiting: the hard cap comes here directly.
+    fn start_flush(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx, trigger: FlushTrigger) {
+        let persona = self.personas[p.0 as usize].id.clone();
+        let room = self.rooms.get_mut(room_id).expect("room exists");
+        let policy = room.policies[p.0 as usize].clone();
+        let max_speakers = policy.floor_max_speakers;
+        let batch: Vec<Arc<Entry>> = {
+            let st = room.members[p.0 as usize].ambient();
+            if let Some(key) = st.due.take() {
+                self.timers.remove(&key);
+            }
+            st.waiting = None;
+            std::mem::take(&mut st.buffer)
+        };
+        // Messages another persona already answered are context now, not
+        // news.
+        let (fresh, taken): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .partition(|e| room.floor.get(&e.id).copied().unwrap_or(0) < max_speakers);
+        let skip = |reason: Reason, msgs: Vec<MsgId>| AmbientNote {
+            at: now,
+            persona: persona.clone(),
+            room: room_id.clone(),
+            event: AmbientEvent::Skipped { msgs, reason },
+        };
+        if fresh.is_empty() {
+            let msgs = taken.iter().map(|e| e.id.clone()).collect();
+            self.out
+                .push_back(Output::Ambient(skip(Reason::FloorTaken, msgs)));
+            return;
+        }
+        let mut reserved = false;
+        if let Some(limit) = policy.rate_limit {
+            if !room.members[p.0 as usize].rate.try_reserve(now, &limit) {
+                let msgs = fresh.iter().map(|e| e.id.clone()).collect();
+                self.out
+                    .push_back(Output::Ambient(skip(Reason::RateLimited, msgs)));
+                return;
+            }
+            reserved = true;
+        }
+        let answers_bot = fresh.iter().any(|e| e.is_bot);
+        let turn = self.new_turn_id();
+        self.flushes_running += 1;
+        let room = self.rooms.get_mut(room_id).expect("room exists");
+        room.members[p.0 as usize].ambient().in_flight.push(turn);
+        let kind = if policy.reply_gate.as_ref().is_some_and(|g| g.in_ambient) {
+            TurnKind::Gate
+        } else {
+            TurnKind::Ambient
+        };
+        self.start_turn(
+            now,
+            turn,
+            room_id,
+            p,
+            kind,
+            fresh,
+            reserved,
+            true,
+            answers_bot,
+            Some(GateFor::Ambient(trigger)),
+        );
+    }
+
+    /// After a flush of (room, p) ended: a trigger that waited for it, or a
+    /// buffer that filled meanwhile, may flush now.
+    fn resume_ambient(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx) {
+        let Some(room) = self.rooms.get_mut(room_id) else {
+            return;
+        };
+        let flush_messages = room.policies[p.0 as usize].ambient.flush_messages as usize;
+        let Some(st) = room.members[p.0 as usize].ambient.as_mut() else {
+            return;
+        };
+        if !st.in_flight.is_empty() || st.queued {
+            return;
+        }
+        let trigger = match st.waiting {
+            Some((t, _)) => Some(t),
+            None if st.buffer.len() >= flush_messages => Some(FlushTrigger::Count),
+            None => None,
+        };
+        if let Some(t) = trigger {
+            self.try_flush(now, room_id, p, t);
+        }
+    }
+
+    /// Starts waiting flushes while the concurrency bound allows, first
+    /// come first served.
+    fn pump_flush_queue(&mut self, now: Timestamp) {
+        while self.flushes_running < self.max_flushes {
+            let Some((room_id, p)) = self.flush_queue.pop_front() else {
+                break;
+            };
+            let Some(st) = self
+                .rooms
+                .get_mut(&room_id)
+                .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
+            else {
+                continue;
+            };
+            st.queued = false;
+            if let Some((trigger, _)) = st.waiting.take() {
+                self.try_flush(now, &room_id, p, trigger);
+            }
+        }
+    }
+
+    /// A message addressed `p` in an ambient room: its reply answers now,
+    /// so the buffer is cleared and a flush in flight is cancelled (it must
+    /// not post after the addressed reply).
+    fn preempt_ambient(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx) {
+        let persona = self.personas[p.0 as usize].id.clone();
+        let Some(st) = self
+            .rooms
+            .get_mut(room_id)
+            .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
+        else {
+            return;
+        };
+        let cleared: Vec<MsgId> = st.buffer.drain(..).map(|e| e.id.clone()).collect();
+        if let Some(key) = st.due.take() {
+            self.timers.remove(&key);
+        }
+        st.waiting = None;
+        let in_flight = std::mem::take(&mut st.in_flight);
+        if !cleared.is_empty() {
+            self.out.push_back(Output::Ambient(AmbientNote {
+                at: now,
+                persona,
+                room: room_id.clone(),
+                event: AmbientEvent::Cleared { msgs: cleared },
+            }));
+        }
+        for t in in_flight {
+            if let Some(turn) = self.turns.remove(&t) {
+                let end = self.turn_end(now, t, &turn);
+                self.out
+                    .push_back(Output::Cancelled(end, CancelReason::Addressed));
+                self.finish(now, t, turn, false);
+            }
         }
     }
 }
@@ -629,6 +1342,8 @@ impl Room {
             bot_streak: 0,
             bots: Vec::new(),
             members: (0..personas.len()).map(|_| PersonaRoom::default()).collect(),
+            floor: FxHashMap::default(),
+            is_dm: false,
         }
     }
 
@@ -648,6 +1363,32 @@ impl Room {
                 .map_or(ReplyAuthor::Human, |i| ReplyAuthor::Persona(PersonaIdx(i as u8))),
         }
     }
+
+    /// Whether any of `triggers` already has `max` speakers.
+    fn floor_taken(&self, triggers: &[Arc<Entry>], max: u32) -> bool {
+        triggers
+            .iter()
+            .any(|e| self.floor.get(&e.id).copied().unwrap_or(0) >= max)
+    }
+
+    /// The history a turn about `triggers` sees: the retained messages up to
+    /// the last trigger, triggers excluded, at most `max_turns` of them.
+    fn snapshot(&self, triggers: &[Arc<Entry>], max_turns: usize) -> Vec<Arc<Entry>> {
+        let is_trigger = |e: &Arc<Entry>| triggers.iter().any(|t| t.id == e.id);
+        let last = triggers.last().map(|t| &t.id);
+        let mut out: Vec<Arc<Entry>> = Vec::new();
+        for e in self.history.iter() {
+            if Some(&e.id) == last {
+                break;
+            }
+            if !is_trigger(e) {
+                out.push(e.clone());
+            }
+        }
+        let excess = out.len().saturating_sub(max_turns);
+        out.drain(..excess);
+        out
+    }
 }
 
 /// What the engine established about a message before deciding for each
@@ -662,8 +1403,8 @@ struct Facts<'a> {
 }
 
 /// Decides what persona `p` does with a message: own message, DM routing,
-/// mode, bot rules, allowlist, rate limit, in that order. The rate-limit
-/// slot is reserved here, before any agent is called.
+/// mode, bot rules, allowlist, rate limit, in that order. A turn's
+/// rate-limit slot is reserved here, before any agent (or gate) is called.
 fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Facts<'_>) -> Verdict {
     if f.author == Some(p) {
         return Verdict::new(Outcome::Record, Reason::OwnMessage);
@@ -682,18 +1423,20 @@ fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Facts<'_>) -> 
     if f.is_bot && policy.ignore_bots {
         return Verdict::new(Outcome::Record, Reason::BotAuthor);
     }
+    let names_other = || {
+        f.targets.names_other_than(p)
+            || matches!(f.reply_author, Some(ReplyAuthor::Bot | ReplyAuthor::Persona(_)))
+    };
     let reason = match (policy.mode, addressed) {
         (Mode::Command, Some(a @ (Addressed::Dm | Addressed::Command))) => Reason::from(a),
         (Mode::Command, _) => return Verdict::new(Outcome::Record, Reason::NotCommand),
         (_, Some(a)) => Reason::from(a),
         (Mode::Mention, None) => return Verdict::new(Outcome::Record, Reason::NotAddressed),
-        (Mode::All, None) => {
-            let replies_to_other = matches!(f.reply_author, Some(ReplyAuthor::Bot | ReplyAuthor::Persona(_)));
-            if f.targets.names_other_than(p) || replies_to_other {
-                return Verdict::new(Outcome::Record, Reason::AddressedToOther);
-            }
-            Reason::All
+        (Mode::All | Mode::Ambient, None) if names_other() => {
+            return Verdict::new(Outcome::Record, Reason::AddressedToOther);
         }
+        (Mode::All, None) => Reason::All,
+        (Mode::Ambient, None) => Reason::Buffered,
         (Mode::Observe, None) => unreachable!("observe returned above"),
     };
     if f.is_bot && room.bot_streak >= policy.max_bot_turns {
@@ -702,15 +1445,24 @@ fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Facts<'_>) -> 
     if !policy.allows(msg.sender.id.as_str()) {
         return Verdict::new(Outcome::Skip, Reason::NotAllowed);
     }
+    if reason == Reason::Buffered {
+        return Verdict {
+            action: Action::Buffer,
+            ..Verdict::new(Outcome::Record, reason)
+        };
+    }
+    let gated = reason == Reason::All && policy.reply_gate.is_some();
+    let mut reserved = false;
     if let Some(limit) = policy.rate_limit {
         if !room.members[p.0 as usize].rate.try_reserve(f.now, &limit) {
             return Verdict::new(Outcome::Skip, Reason::RateLimited);
         }
-        return Verdict {
-            outcome: Outcome::Reply,
-            reason,
-            reserved: true,
-        };
+        reserved = true;
     }
-    Verdict::new(Outcome::Reply, reason)
+    Verdict {
+        outcome: Outcome::Reply,
+        reason,
+        action: if gated { Action::Gate } else { Action::Turn },
+        reserved,
+    }
 }

@@ -63,16 +63,23 @@ pub mod persona;
 pub mod policy;
 pub mod prompt;
 pub mod rate_limit;
+pub mod rng;
 pub mod silence;
 pub mod time;
 pub mod transcript;
 pub mod turn;
 
 pub use decision::{Decision, Outcome, Reason};
-pub use engine::{ContextLimits, Engine, EngineConfig, EngineError, Outgoing, Output, SilenceKind, TurnEnd};
+pub use engine::{
+    AmbientEvent, AmbientNote, CancelReason, ContextLimits, Engine, EngineConfig, EngineError, Outgoing,
+    Output, SilenceKind, TurnEnd, WaitReason,
+};
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};
 pub use persona::PersonaSpec;
-pub use policy::{Mode, PolicyPatch, PolicyTable, RateLimit, RoomLayer, RoomPolicy};
+pub use policy::{
+    AmbientPatch, AmbientPolicy, GatePatch, GatePolicy, Mode, PolicyPatch, PolicyTable, RateLimit, RoomLayer,
+    RoomPolicy,
+};
 pub use time::Timestamp;
-pub use turn::{AgentResult, TurnKind, TurnRequest};
+pub use turn::{AgentResult, FlushTrigger, GateVerdict, TurnKind, TurnRequest};

@@ -34,6 +34,10 @@ pub enum Mode {
     Command,
     /// Never reply, not even to DMs; keep listening as context.
     Observe,
+    /// Listen to everything, answer addressed messages at once, and show
+    /// the agent unaddressed messages in occasional batches it may answer
+    /// or let pass in silence.
+    Ambient,
 }
 
 impl Mode {
@@ -44,6 +48,7 @@ impl Mode {
             Mode::All => "all",
             Mode::Command => "command",
             Mode::Observe => "observe",
+            Mode::Ambient => "ambient",
         }
     }
 
@@ -54,6 +59,7 @@ impl Mode {
             "all" => Mode::All,
             "command" => Mode::Command,
             "observe" => Mode::Observe,
+            "ambient" => Mode::Ambient,
             _ => return None,
         })
     }
@@ -68,8 +74,49 @@ pub struct RateLimit {
     pub per: Duration,
 }
 
-/// The resolved behaviour of one persona in one room.
+/// When an ambient persona's buffer is shown to its agent.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AmbientPolicy {
+    /// Flush this long after the first buffered message...
+    pub flush_after: Duration,
+    /// ...give or take this fraction (0 ≤ jitter < 1), drawn from the
+    /// engine's seeded generator so rooms do not flush in lockstep.
+    pub jitter: f64,
+    /// Flush as soon as this many messages are buffered.
+    pub flush_messages: u32,
+    /// The buffer never holds more: reaching it flushes at once, whatever
+    /// the cooldown or the concurrency bound say.
+    pub hard_cap: u32,
+    /// After the persona spoke in the room, no flush starts for this long.
+    pub cooldown: Duration,
+}
+
+impl Default for AmbientPolicy {
+    fn default() -> Self {
+        AmbientPolicy {
+            flush_after: Duration::from_secs(60),
+            jitter: 0.2,
+            flush_messages: 10,
+            hard_cap: 50,
+            cooldown: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The reply-decision gate: a cheap classifier asked REPLY or SKIP before
+/// the persona's real agent answers a message not addressed to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GatePolicy {
+    /// The `[agents]` key of the classifier.
+    pub agent: Arc<str>,
+    /// How long to wait for it; then the gate fails open (REPLY).
+    pub timeout: Duration,
+    /// Whether ambient flushes are gated too.
+    pub in_ambient: bool,
+}
+
+/// The resolved behaviour of one persona in one room.
+#[derive(Clone, Debug, PartialEq)]
 pub struct RoomPolicy {
     /// When the persona may reply.
     pub mode: Mode,
@@ -87,6 +134,12 @@ pub struct RoomPolicy {
     pub allowed_users: Arc<FxHashSet<Arc<str>>>,
     /// Per room and persona reply budget; `None` means unlimited.
     pub rate_limit: Option<RateLimit>,
+    /// Ambient-mode timing.
+    pub ambient: AmbientPolicy,
+    /// The reply-decision gate, when enabled.
+    pub reply_gate: Option<GatePolicy>,
+    /// How many personas may answer one unaddressed message.
+    pub floor_max_speakers: u32,
 }
 
 impl Default for RoomPolicy {
@@ -102,6 +155,9 @@ impl Default for RoomPolicy {
                 replies: 6,
                 per: Duration::from_secs(120),
             }),
+            ambient: AmbientPolicy::default(),
+            reply_gate: None,
+            floor_max_speakers: 1,
         }
     }
 }
@@ -113,8 +169,48 @@ impl RoomPolicy {
     }
 }
 
-/// A partial policy: the keys one config layer sets.
+/// The ambient keys one config layer sets.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AmbientPatch {
+    /// See [`AmbientPolicy::flush_after`].
+    pub flush_after: Option<Duration>,
+    /// See [`AmbientPolicy::jitter`].
+    pub jitter: Option<f64>,
+    /// See [`AmbientPolicy::flush_messages`].
+    pub flush_messages: Option<u32>,
+    /// See [`AmbientPolicy::hard_cap`].
+    pub hard_cap: Option<u32>,
+    /// See [`AmbientPolicy::cooldown`].
+    pub cooldown: Option<Duration>,
+}
+
+/// The gate keys one config layer sets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GatePatch {
+    /// Switches the gate on or off.
+    pub enabled: Option<bool>,
+    /// See [`GatePolicy::agent`].
+    pub agent: Option<Arc<str>>,
+    /// See [`GatePolicy::timeout`].
+    pub timeout: Option<Duration>,
+    /// See [`GatePolicy::in_ambient`].
+    pub in_ambient: Option<bool>,
+}
+
+/// Gate keys as resolved so far; becomes a [`GatePolicy`] when enabled.
+#[derive(Clone, Debug, Default)]
+struct GateDraft {
+    enabled: bool,
+    agent: Option<Arc<str>>,
+    timeout: Option<Duration>,
+    in_ambient: bool,
+}
+
+/// The default time the gate is given to answer.
+pub const DEFAULT_GATE_TIMEOUT: Duration = Duration::from_millis(3000);
+
+/// A partial policy: the keys one config layer sets.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyPatch {
     /// See [`RoomPolicy::mode`].
     pub mode: Option<Mode>,
@@ -130,10 +226,48 @@ pub struct PolicyPatch {
     pub allowed_users: Option<Vec<String>>,
     /// See [`RoomPolicy::rate_limit`]; `Some(None)` switches the limit off.
     pub rate_limit: Option<Option<RateLimit>>,
+    /// Ambient keys.
+    pub ambient: AmbientPatch,
+    /// Gate keys.
+    pub reply_gate: GatePatch,
+    /// See [`RoomPolicy::floor_max_speakers`].
+    pub floor_max_speakers: Option<u32>,
 }
 
 impl PolicyPatch {
-    fn apply(&self, p: &mut RoomPolicy) {
+    fn apply(&self, p: &mut RoomPolicy, gate: &mut GateDraft) {
+        let a = &self.ambient;
+        if let Some(v) = a.flush_after {
+            p.ambient.flush_after = v;
+        }
+        if let Some(v) = a.jitter {
+            p.ambient.jitter = v;
+        }
+        if let Some(v) = a.flush_messages {
+            p.ambient.flush_messages = v;
+        }
+        if let Some(v) = a.hard_cap {
+            p.ambient.hard_cap = v;
+        }
+        if let Some(v) = a.cooldown {
+            p.ambient.cooldown = v;
+        }
+        let g = &self.reply_gate;
+        if let Some(v) = g.enabled {
+            gate.enabled = v;
+        }
+        if let Some(v) = &g.agent {
+            gate.agent = Some(v.clone());
+        }
+        if let Some(v) = g.timeout {
+            gate.timeout = Some(v);
+        }
+        if let Some(v) = g.in_ambient {
+            gate.in_ambient = v;
+        }
+        if let Some(v) = self.floor_max_speakers {
+            p.floor_max_speakers = v;
+        }
         if let Some(v) = self.mode {
             p.mode = v;
         }
@@ -159,7 +293,7 @@ impl PolicyPatch {
 }
 
 /// One `[rooms.*]` table: the room's own keys and per-persona overrides.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RoomLayer {
     /// Keys for every persona in the room.
     pub all: PolicyPatch,
@@ -168,7 +302,7 @@ pub struct RoomLayer {
 }
 
 /// Every policy layer of a config; resolves (room, persona) pairs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PolicyTable {
     /// `[rooms.default]`.
     pub default: RoomLayer,
@@ -179,19 +313,54 @@ pub struct PolicyTable {
 impl PolicyTable {
     /// The policy of `persona` in `room`, following the order in the module
     /// docs.
+    ///
+    /// An enabled gate without an agent resolves to no gate; config loading
+    /// rejects that case with a message before an engine is built.
     pub fn resolve(&self, room: &RoomId, persona: &PersonaId) -> RoomPolicy {
+        let (mut p, gate) = self.draft(Some(room), persona);
+        p.reply_gate = match (gate.enabled, gate.agent) {
+            (true, Some(agent)) => Some(GatePolicy {
+                agent,
+                timeout: gate.timeout.unwrap_or(DEFAULT_GATE_TIMEOUT),
+                in_ambient: gate.in_ambient,
+            }),
+            _ => None,
+        };
+        p
+    }
+
+    /// Applies the layers for (room, persona) in order; `None` is any room
+    /// without a layer of its own.
+    fn draft(&self, room: Option<&RoomId>, persona: &PersonaId) -> (RoomPolicy, GateDraft) {
         let mut p = RoomPolicy::default();
-        self.default.all.apply(&mut p);
-        if let Some(patch) = self.default.personas.get(persona) {
-            patch.apply(&mut p);
+        let mut gate = GateDraft::default();
+        let layer = room.and_then(|r| self.rooms.get(r));
+        let patches = [
+            Some(&self.default.all),
+            self.default.personas.get(persona),
+            layer.map(|l| &l.all),
+            layer.and_then(|l| l.personas.get(persona)),
+        ];
+        for patch in patches.into_iter().flatten() {
+            patch.apply(&mut p, &mut gate);
         }
-        if let Some(layer) = self.rooms.get(room) {
-            layer.all.apply(&mut p);
-            if let Some(patch) = layer.personas.get(persona) {
-                patch.apply(&mut p);
+        (p, gate)
+    }
+
+    /// The first (room, persona) pair whose gate is enabled without an
+    /// agent (room `None` is the default layer), so config loading can say
+    /// where.
+    pub fn gate_without_agent(&self, personas: &[PersonaId]) -> Option<(Option<RoomId>, PersonaId)> {
+        let rooms = std::iter::once(None).chain(self.rooms.keys().map(Some));
+        for room in rooms {
+            for persona in personas {
+                let (_, gate) = self.draft(room, persona);
+                if gate.enabled && gate.agent.is_none() {
+                    return Some((room.cloned(), persona.clone()));
+                }
             }
         }
-        p
+        None
     }
 
     /// Whether `room` has a layer of its own (else it resolves like any

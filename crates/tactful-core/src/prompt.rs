@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::transcript::{Entry, sanitize_name};
-use crate::turn::TurnRequest;
+use crate::turn::{TurnKind, TurnRequest};
 
 /// tactful's contract text, shipped with the binary. `{name}` becomes the
 /// persona's name and `{silence}` the silence paragraph (or nothing when
@@ -111,13 +111,65 @@ fn clip_chars(s: &str, max: usize) -> String {
     }
 }
 
-/// Renders a turn request with the given contract template.
+/// The note that opens an ambient batch: the agent was not asked anything.
+pub fn ambient_preface(token: &str) -> String {
+    format!(
+        "(You are listening to this room in the background. Nobody addressed you in the messages below; they are shown in a batch. Speak only if you can add something the room needs, such as an answer nobody has given. Otherwise reply with exactly {token}.)"
+    )
+}
+
+/// How many recent messages the gate's classifier sees, and how long each
+/// may be: enough to tell who is talking to whom, cheap enough to ask often.
+pub const GATE_CONTEXT_TURNS: usize = 8;
+/// See [`GATE_CONTEXT_TURNS`].
+pub const GATE_CLIP_CHARS: usize = 300;
+
+/// The gate's classifier instructions.
+pub fn gate_system(req: &TurnRequest) -> String {
+    let name = sanitize_name(&req.persona_name);
+    let purpose = req.prompt.trim();
+    let purpose = if purpose.is_empty() {
+        "(no description)"
+    } else {
+        purpose
+    };
+    let bots = if req.room_bots.is_empty() {
+        "none".to_owned()
+    } else {
+        req.room_bots
+            .iter()
+            .map(|b| sanitize_name(b))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "You decide whether the assistant {name} should answer the newest message in a group chat.\n\
+         {name}'s purpose: {purpose}\n\
+         Other bots in the room: {bots}\n\n\
+         Answer SKIP when the message is meant for someone else, when it is small talk or bots talking among themselves, or when {name} cannot add anything useful. Answer REPLY when {name} should speak.\n\
+         Answer with one word: REPLY or SKIP."
+    )
+}
+
+/// Renders a turn request with the given contract template: the reply
+/// prompt, the ambient variant, or the gate variant, by the request's kind.
 ///
 /// The character budget keeps the newest history: older entries are left
 /// out until the conversation fits, and a trigger longer than the whole
 /// budget is clipped rather than dropped.
 pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
+    if req.kind == TurnKind::Gate {
+        return render_gate(req);
+    }
     let mut final_turn = String::new();
+    if req.kind == TurnKind::Ambient {
+        let token = req
+            .silence_token
+            .as_deref()
+            .unwrap_or(crate::silence::DEFAULT_TOKEN);
+        final_turn.push_str(&ambient_preface(token));
+        final_turn.push('\n');
+    }
     for e in &req.triggers {
         if !final_turn.is_empty() {
             final_turn.push('\n');
@@ -150,5 +202,33 @@ pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
     Prompt {
         system: system_text(req, contract),
         messages,
+    }
+}
+
+/// The gate variant: one user message with the recent turns (few, each
+/// clipped) and the new message(s).
+fn render_gate(req: &TurnRequest) -> Prompt {
+    let mut text = String::from("Recent conversation:\n");
+    let start = req.history.len().saturating_sub(GATE_CONTEXT_TURNS);
+    if start == req.history.len() {
+        text.push_str("(nothing yet)\n");
+    }
+    for e in &req.history[start..] {
+        text.push_str(&clip_chars(&tagged(e), GATE_CLIP_CHARS));
+        text.push('\n');
+    }
+    text.push_str("\nNew message");
+    text.push_str(if req.triggers.len() > 1 { "s:\n" } else { ":\n" });
+    for e in &req.triggers {
+        text.push_str(&clip_chars(&tagged(e), GATE_CLIP_CHARS * 3));
+        text.push('\n');
+    }
+    text.push_str("\nREPLY or SKIP?");
+    Prompt {
+        system: gate_system(req),
+        messages: vec![ChatMessage {
+            role: Role::User,
+            content: text,
+        }],
     }
 }

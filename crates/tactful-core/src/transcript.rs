@@ -116,15 +116,24 @@ impl History {
         }
     }
 
-    /// Records a message, forgetting the oldest one past the limit.
-    pub fn push(&mut self, entry: Arc<Entry>) {
-        if self.entries.len() == self.limit
-            && let Some(old) = self.entries.pop_front()
-        {
-            self.by_id.remove(&old.id);
-        }
+    /// Records a message, forgetting (and returning) the oldest one past
+    /// the limit.
+    pub fn push(&mut self, entry: Arc<Entry>) -> Option<Arc<Entry>> {
+        let evicted = if self.entries.len() == self.limit {
+            self.entries.pop_front().inspect(|old| {
+                self.by_id.remove(&old.id);
+            })
+        } else {
+            None
+        };
         self.by_id.insert(entry.id.clone(), entry.clone());
         self.entries.push_back(entry);
+        evicted
+    }
+
+    /// Every retained message, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> {
+        self.entries.iter()
     }
 
     /// The retained message with this id.

@@ -13,6 +13,11 @@ use crate::transcript::Entry;
 pub enum TurnKind {
     /// An answer to one triggering message.
     Reply,
+    /// An ambient batch: unaddressed messages the agent may answer or let
+    /// pass in silence.
+    Ambient,
+    /// A reply-decision gate: a classifier asked REPLY or SKIP.
+    Gate,
 }
 
 impl TurnKind {
@@ -20,7 +25,58 @@ impl TurnKind {
     pub fn as_str(self) -> &'static str {
         match self {
             TurnKind::Reply => "reply",
+            TurnKind::Ambient => "ambient",
+            TurnKind::Gate => "gate",
         }
+    }
+}
+
+/// What made an ambient buffer flush.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FlushTrigger {
+    /// `ambient.flush_seconds` (with jitter) after the first buffered message.
+    Timer,
+    /// `ambient.flush_messages` messages were buffered.
+    Count,
+    /// The buffer reached `ambient.hard_cap`.
+    HardCap,
+}
+
+impl FlushTrigger {
+    /// The stable name used in traces.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FlushTrigger::Timer => "timer",
+            FlushTrigger::Count => "count",
+            FlushTrigger::HardCap => "hard_cap",
+        }
+    }
+}
+
+/// A classifier's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateVerdict {
+    /// Answer.
+    Reply,
+    /// Stay out.
+    Skip,
+}
+
+/// Reads a gate answer: its first word, ignoring case and punctuation, must
+/// be REPLY or SKIP. Anything else is unreadable (`None`), and the gate
+/// fails open.
+pub fn parse_gate_answer(text: &str) -> Option<GateVerdict> {
+    let word: String = text
+        .trim_start_matches(|c: char| !c.is_alphanumeric())
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if word.eq_ignore_ascii_case("reply") {
+        Some(GateVerdict::Reply)
+    } else if word.eq_ignore_ascii_case("skip") {
+        Some(GateVerdict::Skip)
+    } else {
+        None
     }
 }
 
@@ -62,6 +118,30 @@ pub struct TurnRequest {
     pub history: Vec<Arc<Entry>>,
     /// Character budget for the rendered conversation.
     pub max_chars: usize,
+    /// Display names of the other bots in the room (other personas
+    /// included), for the gate's classifier.
+    pub room_bots: Vec<Arc<str>>,
+    /// For ambient batches: what made the buffer flush.
+    pub flush_trigger: Option<FlushTrigger>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_answers_are_read_from_the_first_word() {
+        assert_eq!(parse_gate_answer("REPLY"), Some(GateVerdict::Reply));
+        assert_eq!(parse_gate_answer(" skip."), Some(GateVerdict::Skip));
+        assert_eq!(
+            parse_gate_answer("**Skip** - it is for Bob"),
+            Some(GateVerdict::Skip)
+        );
+        assert_eq!(parse_gate_answer("Reply: yes"), Some(GateVerdict::Reply));
+        assert_eq!(parse_gate_answer("I think REPLY"), None);
+        assert_eq!(parse_gate_answer("REPLYING"), None);
+        assert_eq!(parse_gate_answer(""), None);
+    }
 }
 
 /// What a driver reports when a turn ends.

@@ -21,7 +21,10 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use tactful_agents::{ScriptAgent, ScriptRule};
 use tactful_core::engine::ContextLimits;
-use tactful_core::{EngineConfig, Mode, PersonaSpec, PolicyPatch, PolicyTable, RateLimit, RoomLayer, UserId};
+use tactful_core::{
+    AmbientPatch, EngineConfig, GatePatch, Mode, PersonaId, PersonaSpec, PolicyPatch, PolicyTable, RateLimit,
+    RoomId, RoomLayer, UserId,
+};
 use toml::Spanned;
 
 /// A config that cannot be used, with where and why.
@@ -225,6 +228,7 @@ enum ModeName {
     All,
     Command,
     Observe,
+    Ambient,
 }
 
 impl From<ModeName> for Mode {
@@ -234,6 +238,7 @@ impl From<ModeName> for Mode {
             ModeName::All => Mode::All,
             ModeName::Command => Mode::Command,
             ModeName::Observe => Mode::Observe,
+            ModeName::Ambient => Mode::Ambient,
         }
     }
 }
@@ -248,7 +253,36 @@ struct RawRoom {
     max_bot_turns: Option<Spanned<u32>>,
     allowed_users: Option<Vec<EnvString>>,
     rate_limit: Option<Spanned<RawRateLimit>>,
+    ambient: Option<RawAmbient>,
+    reply_gate: Option<RawGate>,
+    floor: Option<RawFloor>,
     personas: Option<BTreeMap<Spanned<String>, Spanned<RawRoom>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAmbient {
+    flush_seconds: Option<Spanned<f64>>,
+    jitter: Option<Spanned<f64>>,
+    flush_messages: Option<Spanned<u32>>,
+    hard_cap: Option<Spanned<u32>>,
+    cooldown_seconds: Option<Spanned<f64>>,
+    max_concurrent_flushes: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGate {
+    enabled: Option<bool>,
+    agent: Option<Spanned<EnvString>>,
+    timeout_ms: Option<Spanned<u64>>,
+    in_ambient: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFloor {
+    max_speakers: Option<Spanned<u32>>,
 }
 
 /// `rate_limit = { replies = N, per_seconds = S }` or `rate_limit = "off"`.
@@ -480,15 +514,27 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     }
 
     let mut policies = PolicyTable::default();
+    let mut max_concurrent_flushes = EngineConfig::default().max_concurrent_flushes;
     for (room, table) in raw.rooms {
         let key = format!("rooms.{}", quote_key(room.get_ref()));
-        let layer = room_layer(&key, table, &personas, check)?;
-        if room.get_ref() == "default" {
+        let is_default = room.get_ref() == "default";
+        let ctx = LayerCtx {
+            personas: &personas,
+            agents: &agents,
+            check,
+            is_default,
+        };
+        let (layer, flushes) = room_layer(&key, table, &ctx)?;
+        if let Some(n) = flushes {
+            max_concurrent_flushes = n;
+        }
+        if is_default {
             policies.default = layer;
         } else {
             policies.rooms.insert(room.into_inner().into(), layer);
         }
     }
+    check_resolved(&policies, &personas, check)?;
 
     let mut context = ContextLimits::default();
     if let Some(c) = raw.context {
@@ -526,6 +572,8 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
             personas,
             policies,
             context,
+            max_concurrent_flushes,
+            seed: 0,
         },
         agents,
     })
@@ -542,30 +590,42 @@ fn quote_key(k: &str) -> String {
     }
 }
 
+/// What checking one `[rooms.*]` table needs to know.
+struct LayerCtx<'a> {
+    personas: &'a [PersonaSpec],
+    agents: &'a BTreeMap<String, AgentConfig>,
+    check: &'a Checker<'a>,
+    is_default: bool,
+}
+
+/// One `[rooms.*]` table and its `personas` overrides; also returns
+/// `ambient.max_concurrent_flushes` when this (default) table sets it.
 fn room_layer(
     key: &str,
     table: RawRoom,
-    personas: &[PersonaSpec],
-    check: &Checker<'_>,
-) -> Result<RoomLayer, ConfigError> {
+    ctx: &LayerCtx<'_>,
+) -> Result<(RoomLayer, Option<usize>), ConfigError> {
+    let check = ctx.check;
     let mut layer = RoomLayer::default();
     let nested = table.personas;
-    layer.all = patch(
+    let (all, flushes) = patch(
         key,
         RawRoom {
             personas: None,
             ..table
         },
-        check,
+        ctx,
+        ctx.is_default,
     )?;
+    layer.all = all;
     for (pid, sub) in nested.into_iter().flatten() {
-        let Some(spec) = personas.iter().find(|p| p.id.as_str() == pid.get_ref()) else {
+        let Some(spec) = ctx.personas.iter().find(|p| p.id.as_str() == pid.get_ref()) else {
             return Err(check.at(
                 pid.span(),
                 format!(
                     "`{key}.personas.{}` names no persona (ids: {})",
                     pid.get_ref(),
-                    persona_ids(personas)
+                    persona_ids(ctx.personas)
                 ),
             ));
         };
@@ -580,9 +640,9 @@ fn room_layer(
         }
         layer
             .personas
-            .insert(spec.id.clone(), patch(&sub_key, sub, check)?);
+            .insert(spec.id.clone(), patch(&sub_key, sub, ctx, false)?.0);
     }
-    Ok(layer)
+    Ok((layer, flushes))
 }
 
 fn persona_ids(personas: &[PersonaSpec]) -> String {
@@ -593,7 +653,51 @@ fn persona_ids(personas: &[PersonaSpec]) -> String {
         .join(", ")
 }
 
-fn patch(key: &str, t: RawRoom, check: &Checker<'_>) -> Result<PolicyPatch, ConfigError> {
+/// Checks a whole number is at least `min`.
+fn at_least<T: Copy + PartialOrd + fmt::Display>(
+    v: &Spanned<T>,
+    min: T,
+    key: &str,
+    check: &Checker<'_>,
+) -> Result<T, ConfigError> {
+    let x = *v.get_ref();
+    if x < min {
+        return Err(check.at(v.span(), format!("`{key}` must be at least {min}, got {x}")));
+    }
+    Ok(x)
+}
+
+/// Checks a number of seconds is finite and in `[min, max]` (`min`
+/// excluded when `exclusive_min`).
+fn seconds(
+    v: &Spanned<f64>,
+    key: &str,
+    exclusive_min: bool,
+    check: &Checker<'_>,
+) -> Result<Duration, ConfigError> {
+    let x = *v.get_ref();
+    let low_ok = if exclusive_min { x > 0.0 } else { x >= 0.0 };
+    if !x.is_finite() || !low_ok || x > 86_400.0 {
+        let low = if exclusive_min {
+            "more than 0"
+        } else {
+            "at least 0"
+        };
+        return Err(check.at(
+            v.span(),
+            format!("`{key}` must be {low} and at most 86400 seconds, got {x}"),
+        ));
+    }
+    Ok(Duration::from_secs_f64(x))
+}
+
+fn patch(
+    key: &str,
+    t: RawRoom,
+    ctx: &LayerCtx<'_>,
+    flushes_allowed: bool,
+) -> Result<(PolicyPatch, Option<usize>), ConfigError> {
+    let check = ctx.check;
     let mut p = PolicyPatch {
         mode: t.mode.map(Mode::from),
         allow_silence: t.allow_silence,
@@ -628,7 +732,122 @@ fn patch(key: &str, t: RawRoom, check: &Checker<'_>) -> Result<PolicyPatch, Conf
             }),
         });
     }
-    Ok(p)
+    let mut flushes = None;
+    if let Some(a) = t.ambient {
+        let k = |name: &str| format!("{key}.ambient.{name}");
+        let mut ap = AmbientPatch::default();
+        if let Some(v) = &a.flush_seconds {
+            ap.flush_after = Some(seconds(v, &k("flush_seconds"), true, check)?);
+        }
+        if let Some(v) = &a.jitter {
+            let x = *v.get_ref();
+            if !(0.0..1.0).contains(&x) {
+                return Err(check.at(
+                    v.span(),
+                    format!(
+                        "`{}` must be at least 0 and less than 1 (a fraction of flush_seconds), got {x}",
+                        k("jitter")
+                    ),
+                ));
+            }
+            ap.jitter = Some(x);
+        }
+        if let Some(v) = &a.flush_messages {
+            ap.flush_messages = Some(at_least(v, 1, &k("flush_messages"), check)?);
+        }
+        if let Some(v) = &a.hard_cap {
+            ap.hard_cap = Some(at_least(v, 1, &k("hard_cap"), check)?);
+        }
+        if let Some(v) = &a.cooldown_seconds {
+            ap.cooldown = Some(seconds(v, &k("cooldown_seconds"), false, check)?);
+        }
+        if let Some(v) = &a.max_concurrent_flushes {
+            if !flushes_allowed {
+                return Err(check.at(
+                    v.span(),
+                    format!(
+                        "`{}` is process-wide: set it in [rooms.default.ambient]",
+                        k("max_concurrent_flushes")
+                    ),
+                ));
+            }
+            flushes = Some(at_least(v, 1, &k("max_concurrent_flushes"), check)?);
+        }
+        p.ambient = ap;
+    }
+    if let Some(g) = t.reply_gate {
+        let mut gp = GatePatch {
+            enabled: g.enabled,
+            in_ambient: g.in_ambient,
+            ..Default::default()
+        };
+        if let Some(agent) = &g.agent {
+            let name = &agent.get_ref().0;
+            if !ctx.agents.contains_key(name) {
+                return Err(check.at(
+                    agent.span(),
+                    format!("`{key}.reply_gate.agent` = {name:?} names no [agents.{name}] table"),
+                ));
+            }
+            gp.agent = Some(Arc::from(name.as_str()));
+        }
+        if let Some(v) = &g.timeout_ms {
+            gp.timeout = Some(Duration::from_millis(at_least(
+                v,
+                1,
+                &format!("{key}.reply_gate.timeout_ms"),
+                check,
+            )?));
+        }
+        p.reply_gate = gp;
+    }
+    if let Some(f) = t.floor
+        && let Some(v) = &f.max_speakers
+    {
+        p.floor_max_speakers = Some(at_least(v, 1, &format!("{key}.floor.max_speakers"), check)?);
+    }
+    Ok((p, flushes))
+}
+
+/// Checks that need every layer: combinations that are each valid alone
+/// but not together.
+fn check_resolved(
+    policies: &PolicyTable,
+    personas: &[PersonaSpec],
+    check: &Checker<'_>,
+) -> Result<(), ConfigError> {
+    let ids: Vec<PersonaId> = personas.iter().map(|p| p.id.clone()).collect();
+    if let Some((room, persona)) = policies.gate_without_agent(&ids) {
+        let room = room.map_or("rooms.default".to_owned(), |r| {
+            format!("rooms.{}", quote_key(r.as_str()))
+        });
+        return Err(check.nowhere(format!(
+            "reply_gate is enabled for persona `{persona}` in [{room}] but no `reply_gate.agent` is set for it"
+        )));
+    }
+    let rooms = std::iter::once(RoomId::new("")).chain(policies.rooms.keys().cloned());
+    for room in rooms {
+        let where_ = if room.as_str().is_empty() {
+            "rooms.default".to_owned()
+        } else {
+            format!("rooms.{}", quote_key(room.as_str()))
+        };
+        for id in &ids {
+            let p = policies.resolve(&room, id);
+            if p.mode == Mode::Ambient && !p.allow_silence {
+                return Err(check.nowhere(format!(
+                    "persona `{id}` in [{where_}]: mode = \"ambient\" needs allow_silence = true (an ambient batch usually ends in silence)"
+                )));
+            }
+            if p.ambient.flush_messages > p.ambient.hard_cap {
+                return Err(check.nowhere(format!(
+                    "persona `{id}` in [{where_}]: ambient.flush_messages ({}) exceeds ambient.hard_cap ({})",
+                    p.ambient.flush_messages, p.ambient.hard_cap
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,6 +34,13 @@ enum Command {
         /// Include the rendered prompt in every agent_call line.
         #[arg(long)]
         prompts: bool,
+        /// Seed for ambient flush jitter: the same seed gives the same replay.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print a table of agent calls and replies per persona instead of
+        /// the trace.
+        #[arg(long, conflicts_with = "prompts")]
+        stats: bool,
     },
     /// Check a config file and summarise it.
     Check {
@@ -101,6 +108,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             config,
             scenario: path,
             prompts,
+            seed,
+            stats,
         } => {
             let c = load_config(&config)?;
             let src = std::fs::read_to_string(&path)
@@ -109,9 +118,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let events = scenario::parse(&src, &path, &ids).map_err(|e| InputError(e.to_string()))?;
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
-            let s = replay::run(&c, events, ReplayOptions { prompts }, &mut out).context("replay failed")?;
+            let s = replay::run(&c, events, ReplayOptions { prompts, seed, stats }, &mut out)
+                .context("replay failed")?;
+            if stats {
+                use std::io::Write as _;
+                out.write_all(s.stats_table(&c).as_bytes())?;
+                out.flush()?;
+            }
             eprintln!(
-                "replayed {} messages over {:.1}s of virtual time: {} decisions, {} agent calls, {} sent, {} silent, {} withheld, {} errors",
+                "replayed {} messages over {:.1}s of virtual time: {} decisions, {} agent calls, {} sent, {} silent, {} withheld, {} cancelled, {} errors",
                 s.messages,
                 s.end.as_secs_f64(),
                 s.decisions,
@@ -119,6 +134,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 s.sends,
                 s.silent,
                 s.withheld,
+                s.cancelled,
                 s.errors
             );
             Ok(())

@@ -13,7 +13,7 @@ use std::collections::BinaryHeap;
 use std::io::Write;
 
 use serde_json::{Value, json};
-use tactful_core::engine::{Outgoing, SilenceKind, TurnEnd};
+use tactful_core::engine::{AmbientEvent, AmbientNote, Outgoing, SilenceKind, TurnEnd};
 use tactful_core::{AgentResult, Decision, Engine, Output, Timestamp, TurnId, TurnRequest, prompt};
 
 use crate::config::{AgentConfig, Config};
@@ -24,10 +24,36 @@ use crate::scenario::ScenarioEvent;
 pub struct ReplayOptions {
     /// Include the rendered prompt in every `agent_call` line.
     pub prompts: bool,
+    /// Seed for ambient flush jitter; the same seed replays identically.
+    pub seed: u64,
+    /// Print no trace; the caller prints [`Summary::stats_table`].
+    pub stats: bool,
+}
+
+/// What one persona cost and did over a replay, for `--stats`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct PersonaStats {
+    /// Scenario messages addressed to the persona (DM, mention, command,
+    /// reply to it) that it took a turn for.
+    pub addressed: usize,
+    /// Of those, how many got a reply.
+    pub answered: usize,
+    /// Agent calls of every kind.
+    pub calls: usize,
+    /// Gate (classifier) calls.
+    pub gate_calls: usize,
+    /// Ambient batch calls.
+    pub ambient_calls: usize,
+    /// Calls made for messages that did not address the persona.
+    pub unaddressed_calls: usize,
+    /// Replies sent.
+    pub sent: usize,
+    addressed_ids: std::collections::BTreeSet<(String, String)>,
+    answered_ids: std::collections::BTreeSet<(String, String)>,
 }
 
 /// Counts printed to stderr at the end of a replay.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Summary {
     /// Scenario messages fed in.
     pub messages: usize,
@@ -43,8 +69,95 @@ pub struct Summary {
     pub errors: usize,
     /// Replies a guard held back after the agent answered.
     pub withheld: usize,
+    /// Turns the engine cancelled in flight.
+    pub cancelled: usize,
     /// Virtual time at the end.
     pub end: Timestamp,
+    /// Per persona, in id order.
+    pub personas: std::collections::BTreeMap<String, PersonaStats>,
+}
+
+impl Summary {
+    fn persona(&mut self, id: &str) -> &mut PersonaStats {
+        self.personas.entry(id.to_owned()).or_default()
+    }
+
+    fn note_decision(&mut self, d: &Decision, from_scenario: bool) {
+        use tactful_core::Reason::*;
+        if from_scenario && matches!(d.reason, Dm | Mention | Command | ReplyToMe) && d.turn.is_some() {
+            let key = (d.room.to_string(), d.msg.to_string());
+            let s = self.persona(d.persona.as_str());
+            s.addressed += 1;
+            s.addressed_ids.insert(key);
+        }
+    }
+
+    fn note_call(&mut self, req: &TurnRequest) {
+        let room = req.room.to_string();
+        let s = self.persona(req.persona.as_str());
+        s.calls += 1;
+        match req.kind {
+            tactful_core::TurnKind::Gate => s.gate_calls += 1,
+            tactful_core::TurnKind::Ambient => s.ambient_calls += 1,
+            tactful_core::TurnKind::Reply => {}
+        }
+        let addressed = req
+            .triggers
+            .iter()
+            .all(|e| s.addressed_ids.contains(&(room.clone(), e.id.to_string())));
+        if !addressed {
+            s.unaddressed_calls += 1;
+        }
+    }
+
+    fn note_send(&mut self, o: &Outgoing) {
+        let room = o.room.to_string();
+        let s = self.persona(o.persona.as_str());
+        s.sent += 1;
+        for m in &o.msgs {
+            let key = (room.clone(), m.to_string());
+            if s.addressed_ids.contains(&key) && s.answered_ids.insert(key) {
+                s.answered += 1;
+            }
+        }
+    }
+
+    /// A Markdown table of what each persona cost, per 100 scenario
+    /// messages. Modes are those of the room `main`.
+    pub fn stats_table(&self, config: &Config) -> String {
+        let main = tactful_core::RoomId::new("main");
+        let per100 = |n: usize| n as f64 * 100.0 / self.messages.max(1) as f64;
+        let mut out = String::from(
+            "| persona | mode | addressed | answered | model calls / 100 msgs | gate calls / 100 msgs | ambient batches | unaddressed msgs per unaddressed call | replies sent |\n|---|---|---|---|---|---|---|---|---|\n",
+        );
+        for (id, s) in &self.personas {
+            let policy = config
+                .engine
+                .policies
+                .resolve(&main, &tactful_core::PersonaId::new(id.as_str()));
+            let mut mode = policy.mode.as_str().to_owned();
+            if policy.reply_gate.is_some() {
+                mode.push_str(" + gate");
+            }
+            let unaddressed_msgs = self.messages.saturating_sub(s.addressed);
+            let ratio = if s.unaddressed_calls == 0 {
+                "no calls".to_owned()
+            } else {
+                format!("{:.1}", unaddressed_msgs as f64 / s.unaddressed_calls as f64)
+            };
+            out.push_str(&format!(
+                "| {id} | {mode} | {} | {} | {:.1} | {:.1} | {} | {ratio} | {} |\n",
+                s.addressed,
+                s.answered,
+                per100(s.calls - s.gate_calls),
+                per100(s.gate_calls),
+                s.ambient_calls,
+                s.sent
+            ));
+        }
+        out.push_str(&format!("\n{} scenario messages.\n", self.messages));
+        out
+    }
 }
 
 #[derive(Debug)]
@@ -90,6 +203,10 @@ impl Queue {
     fn pop(&mut self) -> Option<(Timestamp, Event)> {
         self.heap.pop().map(|Reverse(Timed(at, _, e))| (at, e))
     }
+
+    fn peek_time(&self) -> Option<Timestamp> {
+        self.heap.peek().map(|Reverse(Timed(at, _, _))| *at)
+    }
 }
 
 /// Runs `events` through an engine built from `config`, writing the trace.
@@ -99,29 +216,56 @@ pub fn run(
     options: ReplayOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<Summary> {
-    let mut engine = Engine::new(config.engine.clone())?;
+    let mut engine_config = config.engine.clone();
+    engine_config.seed = options.seed;
+    let mut engine = Engine::new(engine_config)?;
     let mut queue = Queue::default();
     let mut summary = Summary::default();
+    for p in &config.engine.personas {
+        summary.persona(p.id.as_str());
+    }
+    let mut scenario_ids = std::collections::HashSet::new();
     for e in events {
+        scenario_ids.insert((e.message.room.to_string(), e.message.id.to_string()));
         queue.push(e.message.time, Event::Message(Box::new(e)));
     }
-    while let Some((now, event)) = queue.pop() {
-        summary.end = now;
-        match event {
-            Event::Message(e) => {
-                summary.messages += 1;
-                engine.handle_message(now, e.message);
+    loop {
+        // Timers due at or before the next event fire first.
+        let next_event = queue.peek_time();
+        let now = match (engine.poll_timeout(), next_event) {
+            (Some(t), Some(e)) if t <= e => {
+                engine.handle_timeout(t);
+                t
             }
-            Event::AgentDone(turn, result) => engine.handle_agent_result(now, turn, result),
-        }
+            (Some(t), None) => {
+                engine.handle_timeout(t);
+                t
+            }
+            (_, Some(_)) => {
+                let (now, event) = queue.pop().expect("peeked");
+                match event {
+                    Event::Message(e) => {
+                        summary.messages += 1;
+                        engine.handle_message(now, e.message);
+                    }
+                    Event::AgentDone(turn, result) => engine.handle_agent_result(now, turn, result),
+                }
+                now
+            }
+            (None, None) => break,
+        };
+        summary.end = now;
         while let Some(output) = engine.poll_output() {
             let line = match output {
                 Output::Decision(d) => {
                     summary.decisions += 1;
+                    let from_scenario = scenario_ids.contains(&(d.room.to_string(), d.msg.to_string()));
+                    summary.note_decision(&d, from_scenario);
                     decision_line(&d)
                 }
                 Output::CallAgent(req) => {
                     summary.agent_calls += 1;
+                    summary.note_call(&req);
                     let (result, delay) = run_agent(config, &req);
                     let line = agent_call_line(&req, options);
                     queue.push(now + delay, Event::AgentDone(req.turn, result));
@@ -129,12 +273,20 @@ pub fn run(
                 }
                 Output::Send(s) => {
                     summary.sends += 1;
+                    summary.note_send(&s);
                     send_line(&s)
                 }
                 Output::Silent(end, kind) => {
                     summary.silent += 1;
                     silent_line(&end, kind)
                 }
+                Output::Cancelled(end, reason) => {
+                    summary.cancelled += 1;
+                    let mut v = end_fields(&end, "cancelled");
+                    v["reason"] = json!(reason.as_str());
+                    v
+                }
+                Output::Ambient(note) => ambient_line(&note),
                 Output::Withheld(end, reason) => {
                     summary.withheld += 1;
                     let mut v = end_fields(&end, "withheld");
@@ -154,8 +306,10 @@ pub fn run(
                     "at": at.as_secs_f64(), "type": "dropped", "room": room, "msg": msg, "reason": reason,
                 }),
             };
-            serde_json::to_writer(&mut *out, &line)?;
-            out.write_all(b"\n")?;
+            if !options.stats {
+                serde_json::to_writer(&mut *out, &line)?;
+                out.write_all(b"\n")?;
+            }
         }
     }
     out.flush()?;
@@ -204,6 +358,9 @@ fn agent_call_line(req: &TurnRequest, options: ReplayOptions) -> Value {
         "room": req.room,
         "msgs": req.triggers.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
     });
+    if let Some(t) = req.flush_trigger {
+        v["trigger"] = json!(t.as_str());
+    }
     if options.prompts {
         v["prompt"] =
             serde_json::to_value(prompt::render(req, prompt::DEFAULT_CONTRACT)).unwrap_or(Value::Null);
@@ -216,6 +373,7 @@ fn send_line(s: &Outgoing) -> Value {
         "at": s.at.as_secs_f64(),
         "type": "send",
         "turn": s.turn.to_string(),
+        "kind": s.kind.as_str(),
         "persona": s.persona,
         "room": s.room,
         "id": s.id,
@@ -244,10 +402,41 @@ fn end_fields(end: &TurnEnd, ty: &str) -> Value {
         "at": end.at.as_secs_f64(),
         "type": ty,
         "turn": end.turn.to_string(),
+        "kind": end.kind.as_str(),
         "persona": end.persona,
         "room": end.room,
         "msgs": end.msgs,
     })
+}
+
+fn ambient_line(note: &AmbientNote) -> Value {
+    let mut v = json!({
+        "at": note.at.as_secs_f64(),
+        "type": "",
+        "persona": note.persona,
+        "room": note.room,
+    });
+    match &note.event {
+        AmbientEvent::Waiting { trigger, why, until } => {
+            v["type"] = json!("flush_wait");
+            v["trigger"] = json!(trigger.as_str());
+            v["reason"] = json!(why.as_str());
+            if let Some(u) = until {
+                v["until"] = json!(u.as_secs_f64());
+            }
+        }
+        AmbientEvent::Cleared { msgs } => {
+            v["type"] = json!("buffer_cleared");
+            v["msgs"] = json!(msgs);
+            v["reason"] = json!("addressed");
+        }
+        AmbientEvent::Skipped { msgs, reason } => {
+            v["type"] = json!("flush_skipped");
+            v["msgs"] = json!(msgs);
+            v["reason"] = json!(reason.as_str());
+        }
+    }
+    v
 }
 
 fn silent_line(end: &TurnEnd, kind: SilenceKind) -> Value {
@@ -282,3 +471,5 @@ pub fn replay_str(config: &str, scenario: &str, options: ReplayOptions) -> Vec<V
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ambient;

@@ -10,15 +10,22 @@ fn replay(config: &str, scenario: &str) -> Vec<Value> {
 }
 
 fn with_prompts(config: &str, scenario: &str) -> Vec<Value> {
-    replay_str(config, scenario, ReplayOptions { prompts: true })
+    replay_str(
+        config,
+        scenario,
+        ReplayOptions {
+            prompts: true,
+            ..Default::default()
+        },
+    )
 }
 
-fn of_type<'a>(trace: &'a [Value], ty: &str) -> Vec<&'a Value> {
+pub(super) fn of_type<'a>(trace: &'a [Value], ty: &str) -> Vec<&'a Value> {
     trace.iter().filter(|l| l["type"] == ty).collect()
 }
 
 /// The (outcome, reason) of the decision for `msg` and `persona`.
-fn decision(trace: &[Value], msg: &str, persona: &str) -> (String, String) {
+pub(super) fn decision(trace: &[Value], msg: &str, persona: &str) -> (String, String) {
     let found: Vec<_> = trace
         .iter()
         .filter(|l| l["type"] == "decision" && l["msg"] == msg && l["persona"] == persona)
@@ -34,7 +41,7 @@ fn decision(trace: &[Value], msg: &str, persona: &str) -> (String, String) {
     )
 }
 
-fn dec(outcome: &str, reason: &str) -> (String, String) {
+pub(super) fn dec(outcome: &str, reason: &str) -> (String, String) {
     (outcome.to_owned(), reason.to_owned())
 }
 
@@ -69,7 +76,7 @@ rules = [{{ when = "", reply = "ok {{msg_id}}" }}]
     )
 }
 
-fn line(at: f64, from: &str, text: &str, extra: &str) -> String {
+pub(super) fn line(at: f64, from: &str, text: &str, extra: &str) -> String {
     let text = serde_json::to_string(text).expect("string");
     format!(r#"{{"at": {at}, "from": "{from}", "text": {text}{extra}}}"#)
 }
@@ -285,7 +292,7 @@ fn unanswered_messages_are_context_for_the_next_turn() {
 
 #[test]
 fn personas_ignore_their_own_messages_and_see_each_other_as_bots() {
-    let cfg = two_personas("mode = \"all\"");
+    let cfg = two_personas("mode = \"all\"\nfloor = { max_speakers = 2 }");
     let t = replay(&cfg, &line(0.0, "alice", "hello room", r#", "id": "h""#));
     assert_eq!(decision(&t, "docs:1", "docs"), dec("record", "own_message"));
     assert_eq!(decision(&t, "docs:1", "chef"), dec("record", "bot_author"));
@@ -307,7 +314,9 @@ fn foreign_bots_are_recorded_not_answered_by_default() {
 
 #[test]
 fn bot_storm_stops_at_max_bot_turns_until_a_human_speaks() {
-    let cfg = two_personas("mode = \"all\"\nignore_bots = false\nmax_bot_turns = 3\nrate_limit = \"off\"");
+    let cfg = two_personas(
+        "mode = \"all\"\nignore_bots = false\nmax_bot_turns = 3\nrate_limit = \"off\"\nfloor = { max_speakers = 2 }",
+    );
     let scenario = [
         line(0.0, "alice", "hello bots", r#", "id": "h1""#),
         line(10.0, "alice", "again", r#", "id": "h2""#),
@@ -731,7 +740,7 @@ fn one_decision_per_message_and_persona_including_sent_replies() {
 
 #[test]
 fn send_ids_count_per_persona() {
-    let cfg = two_personas("mode = \"all\"");
+    let cfg = two_personas("mode = \"all\"\nfloor = { max_speakers = 2 }");
     let scenario: Vec<String> = (0..2)
         .map(|i| line(i as f64, "alice", &format!("msg {i}"), ""))
         .collect();
@@ -768,7 +777,7 @@ mod storms {
     /// Personas that answer everything; with `chain`, each reply mentions
     /// the next persona (a relay), otherwise it mentions nobody (everyone
     /// answers everyone: the fan-out storm).
-    fn storm_config(delays: &[u64], max_bot_turns: u32, chain: bool) -> String {
+    fn storm_config(delays: &[u64], max_bot_turns: u32, chain: bool, speakers: u32) -> String {
         let mut cfg = String::new();
         for (i, d) in delays.iter().enumerate() {
             let mention = if chain {
@@ -781,7 +790,7 @@ mod storms {
             ));
         }
         cfg.push_str(&format!(
-            "[rooms.default]\nmode = \"all\"\nignore_bots = false\nmax_bot_turns = {max_bot_turns}\nrate_limit = \"off\"\n"
+            "[rooms.default]\nmode = \"all\"\nignore_bots = false\nmax_bot_turns = {max_bot_turns}\nrate_limit = \"off\"\nfloor = {{ max_speakers = {speakers} }}\n"
         ));
         cfg
     }
@@ -795,6 +804,7 @@ mod storms {
             max_bot_turns in 1u32..6,
             humans in prop::collection::vec(0u64..5000, 1..4),
             chain in any::<bool>(),
+            speakers in 1u32..6,
         ) {
             let mut at = 0u64;
             let scenario: Vec<String> = humans
@@ -804,7 +814,7 @@ mod storms {
                     line(at as f64 / 1000.0, "alice", "anyone around?", "")
                 })
                 .collect();
-            let t = replay(&storm_config(&delays, max_bot_turns, chain), &scenario.join("\n"));
+            let t = replay(&storm_config(&delays, max_bot_turns, chain, speakers), &scenario.join("\n"));
             let sent = of_type(&t, "send").len();
             let bound = humans.len() * (delays.len() + max_bot_turns as usize);
             prop_assert!(sent <= bound, "{sent} replies > bound {bound}");
