@@ -563,6 +563,13 @@ impl Engine {
         self.rooms.len()
     }
 
+    /// The ambient state of persona `p` in `room`, if it has one.
+    fn ambient_mut(&mut self, room: &RoomId, p: PersonaIdx) -> Option<&mut AmbientState> {
+        self.rooms.get_mut(room)?.members[p.0 as usize]
+            .ambient
+            .as_deref_mut()
+    }
+
     fn arm(&mut self, at: Timestamp, timer: Timer) -> (Timestamp, u64) {
         let key = (at, self.timer_seq);
         self.timers.insert(key, timer);
@@ -1040,11 +1047,7 @@ impl Engine {
     }
 
     fn replace_in_flight(&mut self, room: &RoomId, p: PersonaIdx, old: TurnId, new: TurnId) {
-        if let Some(st) = self
-            .rooms
-            .get_mut(room)
-            .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
-        {
+        if let Some(st) = self.ambient_mut(room, p) {
             for t in &mut st.in_flight {
                 if *t == old {
                     *t = new;
@@ -1071,11 +1074,7 @@ impl Engine {
                     }
                 }
                 Timer::Ambient(room, p) => {
-                    let Some(st) = self
-                        .rooms
-                        .get_mut(&room)
-                        .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
-                    else {
+                    let Some(st) = self.ambient_mut(&room, p) else {
                         continue;
                     };
                     let trigger = if st.due.is_some_and(|(d, _)| d <= now) {
@@ -1262,11 +1261,7 @@ impl Engine {
             let Some((room_id, p)) = self.flush_queue.pop_front() else {
                 break;
             };
-            let Some(st) = self
-                .rooms
-                .get_mut(&room_id)
-                .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
-            else {
+            let Some(st) = self.ambient_mut(&room_id, p) else {
                 continue;
             };
             st.queued = false;
@@ -1281,10 +1276,11 @@ impl Engine {
     /// not post after the addressed reply).
     fn preempt_ambient(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx) {
         let persona = self.personas[p.0 as usize].id.clone();
+        // Borrow the room alone (not all of `self`): the timers change too.
         let Some(st) = self
             .rooms
             .get_mut(room_id)
-            .and_then(|r| r.members[p.0 as usize].ambient.as_mut())
+            .and_then(|r| r.members[p.0 as usize].ambient.as_deref_mut())
         else {
             return;
         };
