@@ -639,3 +639,194 @@ fn a_burst_of_50_with_cap_6_gives_exactly_6_replies_in_all_mode_with_a_gate() {
         .count();
     assert_eq!(gates, 6);
 }
+
+// Property: random configs and conversations never break the engine's
+// invariants (ARCHITECTURE.md), whatever mix of modes, gates, floors,
+// delays and failures.
+
+mod invariants {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::{HashMap, HashSet};
+
+    #[derive(Debug, Clone)]
+    struct PersonaCfg {
+        mode: &'static str,
+        delay: u64,
+        fails: bool,
+        gate: Option<(u64, bool)>,
+    }
+
+    fn persona_cfg() -> impl Strategy<Value = PersonaCfg> {
+        (
+            prop::sample::select(vec!["mention", "all", "command", "observe", "ambient"]),
+            0u64..4000,
+            any::<bool>(),
+            prop::option::of((0u64..5000, any::<bool>())),
+        )
+            .prop_map(|(mode, delay, fails, gate)| PersonaCfg {
+                mode,
+                delay,
+                fails,
+                gate,
+            })
+    }
+
+    fn config(personas: &[PersonaCfg], speakers: u32, flush: u32, cap: u32, ignore_bots: bool) -> String {
+        let mut cfg = String::new();
+        for (i, p) in personas.iter().enumerate() {
+            let fail = if p.fails {
+                r#"{ when = "boom", fail = true }, "#
+            } else {
+                ""
+            };
+            cfg.push_str(&format!(
+                "[[persona]]\nid = \"p{i}\"\nagent = \"a{i}\"\n\n[agents.a{i}]\nkind = \"script\"\nrules = [{fail}{{ when = \"\\\\?\", reply = \"[[reply_to:{{msg_id}}]]\\nyes\", delay_ms = {d} }}, {{ when = \"\", reply = \"NO_REPLY\", delay_ms = {d} }}]\n\n",
+                d = p.delay
+            ));
+            if let Some((gd, _)) = p.gate {
+                cfg.push_str(&format!(
+                    "[agents.g{i}]\nkind = \"script\"\nrules = [{{ when = \"x\", reply = \"SKIP\", delay_ms = {gd} }}, {{ when = \"\", reply = \"REPLY\", delay_ms = {gd} }}]\n\n"
+                ));
+            }
+        }
+        cfg.push_str(&format!(
+            "[rooms.default]\nignore_bots = {ignore_bots}\nmax_bot_turns = 2\nrate_limit = {{ replies = 4, per_seconds = 30 }}\nfloor = {{ max_speakers = {speakers} }}\nambient = {{ flush_seconds = 5, flush_messages = {flush}, hard_cap = {cap}, cooldown_seconds = 3, max_concurrent_flushes = 2 }}\n\n"
+        ));
+        for (i, p) in personas.iter().enumerate() {
+            cfg.push_str(&format!("[rooms.default.personas.p{i}]\nmode = \"{}\"\n", p.mode));
+            if let Some((_, in_ambient)) = p.gate {
+                cfg.push_str(&format!(
+                    "reply_gate = {{ enabled = true, agent = \"g{i}\", timeout_ms = 2500, in_ambient = {in_ambient} }}\n"
+                ));
+            }
+            cfg.push('\n');
+        }
+        cfg
+    }
+
+    #[derive(Debug, Clone)]
+    struct Msg {
+        gap_ms: u64,
+        from: u8,
+        room: u8,
+        text: u8,
+        mention: Option<u8>,
+        reply_to_persona: Option<u8>,
+        dm_to: Option<u8>,
+        bot: bool,
+    }
+
+    fn msg() -> impl Strategy<Value = Msg> {
+        (
+            prop::sample::select(vec![0u64, 0, 100, 500, 1000, 3000, 8000]),
+            0u8..4,
+            0u8..2,
+            0u8..4,
+            prop::option::weighted(0.2, 0u8..4),
+            prop::option::weighted(0.15, 0u8..4),
+            prop::option::weighted(0.08, 0u8..4),
+            prop::bool::weighted(0.15),
+        )
+            .prop_map(
+                |(gap_ms, from, room, text, mention, reply_to_persona, dm_to, bot)| Msg {
+                    gap_ms,
+                    from,
+                    room,
+                    text,
+                    mention,
+                    reply_to_persona,
+                    dm_to,
+                    bot,
+                },
+            )
+    }
+
+    fn scenario(msgs: &[Msg], personas: usize) -> String {
+        let texts = ["hello", "what now?", "boom?", "x marks it"];
+        let mut at = 0u64;
+        let mut out = Vec::new();
+        for (i, m) in msgs.iter().enumerate() {
+            at += m.gap_ms;
+            let mut text = texts[m.text as usize].to_owned();
+            if let Some(p) = m.mention {
+                text = format!("@p{} {text}", p as usize % personas);
+            }
+            let mut extra = format!(r#", "id": "m{i}""#);
+            match m.dm_to {
+                Some(p) => extra.push_str(&format!(r#", "dm": true, "to": "p{}""#, p as usize % personas)),
+                None => extra.push_str(&format!(r#", "room": "r{}""#, m.room)),
+            }
+            if let Some(p) = m.reply_to_persona {
+                extra.push_str(&format!(r#", "reply_to": "p{}:1""#, p as usize % personas));
+            }
+            if m.bot {
+                extra.push_str(r#", "bot": true"#);
+            }
+            out.push(line(at as f64 / 1000.0, &format!("u{}", m.from), &text, &extra));
+        }
+        out.join("\n")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(160))]
+
+        #[test]
+        fn the_engine_keeps_its_invariants(
+            personas in prop::collection::vec(persona_cfg(), 1..5),
+            speakers in 1u32..3,
+            (flush, cap) in (1u32..5).prop_flat_map(|f| (Just(f), f..8)),
+            ignore_bots in any::<bool>(),
+            msgs in prop::collection::vec(msg(), 1..40),
+            seed in any::<u64>(),
+        ) {
+            let cfg = config(&personas, speakers, flush, cap, ignore_bots);
+            let t = replay_str(&cfg, &scenario(&msgs, personas.len()), ReplayOptions { seed, ..Default::default() });
+
+            // One decision per (room, message, persona).
+            let mut seen = HashSet::new();
+            for d in of_type(&t, "decision") {
+                let key = (d["room"].to_string(), d["msg"].to_string(), d["persona"].to_string());
+                prop_assert!(seen.insert(key), "decided twice: {d}");
+            }
+            prop_assert_eq!(seen.len() % personas.len(), 0, "every message is decided for every persona");
+
+            // Every reply or ambient turn ends exactly once.
+            let mut ends: HashMap<String, usize> = HashMap::new();
+            for l in &t {
+                if matches!(l["type"].as_str(), Some("send" | "silent" | "withheld" | "error" | "cancelled")) {
+                    *ends.entry(l["turn"].to_string()).or_default() += 1;
+                }
+            }
+            for call in of_type(&t, "agent_call") {
+                let n = ends.get(&call["turn"].to_string()).copied().unwrap_or(0);
+                if call["kind"] == "gate" {
+                    prop_assert!(n <= 1, "a gate ends at most once: {call}");
+                } else {
+                    prop_assert_eq!(n, 1, "turn {} ends exactly once", call["turn"]);
+                }
+                if call["kind"] == "ambient" {
+                    prop_assert!(call["msgs"].as_array().map_or(0, Vec::len) <= cap as usize);
+                }
+            }
+
+            // Unaddressed replies per message never exceed the floor.
+            let addressed: HashSet<(String, String)> = of_type(&t, "decision")
+                .iter()
+                .filter(|d| matches!(d["reason"].as_str(), Some("dm" | "mention" | "command" | "reply_to_me")))
+                .map(|d| (d["msg"].to_string(), d["persona"].to_string()))
+                .collect();
+            let mut speakers_per_msg: HashMap<String, u32> = HashMap::new();
+            for s in of_type(&t, "send") {
+                for m in s["msgs"].as_array().into_iter().flatten() {
+                    if !addressed.contains(&(m.to_string(), s["persona"].to_string())) {
+                        *speakers_per_msg.entry(m.to_string()).or_default() += 1;
+                    }
+                }
+            }
+            for (m, n) in speakers_per_msg {
+                prop_assert!(n <= speakers, "{n} unaddressed replies to {m}");
+            }
+        }
+    }
+}
