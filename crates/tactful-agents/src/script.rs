@@ -8,9 +8,12 @@
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use regex::Regex;
 use tactful_core::transcript::{Entry, sanitize_name};
 use tactful_core::{AgentResult, TurnRequest};
+
+use crate::{Agent, AgentError, AgentReply, Deltas};
 
 /// One `{ when, reply, delay_ms, fail }` rule.
 #[derive(Clone, Debug)]
@@ -79,6 +82,28 @@ impl ScriptAgent {
             delay: Duration::ZERO,
             rule: None,
         }
+    }
+}
+
+/// Live, a script agent really waits its `delay_ms`; replays use
+/// [`ScriptAgent::answer`] and move the virtual clock instead.
+impl Agent for ScriptAgent {
+    fn run<'a>(
+        &'a self,
+        turn: &'a TurnRequest,
+        deltas: &'a mut dyn Deltas,
+    ) -> BoxFuture<'a, Result<AgentReply, AgentError>> {
+        Box::pin(async move {
+            let answer = self.answer(turn);
+            tokio::time::sleep(answer.delay).await;
+            match answer.result {
+                AgentResult::Output(text) => {
+                    deltas.delta(&text);
+                    Ok(AgentReply { text, usage: None })
+                }
+                AgentResult::Failed(reason) => Err(AgentError::Failed(reason)),
+            }
+        })
     }
 }
 

@@ -33,11 +33,11 @@ use rustc_hash::FxHashMap;
 
 use crate::addressing::{Addressed, Handle, Targets, handle_eq};
 use crate::decision::{Decision, Outcome, Reason};
-use crate::directives;
+use crate::directives::{self, Directives};
 use crate::ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 use crate::message::{Mentions, Message, Sender};
 use crate::persona::{MAX_PERSONAS, PersonaIdx, PersonaSpec};
-use crate::policy::{Mode, PolicyTable, RoomPolicy};
+use crate::policy::{ERROR_NOTICE, Mode, OnError, PolicyTable, RoomPolicy};
 use crate::rate_limit::RateLedger;
 use crate::rng::Rng;
 use crate::silence;
@@ -145,6 +145,8 @@ pub struct Outgoing {
     pub unknown_directives: Vec<String>,
     /// The messages the turn answered.
     pub msgs: Vec<MsgId>,
+    /// Whether this is the short notice sent because the turn failed.
+    pub notice: bool,
 }
 
 /// Why a turn sent nothing on purpose.
@@ -839,8 +841,7 @@ impl Engine {
         let end = self.turn_end(now, turn_id, &turn);
         let text = match result {
             AgentResult::Failed(err) => {
-                self.out.push_back(Output::Error(end, err));
-                self.finish(now, turn_id, turn, false);
+                self.fail(now, turn_id, turn, end, err);
                 return;
             }
             AgentResult::Output(text) => text,
@@ -848,12 +849,19 @@ impl Engine {
         let (d, body) = directives::parse(&text);
         let body = body.trim();
         if body.is_empty() {
-            self.out.push_back(if d.present {
-                Output::Silent(end, SilenceKind::DirectivesOnly)
+            if d.present {
+                self.out
+                    .push_back(Output::Silent(end, SilenceKind::DirectivesOnly));
+                self.finish(now, turn_id, turn, false);
             } else {
-                Output::Error(end, "the agent returned a blank answer".to_owned())
-            });
-            self.finish(now, turn_id, turn, false);
+                self.fail(
+                    now,
+                    turn_id,
+                    turn,
+                    end,
+                    "the agent returned a blank answer".to_owned(),
+                );
+            }
             return;
         }
         if turn.policy.allow_silence && silence::is_silence(body, &turn.policy.silence_token) {
@@ -874,6 +882,38 @@ impl Engine {
             self.finish(now, turn_id, turn, false);
             return;
         }
+        self.deliver(now, turn_id, turn, body, d, false);
+    }
+
+    /// A turn failed: the trace gets the reason; the room gets one short
+    /// notice when the persona was addressed and `on_error = "notice"`.
+    fn fail(&mut self, now: Timestamp, turn_id: TurnId, turn: Turn, end: TurnEnd, reason: String) {
+        self.out.push_back(Output::Error(end, reason));
+        let notice =
+            turn.kind == TurnKind::Reply && !turn.unaddressed && turn.policy.on_error == OnError::Notice;
+        if notice {
+            let d = Directives {
+                reply_to: turn.triggers.last().map(|e| e.id.to_string()),
+                ..Directives::default()
+            };
+            self.deliver(now, turn_id, turn, ERROR_NOTICE, d, true);
+        } else {
+            self.finish(now, turn_id, turn, false);
+        }
+    }
+
+    /// Sends `body` for a turn: validates `reply_to`, takes the floor,
+    /// commits the rate-limit slot, and lets the room hear the reply.
+    fn deliver(
+        &mut self,
+        now: Timestamp,
+        turn_id: TurnId,
+        turn: Turn,
+        body: &str,
+        d: Directives,
+        notice: bool,
+    ) {
+        let room = self.rooms.get_mut(&turn.room).expect("a turn's room exists");
         let (reply_to, dropped_reply_to) = match d.reply_to {
             Some(id) if room.history.contains(&id) => (Some(MsgId::new(id)), None),
             Some(id) => (None, Some(id)),
@@ -885,7 +925,9 @@ impl Engine {
             }
         }
         let member = &mut room.members[turn.persona.0 as usize];
-        if turn.reserved {
+        // The notice is tactful's word, not the agent's answer: a failing
+        // backend must not spend the room's reply budget.
+        if turn.reserved && !notice {
             member.rate.commit(now);
         }
         member.last_spoke = Some(now);
@@ -923,8 +965,9 @@ impl Engine {
             invalid_reply_to: d.invalid_reply_to,
             unknown_directives: d.unknown_keys,
             msgs: turn.msgs(),
+            notice,
         })));
-        self.finish(now, turn_id, turn, true);
+        self.finish(now, turn_id, turn, !notice);
         // The room hears the reply like any other message: the author
         // records it as its own, the others as a bot message.
         self.handle_message(now, echo);

@@ -78,8 +78,8 @@ pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};
 pub use persona::PersonaSpec;
 pub use policy::{
-    AmbientPatch, AmbientPolicy, GatePatch, GatePolicy, Mode, PolicyPatch, PolicyTable, RateLimit, RoomLayer,
-    RoomPolicy,
+    AmbientPatch, AmbientPolicy, GatePatch, GatePolicy, Mode, OnError, PolicyPatch, PolicyTable, RateLimit,
+    RoomLayer, RoomPolicy,
 };
 pub use time::Timestamp;
 pub use turn::{AgentResult, FlushTrigger, GateVerdict, TurnKind, TurnRequest};

@@ -115,6 +115,20 @@ pub struct GatePolicy {
     pub in_ambient: bool,
 }
 
+/// What the room sees when an addressed turn fails.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// One short notice, as a reply to the message (the trace has the
+    /// details).
+    #[default]
+    Notice,
+    /// Nothing; the failure is only in the trace and logs.
+    Silent,
+}
+
+/// The text of the error notice.
+pub const ERROR_NOTICE: &str = "Sorry, I couldn't answer that just now.";
+
 /// The resolved behaviour of one persona in one room.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RoomPolicy {
@@ -140,6 +154,9 @@ pub struct RoomPolicy {
     pub reply_gate: Option<GatePolicy>,
     /// How many personas may answer one unaddressed message.
     pub floor_max_speakers: u32,
+    /// What the room sees when an addressed turn fails. Ambient, gate and
+    /// unaddressed turns always fail silently.
+    pub on_error: OnError,
 }
 
 impl Default for RoomPolicy {
@@ -158,6 +175,7 @@ impl Default for RoomPolicy {
             ambient: AmbientPolicy::default(),
             reply_gate: None,
             floor_max_speakers: 1,
+            on_error: OnError::Notice,
         }
     }
 }
@@ -232,6 +250,8 @@ pub struct PolicyPatch {
     pub reply_gate: GatePatch,
     /// See [`RoomPolicy::floor_max_speakers`].
     pub floor_max_speakers: Option<u32>,
+    /// See [`RoomPolicy::on_error`].
+    pub on_error: Option<OnError>,
 }
 
 impl PolicyPatch {
@@ -267,6 +287,9 @@ impl PolicyPatch {
         }
         if let Some(v) = self.floor_max_speakers {
             p.floor_max_speakers = v;
+        }
+        if let Some(v) = self.on_error {
+            p.on_error = v;
         }
         if let Some(v) = self.mode {
             p.mode = v;

@@ -19,11 +19,13 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use tactful_agents::{ScriptAgent, ScriptRule};
+use tactful_agents::command::{CommandAgent, CommandConfig};
+use tactful_agents::openai::{OpenAiAgent, OpenAiConfig};
+use tactful_agents::{Agent, ScriptAgent, ScriptRule};
 use tactful_core::engine::ContextLimits;
 use tactful_core::{
-    AmbientPatch, EngineConfig, GatePatch, Mode, PersonaId, PersonaSpec, PolicyPatch, PolicyTable, RateLimit,
-    RoomId, RoomLayer, UserId,
+    AmbientPatch, EngineConfig, GatePatch, Mode, OnError, PersonaId, PersonaSpec, PolicyPatch, PolicyTable,
+    RateLimit, RoomId, RoomLayer, UserId,
 };
 use toml::Spanned;
 
@@ -79,6 +81,9 @@ pub struct Config {
     pub engine: EngineConfig,
     /// Agent backends by `[agents]` key.
     pub agents: BTreeMap<String, AgentConfig>,
+    /// tactful's contract text for agent instructions: the built-in one, or
+    /// the file named by `instructions_file`.
+    pub contract: Arc<str>,
 }
 
 /// One `[agents.NAME]` table.
@@ -86,6 +91,10 @@ pub struct Config {
 pub enum AgentConfig {
     /// `kind = "script"`.
     Script(ScriptAgent),
+    /// `kind = "command"`.
+    Command(CommandConfig),
+    /// `kind = "openai"`.
+    OpenAi(OpenAiConfig),
 }
 
 impl AgentConfig {
@@ -93,6 +102,20 @@ impl AgentConfig {
     pub fn kind(&self) -> &'static str {
         match self {
             AgentConfig::Script(_) => "script",
+            AgentConfig::Command(_) => "command",
+            AgentConfig::OpenAi(_) => "openai",
+        }
+    }
+
+    /// The backend, ready to run turns; prompts use `contract`.
+    pub fn build(&self, contract: &Arc<str>) -> Arc<dyn Agent> {
+        match self {
+            AgentConfig::Script(a) => Arc::new(a.clone()),
+            AgentConfig::Command(c) => Arc::new(CommandAgent::new(c.clone(), contract.clone())),
+            AgentConfig::OpenAi(c) => Arc::new(
+                OpenAiAgent::new(c.clone(), contract.clone())
+                    .expect("headers were checked when the config was read"),
+            ),
         }
     }
 }
@@ -174,6 +197,7 @@ impl<'de> Deserialize<'de> for EnvString {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
+    instructions_file: Option<Spanned<EnvString>>,
     #[serde(default)]
     persona: Vec<RawPersona>,
     #[serde(default)]
@@ -196,18 +220,52 @@ struct RawPersona {
     aliases: Vec<EnvString>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 enum AgentKind {
     Script,
+    Command,
+    OpenAi,
 }
 
+impl AgentKind {
+    fn name(self) -> &'static str {
+        match self {
+            AgentKind::Script => "script",
+            AgentKind::Command => "command",
+            AgentKind::OpenAi => "openai",
+        }
+    }
+}
+
+/// Every key any agent kind takes; each kind checks that only its own are
+/// set, so a key in the wrong table is reported at its line.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAgent {
     kind: Spanned<AgentKind>,
-    rules: Option<Vec<RawRule>>,
+    // script
+    rules: Option<Spanned<Vec<RawRule>>>,
+    // command
+    command: Option<Spanned<EnvString>>,
+    args: Option<Spanned<Vec<EnvString>>>,
+    env: Option<Spanned<BTreeMap<String, EnvString>>>,
+    working_dir: Option<Spanned<EnvString>>,
+    // openai
+    base_url: Option<Spanned<EnvString>>,
+    model: Option<Spanned<EnvString>>,
+    api_key: Option<Spanned<EnvString>>,
+    temperature: Option<Spanned<f64>>,
+    max_tokens: Option<Spanned<u32>>,
+    headers: Option<Spanned<BTreeMap<String, EnvString>>>,
+    // command and openai
+    timeout_ms: Option<Spanned<u64>>,
 }
+
+/// The default deadline of one command or model turn.
+const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default OpenAI-compatible endpoint.
+const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -219,6 +277,13 @@ struct RawRule {
     delay_ms: u64,
     #[serde(default)]
     fail: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum OnErrorName {
+    Notice,
+    Silent,
 }
 
 #[derive(Debug, Deserialize)]
@@ -256,6 +321,7 @@ struct RawRoom {
     ambient: Option<RawAmbient>,
     reply_gate: Option<RawGate>,
     floor: Option<RawFloor>,
+    on_error: Option<OnErrorName>,
     personas: Option<BTreeMap<Spanned<String>, Spanned<RawRoom>>>,
 }
 
@@ -436,37 +502,26 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     // Agents first: personas refer to them.
     let mut agents = BTreeMap::new();
     for (name, agent) in raw.agents {
-        let built = match agent.kind.get_ref() {
-            AgentKind::Script => {
-                let Some(rules) = agent.rules else {
-                    return Err(check.at(
-                        agent.kind.span(),
-                        format!("`agents.{}`: kind = \"script\" needs `rules = [{{ when = \"<regex>\", reply = \"...\" }}]`", name.get_ref()),
-                    ));
-                };
-                let mut compiled = Vec::with_capacity(rules.len());
-                for r in rules {
-                    let when = Regex::new(&r.when.get_ref().0).map_err(|e| {
-                        check.at(
-                            r.when.span(),
-                            format!(
-                                "`agents.{}.rules`: `when` is not a valid regular expression: {e}",
-                                name.get_ref()
-                            ),
-                        )
-                    })?;
-                    compiled.push(ScriptRule {
-                        when,
-                        reply: r.reply.0,
-                        delay: Duration::from_millis(r.delay_ms),
-                        fail: r.fail,
-                    });
-                }
-                AgentConfig::Script(ScriptAgent::new(compiled))
-            }
-        };
+        let built = build_agent(name.get_ref(), agent, check)?;
         agents.insert(name.into_inner(), built);
     }
+    let contract: Arc<str> = match &raw.instructions_file {
+        None => Arc::from(tactful_core::prompt::DEFAULT_CONTRACT),
+        Some(f) => {
+            let rel = Path::new(&f.get_ref().0);
+            let full = check
+                .path
+                .parent()
+                .map_or_else(|| rel.to_owned(), |dir| dir.join(rel));
+            let text = std::fs::read_to_string(&full).map_err(|e| {
+                check.at(
+                    f.span(),
+                    format!("`instructions_file`: cannot read {}: {e}", full.display()),
+                )
+            })?;
+            Arc::from(text)
+        }
+    };
 
     if raw.persona.is_empty() {
         return Err(check.nowhere("no personas: add at least one [[persona]] table with `id` and `agent`"));
@@ -576,6 +631,180 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
             seed: 0,
         },
         agents,
+        contract,
+    })
+}
+
+/// An agent key: its name, where it is set (if it is), and the kinds it
+/// belongs to.
+type KindKey<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [AgentKind]);
+
+/// Checks one `[agents.NAME]` table against its kind.
+fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConfig, ConfigError> {
+    let kind = *a.kind.get_ref();
+    let key = |k: &str| format!("agents.{}.{k}", quote_key(name));
+    // Keys that belong to other kinds are mistakes worth a clear word.
+    let present: [KindKey<'_>; 12] = [
+        ("rules", a.rules.as_ref().map(|v| v.span()), &[AgentKind::Script]),
+        (
+            "command",
+            a.command.as_ref().map(|v| v.span()),
+            &[AgentKind::Command],
+        ),
+        ("args", a.args.as_ref().map(|v| v.span()), &[AgentKind::Command]),
+        ("env", a.env.as_ref().map(|v| v.span()), &[AgentKind::Command]),
+        (
+            "working_dir",
+            a.working_dir.as_ref().map(|v| v.span()),
+            &[AgentKind::Command],
+        ),
+        (
+            "base_url",
+            a.base_url.as_ref().map(|v| v.span()),
+            &[AgentKind::OpenAi],
+        ),
+        ("model", a.model.as_ref().map(|v| v.span()), &[AgentKind::OpenAi]),
+        (
+            "api_key",
+            a.api_key.as_ref().map(|v| v.span()),
+            &[AgentKind::OpenAi],
+        ),
+        (
+            "temperature",
+            a.temperature.as_ref().map(|v| v.span()),
+            &[AgentKind::OpenAi],
+        ),
+        (
+            "max_tokens",
+            a.max_tokens.as_ref().map(|v| v.span()),
+            &[AgentKind::OpenAi],
+        ),
+        (
+            "headers",
+            a.headers.as_ref().map(|v| v.span()),
+            &[AgentKind::OpenAi],
+        ),
+        (
+            "timeout_ms",
+            a.timeout_ms.as_ref().map(|v| v.span()),
+            &[AgentKind::Command, AgentKind::OpenAi],
+        ),
+    ];
+    for (k, span, kinds) in present {
+        if let Some(span) = span
+            && !kinds.contains(&kind)
+        {
+            return Err(check.at(
+                span,
+                format!("`{}` does not apply to kind = \"{}\"", key(k), kind.name()),
+            ));
+        }
+    }
+    let required = |k: &str| {
+        check.at(
+            a.kind.span(),
+            format!("`{}` is required for kind = \"{}\"", key(k), kind.name()),
+        )
+    };
+    let timeout = match &a.timeout_ms {
+        Some(t) => Duration::from_millis(at_least(t, 1, &key("timeout_ms"), check)?),
+        None => DEFAULT_AGENT_TIMEOUT,
+    };
+    Ok(match kind {
+        AgentKind::Script => {
+            let Some(rules) = a.rules else {
+                return Err(check.at(
+                    a.kind.span(),
+                    format!("`agents.{name}`: kind = \"script\" needs `rules = [{{ when = \"<regex>\", reply = \"...\" }}]`"),
+                ));
+            };
+            let mut compiled = Vec::new();
+            for r in rules.into_inner() {
+                let when = Regex::new(&r.when.get_ref().0).map_err(|e| {
+                    check.at(
+                        r.when.span(),
+                        format!(
+                            "`{}`: `when` is not a valid regular expression: {e}",
+                            key("rules")
+                        ),
+                    )
+                })?;
+                compiled.push(ScriptRule {
+                    when,
+                    reply: r.reply.0,
+                    delay: Duration::from_millis(r.delay_ms),
+                    fail: r.fail,
+                });
+            }
+            AgentConfig::Script(ScriptAgent::new(compiled))
+        }
+        AgentKind::Command => {
+            let command = a.command.ok_or_else(|| required("command"))?;
+            if command.get_ref().0.trim().is_empty() {
+                return Err(check.at(command.span(), format!("`{}` must not be empty", key("command"))));
+            }
+            AgentConfig::Command(CommandConfig {
+                command: command.into_inner().0,
+                args: a
+                    .args
+                    .map(|v| v.into_inner().into_iter().map(|s| s.0).collect())
+                    .unwrap_or_default(),
+                env: a
+                    .env
+                    .map(|v| v.into_inner().into_iter().map(|(k, s)| (k, s.0)).collect())
+                    .unwrap_or_default(),
+                working_dir: a.working_dir.map(|d| {
+                    let dir = PathBuf::from(d.into_inner().0);
+                    match check.path.parent() {
+                        Some(base) if dir.is_relative() => base.join(dir),
+                        _ => dir,
+                    }
+                }),
+                timeout,
+            })
+        }
+        AgentKind::OpenAi => {
+            let model = a.model.ok_or_else(|| required("model"))?;
+            let headers: BTreeMap<String, String> = a
+                .headers
+                .map(|h| h.into_inner().into_iter().map(|(k, v)| (k, v.0)).collect())
+                .unwrap_or_default();
+            let base_url = match a.base_url {
+                Some(u) => {
+                    let url = u.get_ref().0.clone();
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err(check.at(
+                            u.span(),
+                            format!("`{}` must start with http:// or https://", key("base_url")),
+                        ));
+                    }
+                    url
+                }
+                None => DEFAULT_OPENAI_BASE_URL.to_owned(),
+            };
+            if let Some(t) = &a.temperature
+                && !(0.0..=2.0).contains(t.get_ref())
+            {
+                return Err(check.at(
+                    t.span(),
+                    format!("`{}` must be between 0 and 2", key("temperature")),
+                ));
+            }
+            let config = OpenAiConfig {
+                base_url,
+                model: model.into_inner().0,
+                api_key: a.api_key.map(|k| k.into_inner().0).filter(|k| !k.is_empty()),
+                temperature: a.temperature.map(|t| *t.get_ref()),
+                max_tokens: a.max_tokens.map(|m| *m.get_ref()),
+                timeout,
+                headers,
+            };
+            // Check headers now, so a bad one is a config error, not a turn
+            // error later.
+            OpenAiAgent::new(config.clone(), Arc::from(""))
+                .map_err(|e| check.nowhere(format!("`{}`: {e}", key("headers"))))?;
+            AgentConfig::OpenAi(config)
+        }
     })
 }
 
@@ -703,6 +932,10 @@ fn patch(
         allow_silence: t.allow_silence,
         ignore_bots: t.ignore_bots,
         allowed_users: t.allowed_users.map(|v| v.into_iter().map(|s| s.0).collect()),
+        on_error: t.on_error.map(|o| match o {
+            OnErrorName::Notice => OnError::Notice,
+            OnErrorName::Silent => OnError::Silent,
+        }),
         ..Default::default()
     };
     if let Some(tok) = t.silence_token {
@@ -936,7 +1169,9 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
     #[test]
     fn env_is_expanded_and_missing_vars_are_errors_without_values() {
         let c = parse(&MINIMAL.replace("Hold the button.", "key ${TOKEN} $${LITERAL}")).expect("valid");
-        let AgentConfig::Script(agent) = &c.agents["main"];
+        let AgentConfig::Script(agent) = &c.agents["main"] else {
+            panic!("a script agent")
+        };
         assert!(format!("{agent:?}").contains("key s3cret ${LITERAL}"));
         let e = err(&MINIMAL.replace("Hold the button.", "${MISSING_VAR}"));
         assert_eq!(e.position.map(|p| p.0), Some(8));
@@ -969,6 +1204,71 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
         assert!(e.message.contains("max_turns"), "{e}");
         let e = err(&format!("{MINIMAL}\n[context]\nmax_chars = 0\n"));
         assert!(e.message.contains("context.max_chars"), "{e}");
+    }
+
+    const PERSONA: &str = "[[persona]]\nid = \"docs\"\nagent = \"main\"\n\n";
+
+    #[test]
+    fn agent_kinds_load_with_defaults_and_env() {
+        let c = parse(&format!(
+            "{PERSONA}[agents.main]\nkind = \"openai\"\nmodel = \"gpt-4o-mini\"\napi_key = \"${{TOKEN}}\"\n\n[agents.cmd]\nkind = \"command\"\ncommand = \"./agent\"\nargs = [\"--fast\"]\nenv = {{ KEY = \"${{TOKEN}}\" }}\n"
+        ))
+        .expect("valid");
+        let AgentConfig::OpenAi(o) = &c.agents["main"] else {
+            panic!("openai")
+        };
+        assert_eq!(o.base_url, "https://api.openai.com/v1");
+        assert_eq!(o.api_key.as_deref(), Some("s3cret"));
+        assert_eq!(o.timeout, Duration::from_secs(60));
+        let AgentConfig::Command(cmd) = &c.agents["cmd"] else {
+            panic!("command")
+        };
+        assert_eq!(
+            (cmd.command.as_str(), cmd.args.as_slice()),
+            ("./agent", &["--fast".to_owned()][..])
+        );
+        assert_eq!(cmd.env["KEY"], "s3cret");
+        assert_eq!(c.contract.as_ref(), tactful_core::prompt::DEFAULT_CONTRACT);
+    }
+
+    #[test]
+    fn agent_keys_are_checked_against_their_kind() {
+        let e = err(&format!(
+            "{PERSONA}[agents.main]\nkind = \"command\"\ncommand = \"x\"\nmodel = \"gpt\"\n"
+        ));
+        assert_eq!(e.position.map(|p| p.0), Some(8), "{e}");
+        assert!(
+            e.message
+                .contains("`agents.main.model` does not apply to kind = \"command\""),
+            "{e}"
+        );
+        let e = err(&format!("{PERSONA}[agents.main]\nkind = \"openai\"\n"));
+        assert!(e.message.contains("`agents.main.model` is required"), "{e}");
+        let e = err(&format!("{PERSONA}[agents.main]\nkind = \"command\"\n"));
+        assert!(e.message.contains("`agents.main.command` is required"), "{e}");
+        let e = err(&format!(
+            "{PERSONA}[agents.main]\nkind = \"openai\"\nmodel = \"m\"\nbase_url = \"localhost:11434\"\n"
+        ));
+        assert!(e.message.contains("http://"), "{e}");
+        let e = err(&format!(
+            "{PERSONA}[agents.main]\nkind = \"openai\"\nmodel = \"m\"\nheaders = {{ \"bad header\" = \"v\" }}\n"
+        ));
+        assert!(e.message.contains("bad header"), "{e}");
+        let e = err(&format!("{PERSONA}[agents.main]\nkind = \"llama\"\n"));
+        assert!(e.message.contains("unknown variant `llama`"), "{e}");
+    }
+
+    #[test]
+    fn instructions_file_replaces_the_contract() {
+        let dir = std::env::temp_dir().join(format!("tactful-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("contract.md"), "Be {name}. {silence}").expect("write");
+        let src = format!("instructions_file = \"contract.md\"\n{MINIMAL}");
+        let c = Config::parse(&src, &dir.join("tactful.toml"), &|_| None).expect("valid");
+        assert_eq!(c.contract.as_ref(), "Be {name}. {silence}");
+        let e = Config::parse(&src, &dir.join("sub/tactful.toml"), &|_| None).expect_err("missing file");
+        assert_eq!(e.position.map(|p| p.0), Some(1));
+        assert!(e.message.contains("instructions_file"), "{e}");
     }
 
     #[test]

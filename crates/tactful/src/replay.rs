@@ -12,6 +12,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
 
+use anyhow::Context as _;
 use serde_json::{Value, json};
 use tactful_core::engine::{AmbientEvent, AmbientNote, Outgoing, SilenceKind, TurnEnd};
 use tactful_core::{AgentResult, Decision, Engine, Output, Timestamp, TurnId, TurnRequest, prompt};
@@ -219,6 +220,7 @@ pub fn run(
     let mut engine_config = config.engine.clone();
     engine_config.seed = options.seed;
     let mut engine = Engine::new(engine_config)?;
+    let mut agents = Agents::new(config);
     let mut queue = Queue::default();
     let mut summary = Summary::default();
     for p in &config.engine.personas {
@@ -266,8 +268,8 @@ pub fn run(
                 Output::CallAgent(req) => {
                     summary.agent_calls += 1;
                     summary.note_call(&req);
-                    let (result, delay) = run_agent(config, &req);
-                    let line = agent_call_line(&req, options);
+                    let (result, delay) = agents.run(&req)?;
+                    let line = agent_call_line(&req, options, &config.contract);
                     queue.push(now + delay, Event::AgentDone(req.turn, result));
                     line
                 }
@@ -316,18 +318,57 @@ pub fn run(
     Ok(summary)
 }
 
-fn run_agent(config: &Config, req: &TurnRequest) -> (AgentResult, std::time::Duration) {
-    match config.agents.get(req.agent.as_ref()) {
-        Some(AgentConfig::Script(agent)) => {
-            let a = agent.answer(req);
-            (a.result, a.delay)
+/// Runs agent turns for the replay: script agents on the virtual clock
+/// (their `delay_ms` moves it), every other backend for real, taking no
+/// virtual time.
+struct Agents<'c> {
+    config: &'c Config,
+    live: std::collections::HashMap<String, std::sync::Arc<dyn tactful_agents::Agent>>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl<'c> Agents<'c> {
+    fn new(config: &'c Config) -> Self {
+        Agents {
+            config,
+            live: Default::default(),
+            runtime: None,
         }
-        // The config check guarantees every persona's agent exists; if the
-        // engine ever asks for another, the turn fails visibly.
-        None => (
-            AgentResult::Failed(format!("no agent named {:?}", req.agent)),
-            std::time::Duration::ZERO,
-        ),
+    }
+
+    fn run(&mut self, req: &TurnRequest) -> anyhow::Result<(AgentResult, std::time::Duration)> {
+        let name = req.agent.as_ref();
+        let Some(agent) = self.config.agents.get(name) else {
+            // The config check guarantees every persona's agent exists; if
+            // the engine ever asks for another, the turn fails visibly.
+            let failed = AgentResult::Failed(format!("no agent named {name:?}"));
+            return Ok((failed, std::time::Duration::ZERO));
+        };
+        if let AgentConfig::Script(script) = agent {
+            let a = script.answer(req);
+            return Ok((a.result, a.delay));
+        }
+        if self.runtime.is_none() {
+            self.runtime = Some(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime for agents")?,
+            );
+        }
+        let backend = self
+            .live
+            .entry(name.to_owned())
+            .or_insert_with(|| agent.build(&self.config.contract))
+            .clone();
+        let runtime = self.runtime.as_ref().expect("created above");
+        let result = runtime.block_on(async {
+            match backend.run(req, &mut tactful_agents::NoDeltas).await {
+                Ok(reply) => AgentResult::Output(reply.text),
+                Err(e) => e.into_result(),
+            }
+        });
+        Ok((result, std::time::Duration::ZERO))
     }
 }
 
@@ -347,7 +388,7 @@ fn decision_line(d: &Decision) -> Value {
     v
 }
 
-fn agent_call_line(req: &TurnRequest, options: ReplayOptions) -> Value {
+fn agent_call_line(req: &TurnRequest, options: ReplayOptions, contract: &str) -> Value {
     let mut v = json!({
         "at": req.started.as_secs_f64(),
         "type": "agent_call",
@@ -362,8 +403,7 @@ fn agent_call_line(req: &TurnRequest, options: ReplayOptions) -> Value {
         v["trigger"] = json!(t.as_str());
     }
     if options.prompts {
-        v["prompt"] =
-            serde_json::to_value(prompt::render(req, prompt::DEFAULT_CONTRACT)).unwrap_or(Value::Null);
+        v["prompt"] = serde_json::to_value(prompt::render(req, contract)).unwrap_or(Value::Null);
     }
     v
 }
@@ -383,6 +423,9 @@ fn send_line(s: &Outgoing) -> Value {
     });
     if let Some(t) = &s.thread {
         v["thread"] = json!(t);
+    }
+    if s.notice {
+        v["notice"] = json!(true);
     }
     if let Some(d) = &s.dropped_reply_to {
         v["dropped_reply_to"] = json!(d);

@@ -491,13 +491,38 @@ fn prose_containing_the_token_is_sent() {
 
 #[test]
 fn blank_output_is_an_error_not_silence() {
-    let t = replay(&answering("   \n ", ""), &line(0.0, "alice", "@docs hi", ""));
+    let t = replay(
+        &answering("   \n ", "on_error = \"silent\""),
+        &line(0.0, "alice", "@docs hi", ""),
+    );
     assert!(of_type(&t, "send").is_empty());
     assert!(of_type(&t, "silent").is_empty());
     assert_eq!(
         of_type(&t, "error")[0]["error"],
         "the agent returned a blank answer"
     );
+}
+
+#[test]
+fn a_failed_addressed_turn_posts_one_short_notice() {
+    let t = replay(
+        &answering("   ", ""),
+        &line(0.0, "alice", "@docs hi", r#", "id": "q""#),
+    );
+    let err = of_type(&t, "error");
+    let sends = of_type(&t, "send");
+    assert_eq!((err.len(), sends.len()), (1, 1));
+    assert_eq!(sends[0]["notice"], true);
+    assert_eq!(sends[0]["text"], "Sorry, I couldn't answer that just now.");
+    assert_eq!(sends[0]["reply_to"], "q");
+    assert_eq!(sends[0]["turn"], err[0]["turn"]);
+    // Unaddressed (all mode) failures stay silent.
+    let t = replay(
+        &answering("   ", "mode = \"all\""),
+        &line(0.0, "alice", "hello room", ""),
+    );
+    assert_eq!(of_type(&t, "error").len(), 1);
+    assert!(of_type(&t, "send").is_empty());
 }
 
 #[test]

@@ -793,7 +793,16 @@ mod invariants {
 
             // Every reply or ambient turn ends exactly once.
             let mut ends: HashMap<String, usize> = HashMap::new();
+            let mut errors = HashSet::new();
             for l in &t {
+                if l["notice"] == true {
+                    // An error notice follows its turn's error; it is not a second ending.
+                    prop_assert!(errors.contains(&l["turn"].to_string()), "notice without an error: {l}");
+                    continue;
+                }
+                if l["type"] == "error" {
+                    errors.insert(l["turn"].to_string());
+                }
                 if matches!(l["type"].as_str(), Some("send" | "silent" | "withheld" | "error" | "cancelled")) {
                     *ends.entry(l["turn"].to_string()).or_default() += 1;
                 }

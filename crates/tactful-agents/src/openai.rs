@@ -1,0 +1,287 @@
+//! `kind = "openai"`: any OpenAI-compatible Chat Completions endpoint.
+//!
+//! OpenAI, OpenRouter, Ollama, llama.cpp's server, vLLM, LM Studio, Groq...
+//! all speak `POST {base_url}/chat/completions`. Answers are streamed over
+//! server-sent events and passed on delta by delta. Rate limits (429) and
+//! server errors (5xx) are retried with exponential backoff, honouring
+//! `Retry-After`, as long as the turn's deadline allows; other 4xx errors end
+//! the turn with the status and the provider's message. The API key is sent
+//! as a sensitive header and never appears in an error.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use reqwest::StatusCode;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use serde_json::{Value, json};
+use tactful_core::TurnRequest;
+use tactful_core::prompt::{self, Role};
+
+use crate::{Agent, AgentError, AgentReply, Deltas, Usage, tail};
+
+/// The first retry waits this long; each next one twice as long.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+/// No single wait is longer than this (a `Retry-After` included).
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// How to reach a Chat Completions endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenAiConfig {
+    /// e.g. `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// Sent as `Authorization: Bearer ...` when set.
+    pub api_key: Option<String>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Longest answer, in tokens.
+    pub max_tokens: Option<u32>,
+    /// The whole turn's deadline, retries included.
+    pub timeout: Duration,
+    /// Extra request headers (OpenRouter's `HTTP-Referer`, say).
+    pub headers: BTreeMap<String, String>,
+}
+
+/// An OpenAI-compatible agent.
+#[derive(Clone)]
+pub struct OpenAiAgent {
+    config: OpenAiConfig,
+    contract: Arc<str>,
+    client: reqwest::Client,
+    headers: HeaderMap,
+}
+
+impl std::fmt::Debug for OpenAiAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("OpenAiAgent")
+            .field("base_url", &self.config.base_url)
+            .field("model", &self.config.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A header that cannot be sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("header `{0}` is not a valid HTTP header name or value")]
+pub struct BadHeader(pub String);
+
+impl OpenAiAgent {
+    /// An agent for `config`; prompts use `contract`.
+    pub fn new(config: OpenAiConfig, contract: Arc<str>) -> Result<Self, BadHeader> {
+        let mut headers = HeaderMap::new();
+        for (k, v) in &config.headers {
+            let name = HeaderName::try_from(k.as_str()).map_err(|_| BadHeader(k.clone()))?;
+            let value = HeaderValue::try_from(v.as_str()).map_err(|_| BadHeader(k.clone()))?;
+            headers.insert(name, value);
+        }
+        if let Some(key) = config.api_key.as_deref().filter(|k| !k.is_empty()) {
+            let mut value = HeaderValue::try_from(format!("Bearer {key}"))
+                .map_err(|_| BadHeader("api_key".to_owned()))?;
+            value.set_sensitive(true);
+            headers.insert(AUTHORIZATION, value);
+        }
+        Ok(OpenAiAgent {
+            config,
+            contract,
+            client: reqwest::Client::new(),
+            headers,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.config.base_url.trim_end_matches('/'))
+    }
+
+    /// The request body: the system text, then the conversation with
+    /// consecutive same-role turns merged (strict-alternation providers
+    /// reject two user turns in a row).
+    pub fn request_body(&self, turn: &TurnRequest) -> Value {
+        let p = prompt::render(turn, &self.contract);
+        let mut messages = vec![json!({ "role": "system", "content": p.system })];
+        let mut last_role: Option<Role> = None;
+        for m in p.messages {
+            if last_role == Some(m.role)
+                && let Some(prev) = messages.last_mut()
+            {
+                let merged = format!("{}\n{}", prev["content"].as_str().unwrap_or(""), m.content);
+                prev["content"] = json!(merged);
+                continue;
+            }
+            last_role = Some(m.role);
+            messages.push(json!({ "role": m.role, "content": m.content }));
+        }
+        let mut body = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        if let Some(t) = self.config.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(n) = self.config.max_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        body
+    }
+
+    async fn run_turn(&self, turn: &TurnRequest, deltas: &mut dyn Deltas) -> Result<AgentReply, AgentError> {
+        let timeout = self.config.timeout;
+        let deadline = Instant::now() + timeout;
+        let body = self.request_body(turn);
+        let mut attempt: u32 = 0;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(AgentError::Timeout(timeout));
+            }
+            let sent = self
+                .client
+                .post(self.url())
+                .headers(self.headers.clone())
+                .json(&body)
+                .timeout(remaining)
+                .send()
+                .await;
+            let response = match sent {
+                Ok(r) => r,
+                Err(e) if e.is_timeout() => return Err(AgentError::Timeout(timeout)),
+                Err(e) => return Err(AgentError::Connection(e.without_url().to_string())),
+            };
+            let status = response.status();
+            if status.is_success() {
+                return read_stream(response, deadline, timeout, deltas).await;
+            }
+            let retry_after = response.headers().get(RETRY_AFTER).and_then(parse_retry_after);
+            let message = provider_message(response).await;
+            if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+                let wait = retry_after
+                    .unwrap_or(FIRST_BACKOFF * 2u32.saturating_pow(attempt))
+                    .min(MAX_BACKOFF);
+                if Instant::now() + wait < deadline {
+                    tracing::debug!(
+                        status = status.as_u16(),
+                        ?wait,
+                        attempt,
+                        "retrying the completion"
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                    continue;
+                }
+                let message = format!(
+                    "{message} (gave up after {} attempts: no time left to retry)",
+                    attempt + 1
+                );
+                return Err(AgentError::Http {
+                    status: status.as_u16(),
+                    message,
+                });
+            }
+            return Err(AgentError::Http {
+                status: status.as_u16(),
+                message,
+            });
+        }
+    }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is rare from APIs and is
+/// treated as absent: the backoff applies).
+fn parse_retry_after(v: &HeaderValue) -> Option<Duration> {
+    let s = v.to_str().ok()?.trim();
+    s.parse::<f64>()
+        .ok()
+        .filter(|x| x.is_finite() && *x >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+/// The provider's error message: `error.message` in the usual JSON body,
+/// else the start of the body.
+async fn provider_message(response: reqwest::Response) -> String {
+    let body = response.text().await.unwrap_or_default();
+    serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| {
+            let b = tail(&body, 300);
+            if b.is_empty() { "no message".to_owned() } else { b }
+        })
+}
+
+/// Reads `data:` events until `[DONE]` (or a finished choice and the end of
+/// the body), passing content deltas on as they arrive.
+async fn read_stream(
+    response: reqwest::Response,
+    deadline: Instant,
+    timeout: Duration,
+    deltas: &mut dyn Deltas,
+) -> Result<AgentReply, AgentError> {
+    let mut events = response.bytes_stream().eventsource();
+    let mut text = String::new();
+    let mut usage = None;
+    let mut finished = false;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        let next = tokio::time::timeout(remaining, events.next())
+            .await
+            .map_err(|_| AgentError::Timeout(timeout))?;
+        let Some(event) = next else {
+            if finished {
+                return Ok(AgentReply { text, usage });
+            }
+            return Err(AgentError::Connection(
+                "the stream ended before the answer was complete".to_owned(),
+            ));
+        };
+        let event = event.map_err(|e| AgentError::Connection(format!("the stream broke: {e}")))?;
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return Ok(AgentReply { text, usage });
+        }
+        if data.is_empty() {
+            continue;
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            AgentError::Protocol(format!("a stream chunk is not JSON ({e}): {}", tail(data, 200)))
+        })?;
+        if let Some(msg) = chunk["error"]["message"].as_str() {
+            return Err(AgentError::Protocol(format!(
+                "the provider reported an error mid-stream: {msg}"
+            )));
+        }
+        if let Some(choice) = chunk["choices"].get(0) {
+            if let Some(piece) = choice["delta"]["content"].as_str()
+                && !piece.is_empty()
+            {
+                text.push_str(piece);
+                deltas.delta(piece);
+            }
+            if choice["finish_reason"].is_string() {
+                finished = true;
+            }
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            usage = Some(Usage {
+                prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
+                completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+            });
+        }
+    }
+}
+
+impl Agent for OpenAiAgent {
+    fn run<'a>(
+        &'a self,
+        turn: &'a TurnRequest,
+        deltas: &'a mut dyn Deltas,
+    ) -> BoxFuture<'a, Result<AgentReply, AgentError>> {
+        Box::pin(self.run_turn(turn, deltas))
+    }
+}
