@@ -14,6 +14,7 @@
 //! - [`openai::OpenAiAgent`]: any OpenAI-compatible Chat Completions
 //!   endpoint, streamed over SSE.
 
+pub mod acp;
 pub mod command;
 pub mod openai;
 pub mod script;

@@ -19,6 +19,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
+use tactful_agents::acp::{AcpAgent, AcpConfig};
 use tactful_agents::command::{CommandAgent, CommandConfig};
 use tactful_agents::openai::{OpenAiAgent, OpenAiConfig};
 use tactful_agents::{Agent, ScriptAgent, ScriptRule};
@@ -95,6 +96,8 @@ pub enum AgentConfig {
     Command(CommandConfig),
     /// `kind = "openai"`.
     OpenAi(OpenAiConfig),
+    /// `kind = "acp"`.
+    Acp(AcpConfig),
 }
 
 impl AgentConfig {
@@ -104,6 +107,7 @@ impl AgentConfig {
             AgentConfig::Script(_) => "script",
             AgentConfig::Command(_) => "command",
             AgentConfig::OpenAi(_) => "openai",
+            AgentConfig::Acp(_) => "acp",
         }
     }
 
@@ -112,6 +116,7 @@ impl AgentConfig {
         match self {
             AgentConfig::Script(a) => Arc::new(a.clone()),
             AgentConfig::Command(c) => Arc::new(CommandAgent::new(c.clone(), contract.clone())),
+            AgentConfig::Acp(c) => Arc::new(AcpAgent::new(c.clone(), contract.clone())),
             AgentConfig::OpenAi(c) => Arc::new(
                 OpenAiAgent::new(c.clone(), contract.clone())
                     .expect("headers were checked when the config was read"),
@@ -226,6 +231,7 @@ enum AgentKind {
     Script,
     Command,
     OpenAi,
+    Acp,
 }
 
 impl AgentKind {
@@ -234,6 +240,7 @@ impl AgentKind {
             AgentKind::Script => "script",
             AgentKind::Command => "command",
             AgentKind::OpenAi => "openai",
+            AgentKind::Acp => "acp",
         }
     }
 }
@@ -260,7 +267,26 @@ struct RawAgent {
     headers: Option<Spanned<BTreeMap<String, EnvString>>>,
     // command and openai
     timeout_ms: Option<Spanned<u64>>,
+    // acp
+    session_ttl_seconds: Option<Spanned<u64>>,
+    max_sessions: Option<Spanned<usize>>,
+    allow_permissions: Option<Spanned<Vec<Spanned<String>>>>,
+    inactivity_timeout_ms: Option<Spanned<u64>>,
 }
+
+/// Tool kinds an ACP agent may ask permission for.
+const TOOL_KINDS: &[&str] = &[
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
+    "other",
+];
 
 /// The default deadline of one command or model turn.
 const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -639,55 +665,108 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
 /// belongs to.
 type KindKey<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [AgentKind]);
 
+/// The keys a subprocess agent (command, acp) is started with.
+struct ProcessSettings {
+    command: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    working_dir: Option<PathBuf>,
+}
+
+fn process_settings(
+    a: &RawAgent,
+    key: &dyn Fn(&str) -> String,
+    required: &dyn Fn(&str) -> ConfigError,
+    check: &Checker<'_>,
+) -> Result<ProcessSettings, ConfigError> {
+    let command = a.command.as_ref().ok_or_else(|| required("command"))?;
+    if command.get_ref().0.trim().is_empty() {
+        return Err(check.at(command.span(), format!("`{}` must not be empty", key("command"))));
+    }
+    Ok(ProcessSettings {
+        command: command.get_ref().0.clone(),
+        args: a
+            .args
+            .as_ref()
+            .map(|v| v.get_ref().iter().map(|s| s.0.clone()).collect())
+            .unwrap_or_default(),
+        env: a
+            .env
+            .as_ref()
+            .map(|v| {
+                v.get_ref()
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.0.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        // Relative to the config file, so a config works from any directory.
+        working_dir: a.working_dir.as_ref().map(|d| {
+            let dir = PathBuf::from(&d.get_ref().0);
+            match check.path.parent() {
+                Some(base) if dir.is_relative() => base.join(dir),
+                _ => dir,
+            }
+        }),
+    })
+}
+
 /// Checks one `[agents.NAME]` table against its kind.
 fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConfig, ConfigError> {
     let kind = *a.kind.get_ref();
     let key = |k: &str| format!("agents.{}.{k}", quote_key(name));
     // Keys that belong to other kinds are mistakes worth a clear word.
-    let present: [KindKey<'_>; 12] = [
-        ("rules", a.rules.as_ref().map(|v| v.span()), &[AgentKind::Script]),
-        (
-            "command",
-            a.command.as_ref().map(|v| v.span()),
-            &[AgentKind::Command],
-        ),
-        ("args", a.args.as_ref().map(|v| v.span()), &[AgentKind::Command]),
-        ("env", a.env.as_ref().map(|v| v.span()), &[AgentKind::Command]),
+    use AgentKind::{Acp, Command, OpenAi, Script};
+    const PROCESS: &[AgentKind] = &[Command, Acp];
+    let span = |v: Option<std::ops::Range<usize>>| v;
+    let present: [KindKey<'_>; 16] = [
+        ("rules", span(a.rules.as_ref().map(|v| v.span())), &[Script]),
+        ("command", span(a.command.as_ref().map(|v| v.span())), PROCESS),
+        ("args", span(a.args.as_ref().map(|v| v.span())), PROCESS),
+        ("env", span(a.env.as_ref().map(|v| v.span())), PROCESS),
         (
             "working_dir",
-            a.working_dir.as_ref().map(|v| v.span()),
-            &[AgentKind::Command],
+            span(a.working_dir.as_ref().map(|v| v.span())),
+            PROCESS,
         ),
-        (
-            "base_url",
-            a.base_url.as_ref().map(|v| v.span()),
-            &[AgentKind::OpenAi],
-        ),
-        ("model", a.model.as_ref().map(|v| v.span()), &[AgentKind::OpenAi]),
-        (
-            "api_key",
-            a.api_key.as_ref().map(|v| v.span()),
-            &[AgentKind::OpenAi],
-        ),
+        ("base_url", span(a.base_url.as_ref().map(|v| v.span())), &[OpenAi]),
+        ("model", span(a.model.as_ref().map(|v| v.span())), &[OpenAi]),
+        ("api_key", span(a.api_key.as_ref().map(|v| v.span())), &[OpenAi]),
         (
             "temperature",
-            a.temperature.as_ref().map(|v| v.span()),
-            &[AgentKind::OpenAi],
+            span(a.temperature.as_ref().map(|v| v.span())),
+            &[OpenAi],
         ),
         (
             "max_tokens",
-            a.max_tokens.as_ref().map(|v| v.span()),
-            &[AgentKind::OpenAi],
+            span(a.max_tokens.as_ref().map(|v| v.span())),
+            &[OpenAi],
         ),
-        (
-            "headers",
-            a.headers.as_ref().map(|v| v.span()),
-            &[AgentKind::OpenAi],
-        ),
+        ("headers", span(a.headers.as_ref().map(|v| v.span())), &[OpenAi]),
         (
             "timeout_ms",
-            a.timeout_ms.as_ref().map(|v| v.span()),
-            &[AgentKind::Command, AgentKind::OpenAi],
+            span(a.timeout_ms.as_ref().map(|v| v.span())),
+            &[Command, OpenAi],
+        ),
+        (
+            "session_ttl_seconds",
+            span(a.session_ttl_seconds.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        (
+            "max_sessions",
+            span(a.max_sessions.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        (
+            "allow_permissions",
+            span(a.allow_permissions.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        (
+            "inactivity_timeout_ms",
+            span(a.inactivity_timeout_ms.as_ref().map(|v| v.span())),
+            &[Acp],
         ),
     ];
     for (k, span, kinds) in present {
@@ -739,28 +818,53 @@ fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConf
             AgentConfig::Script(ScriptAgent::new(compiled))
         }
         AgentKind::Command => {
-            let command = a.command.ok_or_else(|| required("command"))?;
-            if command.get_ref().0.trim().is_empty() {
-                return Err(check.at(command.span(), format!("`{}` must not be empty", key("command"))));
-            }
+            let p = process_settings(&a, &key, &required, check)?;
             AgentConfig::Command(CommandConfig {
-                command: command.into_inner().0,
-                args: a
-                    .args
-                    .map(|v| v.into_inner().into_iter().map(|s| s.0).collect())
-                    .unwrap_or_default(),
-                env: a
-                    .env
-                    .map(|v| v.into_inner().into_iter().map(|(k, s)| (k, s.0)).collect())
-                    .unwrap_or_default(),
-                working_dir: a.working_dir.map(|d| {
-                    let dir = PathBuf::from(d.into_inner().0);
-                    match check.path.parent() {
-                        Some(base) if dir.is_relative() => base.join(dir),
-                        _ => dir,
-                    }
-                }),
+                command: p.command,
+                args: p.args,
+                env: p.env,
+                working_dir: p.working_dir,
                 timeout,
+            })
+        }
+        AgentKind::Acp => {
+            let p = process_settings(&a, &key, &required, check)?;
+            let mut allow = Vec::new();
+            for kind in a.allow_permissions.map(|v| v.into_inner()).unwrap_or_default() {
+                if !TOOL_KINDS.contains(&kind.get_ref().as_str()) {
+                    return Err(check.at(
+                        kind.span(),
+                        format!(
+                            "`{}`: {:?} is not a tool kind (one of: {})",
+                            key("allow_permissions"),
+                            kind.get_ref(),
+                            TOOL_KINDS.join(", ")
+                        ),
+                    ));
+                }
+                allow.push(kind.into_inner());
+            }
+            let ttl = match &a.session_ttl_seconds {
+                Some(v) => at_least(v, 1, &key("session_ttl_seconds"), check)?,
+                None => 1800,
+            };
+            let max_sessions = match &a.max_sessions {
+                Some(v) => at_least(v, 1, &key("max_sessions"), check)?,
+                None => 32,
+            };
+            let inactivity = match &a.inactivity_timeout_ms {
+                Some(v) => at_least(v, 1, &key("inactivity_timeout_ms"), check)?,
+                None => 120_000,
+            };
+            AgentConfig::Acp(AcpConfig {
+                command: p.command,
+                args: p.args,
+                env: p.env,
+                working_dir: p.working_dir,
+                session_ttl: Duration::from_secs(ttl),
+                max_sessions,
+                allow_permissions: allow,
+                inactivity_timeout: Duration::from_millis(inactivity),
             })
         }
         AgentKind::OpenAi => {
@@ -1256,6 +1360,33 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
         assert!(e.message.contains("bad header"), "{e}");
         let e = err(&format!("{PERSONA}[agents.main]\nkind = \"llama\"\n"));
         assert!(e.message.contains("unknown variant `llama`"), "{e}");
+    }
+
+    #[test]
+    fn acp_agents_load_and_their_permissions_are_checked() {
+        let c = parse(&format!(
+            "{PERSONA}[agents.main]\nkind = \"acp\"\ncommand = \"claude-code-acp\"\nallow_permissions = [\"read\", \"search\"]\n"
+        ))
+        .expect("valid");
+        let AgentConfig::Acp(a) = &c.agents["main"] else {
+            panic!("acp")
+        };
+        assert_eq!(a.allow_permissions, ["read", "search"]);
+        assert_eq!((a.session_ttl, a.max_sessions), (Duration::from_secs(1800), 32));
+        assert_eq!(a.inactivity_timeout, Duration::from_secs(120));
+        let e = err(&format!(
+            "{PERSONA}[agents.main]\nkind = \"acp\"\ncommand = \"x\"\nallow_permissions = [\"read\", \"everything\"]\n"
+        ));
+        assert_eq!(e.position.map(|p| p.0), Some(8), "{e}");
+        assert!(e.message.contains("\"everything\" is not a tool kind"), "{e}");
+        let e = err(&format!(
+            "{PERSONA}[agents.main]\nkind = \"acp\"\ncommand = \"x\"\ntimeout_ms = 5\n"
+        ));
+        assert!(e.message.contains("does not apply to kind = \"acp\""), "{e}");
+        let e = err(&format!(
+            "{PERSONA}[agents.main]\nkind = \"acp\"\ncommand = \"x\"\nmax_sessions = 0\n"
+        ));
+        assert!(e.message.contains("max_sessions"), "{e}");
     }
 
     #[test]
