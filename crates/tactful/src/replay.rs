@@ -268,8 +268,13 @@ pub fn run(
                 Output::CallAgent(req) => {
                     summary.agent_calls += 1;
                     summary.note_call(&req);
-                    let (result, delay) = agents.run(&req)?;
-                    let line = agent_call_line(&req, options, &config.contract);
+                    let (result, delay, usage) = agents.run(&req)?;
+                    let mut line = agent_call_line(&req, options, &config.contract);
+                    if let Some(u) = usage {
+                        // Live backends have finished by now: their token
+                        // usage is known when the call is traced.
+                        line["usage"] = json!(u);
+                    }
                     queue.push(now + delay, Event::AgentDone(req.turn, result));
                     line
                 }
@@ -336,17 +341,22 @@ impl<'c> Agents<'c> {
         }
     }
 
-    fn run(&mut self, req: &TurnRequest) -> anyhow::Result<(AgentResult, std::time::Duration)> {
+    /// Runs a turn: its result, its virtual thinking time, and the token
+    /// usage the backend reported.
+    fn run(
+        &mut self,
+        req: &TurnRequest,
+    ) -> anyhow::Result<(AgentResult, std::time::Duration, Option<tactful_agents::Usage>)> {
         let name = req.agent.as_ref();
         let Some(agent) = self.config.agents.get(name) else {
             // The config check guarantees every persona's agent exists; if
             // the engine ever asks for another, the turn fails visibly.
             let failed = AgentResult::Failed(format!("no agent named {name:?}"));
-            return Ok((failed, std::time::Duration::ZERO));
+            return Ok((failed, std::time::Duration::ZERO, None));
         };
         if let AgentConfig::Script(script) = agent {
             let a = script.answer(req);
-            return Ok((a.result, a.delay));
+            return Ok((a.result, a.delay, None));
         }
         if self.runtime.is_none() {
             self.runtime = Some(
@@ -362,13 +372,13 @@ impl<'c> Agents<'c> {
             .or_insert_with(|| agent.build(&self.config.contract))
             .clone();
         let runtime = self.runtime.as_ref().expect("created above");
-        let result = runtime.block_on(async {
+        let (result, usage) = runtime.block_on(async {
             match backend.run(req, &mut tactful_agents::NoDeltas).await {
-                Ok(reply) => AgentResult::Output(reply.text),
-                Err(e) => e.into_result(),
+                Ok(reply) => (AgentResult::Output(reply.text), reply.usage),
+                Err(e) => (e.into_result(), None),
             }
         });
-        Ok((result, std::time::Duration::ZERO))
+        Ok((result, std::time::Duration::ZERO, usage))
     }
 }
 
