@@ -55,6 +55,7 @@
 
 pub mod addressing;
 pub mod decision;
+pub mod delivery;
 pub mod directives;
 pub mod engine;
 pub mod ids;

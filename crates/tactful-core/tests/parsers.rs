@@ -108,3 +108,61 @@ proptest! {
         prop_assert_eq!(n.trim(), n.as_str());
     }
 }
+
+mod splitting {
+    use proptest::prelude::*;
+    use tactful_core::delivery::split_message;
+
+    fn non_ws(s: &str) -> String {
+        s.chars().filter(|c| !c.is_whitespace()).collect()
+    }
+
+    fn prose() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                "[a-zé]{1,12}",
+                Just(" ".to_owned()),
+                Just("\n".to_owned()),
+                "[a-z]{20,80}"
+            ],
+            0..60,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    fn fenced() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![
+                prose().prop_map(|p| format!("{p}\n")),
+                (
+                    prop::sample::select(vec!["", "rust", "sh"]),
+                    prop::collection::vec("[a-z(){};]{0,40}", 0..12)
+                )
+                    .prop_map(|(lang, lines)| format!("```{lang}\n{}\n```\n", lines.join("\n"))),
+            ],
+            0..6,
+        )
+        .prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        #[test]
+        fn parts_fit_and_nothing_is_lost(text in prose(), limit in 16usize..200) {
+            let parts = split_message(&text, limit);
+            for p in &parts {
+                prop_assert!(p.chars().count() <= limit, "{} > {limit}: {p:?}", p.chars().count());
+            }
+            prop_assert_eq!(non_ws(&parts.concat()), non_ws(&text));
+        }
+
+        #[test]
+        fn code_fences_balance_in_every_part(text in fenced(), limit in 24usize..200) {
+            for p in split_message(&text, limit) {
+                prop_assert!(p.chars().count() <= limit, "{} > {limit}: {p:?}", p.chars().count());
+                prop_assert_eq!(p.matches("```").count() % 2, 0, "unbalanced part: {:?}", p);
+            }
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! How a reply is shown while it streams, and how a long one is split: the
+//! platform-independent half of the delivery path.
+//!
+//! Every platform delivers through one path (the runtime's delivery
+//! driver); the decisions it makes about text live here, pure, so each is
+//! implemented once and tested once:
+//! - [`visible`]: what of a partial answer may be shown yet. A leading
+//!   `[[...]]` directive header is never shown raw (it is held until it is
+//!   complete, then stripped), and a prefix that could still turn into the
+//!   silence token (`N`, `NO_`, `[NO_REP`...) is held so a silent turn
+//!   leaves nothing behind;
+//! - [`split_message`]: a reply longer than the platform's limit, cut on
+//!   line boundaries, with code fences closed and reopened so each part
+//!   renders on its own;
+//! - [`EditThrottle`]: streaming edits at most once per interval.
+
+use std::time::Duration;
+
+use crate::directives;
+use crate::silence;
+use crate::time::Timestamp;
+
+/// What of a streaming answer may be shown now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visible<'a> {
+    /// Nothing yet: a directive header or a possible silence token is still
+    /// forming.
+    Hold,
+    /// This much (directives stripped, trimmed) may be shown.
+    Show(&'a str),
+}
+
+/// Whether `partial` ends inside a directive header: it starts with `[[`
+/// and the header has not been followed by a line break or by text.
+fn header_incomplete(partial: &str) -> bool {
+    let t = partial.trim_start();
+    if t == "[" {
+        // The first half of a `[[`.
+        return true;
+    }
+    if !t.starts_with("[[") {
+        return false;
+    }
+    let (d, body) = directives::parse(t);
+    if !d.present {
+        // `[[` without a complete `[[key:value]]` yet, or `[[Word]]` (which is
+        // text); hold while a colon-less bracket could still grow into a
+        // directive.
+        return !t.contains("]]");
+    }
+    // A complete header ends at a line break or where text starts; a body
+    // that is empty, or itself begins a new `[[`, may still be header.
+    let rest = body.trim_start_matches([' ', '\t']);
+    rest.is_empty() || (rest.starts_with("[[") && header_incomplete(rest))
+}
+
+/// What of `partial` (the answer so far) may be shown, given the room's
+/// silence token (`None` when the persona may not stay silent).
+pub fn visible<'a>(partial: &'a str, silence_token: Option<&str>) -> Visible<'a> {
+    if header_incomplete(partial) {
+        return Visible::Hold;
+    }
+    let (_, body) = directives::parse(partial);
+    let body = body.trim();
+    if body.is_empty() {
+        return Visible::Hold;
+    }
+    if let Some(token) = silence_token
+        && silence::could_become_silence(body, token)
+    {
+        return Visible::Hold;
+    }
+    Visible::Show(body)
+}
+
+/// Splits `text` into parts of at most `limit` characters.
+///
+/// Cuts fall on line breaks where possible (else on spaces, else anywhere,
+/// never inside a character). A code fence open at a cut is closed at the
+/// end of the part and reopened, with its info string, at the start of the
+/// next, so every part renders as the writer meant. `limit` is clamped to
+/// at least 16 so a fence always fits.
+pub fn split_message(text: &str, limit: usize) -> Vec<String> {
+    const CLOSE: &str = "\n```";
+    let limit = limit.max(16);
+    if text.chars().count() <= limit {
+        return vec![text.to_owned()];
+    }
+    // A reopened fence keeps its info string unless that is too long.
+    let max_reopen = limit / 4;
+    let reopen_of = |fence: &str| {
+        if fence.chars().count() <= max_reopen {
+            fence.to_owned()
+        } else {
+            "```".to_owned()
+        }
+    };
+    // Invariant: a piece always fits in a fresh part, after a reopened
+    // fence and before a closing one.
+    let piece_max = limit - (max_reopen + 1) - CLOSE.len();
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut current_len = 0usize;
+    let mut fence: Option<String> = None;
+    for line in text.split_inclusive('\n') {
+        let is_fence_line = line.trim_start().starts_with("```");
+        let mut rest = line;
+        while !rest.is_empty() {
+            let take = if rest.chars().count() <= piece_max {
+                rest.len()
+            } else {
+                cut_point(rest, piece_max)
+            };
+            let (piece, tail) = rest.split_at(take);
+            rest = tail;
+            let next_fence = if is_fence_line && piece.len() == line.len() {
+                toggle_fence(&fence, line.trim())
+            } else {
+                fence.clone()
+            };
+            let piece_len = piece.chars().count();
+            let close_cost = if next_fence.is_some() { CLOSE.len() } else { 0 };
+            if current_len > 0 && current_len + piece_len + close_cost > limit {
+                let mut done = std::mem::take(&mut current);
+                if fence.is_some() {
+                    if !done.ends_with('\n') {
+                        done.push('\n');
+                    }
+                    done.push_str("```");
+                }
+                let done = done.trim_end_matches('\n');
+                if !done.trim().is_empty() {
+                    parts.push(done.to_owned());
+                }
+                current_len = 0;
+                if let Some(f) = &fence {
+                    let reopen = reopen_of(f);
+                    current_len = reopen.chars().count() + 1;
+                    current.push_str(&reopen);
+                    current.push('\n');
+                }
+            }
+            current.push_str(piece);
+            current_len += piece_len;
+            fence = next_fence;
+        }
+    }
+    let last = current.trim_end_matches('\n');
+    if !last.trim().is_empty() || parts.is_empty() {
+        parts.push(last.to_owned());
+    }
+    parts
+}
+
+/// The fence state after a fence line: a bare fence closes an open block;
+/// any fence line opens one when none is open.
+fn toggle_fence(open: &Option<String>, fence_line: &str) -> Option<String> {
+    match open {
+        Some(_) if fence_line == "```" => None,
+        Some(f) => Some(f.clone()),
+        None => Some(fence_line.to_owned()),
+    }
+}
+
+/// Byte index at most `max_chars` characters into `s`: the last space
+/// before it if there is one past the middle, else exactly there.
+fn cut_point(s: &str, max_chars: usize) -> usize {
+    let hard = s.char_indices().nth(max_chars).map_or(s.len(), |(i, _)| i);
+    match s[..hard].rfind(' ') {
+        Some(i) if i > hard / 2 => i + 1,
+        _ => hard.max(s.chars().next().map_or(0, char::len_utf8)),
+    }
+}
+
+/// Streaming edits at most once per interval.
+#[derive(Clone, Copy, Debug)]
+pub struct EditThrottle {
+    interval: Duration,
+    last: Option<Timestamp>,
+}
+
+impl EditThrottle {
+    /// Edits at most once per `interval`.
+    pub fn new(interval: Duration) -> Self {
+        EditThrottle { interval, last: None }
+    }
+
+    /// Whether an edit may be made at `now`; if so, it is counted.
+    pub fn try_edit(&mut self, now: Timestamp) -> bool {
+        match self.last {
+            Some(t) if now.saturating_since(t) < self.interval => false,
+            _ => {
+                self.last = Some(now);
+                true
+            }
+        }
+    }
+
+    /// When the next edit may be made.
+    pub fn next_allowed(&self) -> Option<Timestamp> {
+        self.last.map(|t| t + self.interval)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: Option<&str> = Some("NO_REPLY");
+
+    #[test]
+    fn directive_headers_are_held_until_complete_then_stripped() {
+        for p in [
+            "[",
+            "[[",
+            "[[reply",
+            "[[reply_to:m1",
+            "[[reply_to:m1]]",
+            "[[reply_to:m1]]\n",
+            "  [[reply_to:m1]]\n[[to",
+        ] {
+            assert_eq!(visible(p, None), Visible::Hold, "{p:?}");
+        }
+        assert_eq!(visible("[[reply_to:m1]]\nHold", None), Visible::Show("Hold"));
+        assert_eq!(visible("[[reply_to:m1]] Sure", None), Visible::Show("Sure"));
+        assert_eq!(
+            visible("[[Summary]]\nAll good", None),
+            Visible::Show("[[Summary]]\nAll good")
+        );
+        assert_eq!(
+            visible("Hello [[reply_to:m1]]", None),
+            Visible::Show("Hello [[reply_to:m1]]")
+        );
+    }
+
+    #[test]
+    fn possible_silence_is_held() {
+        for p in ["N", "NO_", "no_rep", "[NO_REP", "NO_REPLY", "  NO_REPLY\n"] {
+            assert_eq!(visible(p, TOKEN), Visible::Hold, "{p:?}");
+        }
+        assert_eq!(visible("Now", TOKEN), Visible::Show("Now"));
+        assert_eq!(
+            visible("NO_REPLY needed", TOKEN),
+            Visible::Show("NO_REPLY needed")
+        );
+        // Without silence the prefix is just text.
+        assert_eq!(visible("N", None), Visible::Show("N"));
+        assert_eq!(visible("[[reply_to:m1]]\nNO_", TOKEN), Visible::Hold);
+    }
+
+    #[test]
+    fn short_messages_are_not_split() {
+        assert_eq!(split_message("hello", 100), ["hello"]);
+    }
+
+    #[test]
+    fn long_messages_split_on_lines() {
+        let text = "line one\nline two\nline three\nline four";
+        let parts = split_message(text, 20);
+        assert_eq!(parts, ["line one\nline two", "line three\nline four"]);
+    }
+
+    #[test]
+    fn code_fences_stay_balanced_across_parts() {
+        let text = "Here:\n```rust\nfn a() {}\nfn b() {}\nfn c() {}\n```\nDone.";
+        let parts = split_message(text, 30);
+        assert!(parts.len() > 1, "{parts:?}");
+        for p in &parts {
+            assert_eq!(p.matches("```").count() % 2, 0, "balanced: {p:?}");
+            assert!(p.chars().count() <= 30, "{p:?}");
+        }
+        assert!(parts[1].starts_with("```rust\n"), "{parts:?}");
+    }
+
+    #[test]
+    fn overlong_lines_are_cut_on_spaces_or_characters() {
+        let text = "word ".repeat(30);
+        for p in split_message(&text, 20) {
+            assert!(p.chars().count() <= 20, "{p:?}");
+        }
+        let text = "é".repeat(50);
+        let parts = split_message(&text, 16);
+        assert_eq!(parts.concat(), text);
+        assert!(parts.iter().all(|p| p.chars().count() <= 16));
+    }
+
+    #[test]
+    fn the_throttle_spaces_edits() {
+        let mut t = EditThrottle::new(Duration::from_millis(1000));
+        assert!(t.try_edit(Timestamp(0)));
+        assert!(!t.try_edit(Timestamp(999)));
+        assert_eq!(t.next_allowed(), Some(Timestamp(1000)));
+        assert!(t.try_edit(Timestamp(1000)));
+    }
+}
