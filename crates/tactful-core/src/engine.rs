@@ -1099,6 +1099,25 @@ impl Engine {
         }
     }
 
+    /// The platform confirmed a reply the engine sent as `local` (its
+    /// `<persona>:<n>` id) and gave it the id `platform`. From now on both
+    /// ids name the message: a reply to either addresses the persona, and
+    /// the platform echoing the message back is dropped as a duplicate.
+    pub fn handle_sent(&mut self, room: &RoomId, local: &MsgId, platform: MsgId) {
+        if local == &platform {
+            return;
+        }
+        let Some(r) = self.rooms.get_mut(room) else {
+            return;
+        };
+        let author = r.history.get(local.as_str()).and_then(|e| e.persona);
+        if r.history.alias(local.as_str(), platform.clone())
+            && let Some(p) = author
+        {
+            r.members[p.0 as usize].remember_own(platform, self.limits.own_ids);
+        }
+    }
+
     // -- Timers ------------------------------------------------------------
 
     /// Fires every timer due at or before `now`.

@@ -103,6 +103,8 @@ pub fn sanitize_name(name: &str) -> String {
 pub struct History {
     entries: VecDeque<Arc<Entry>>,
     by_id: FxHashMap<MsgId, Arc<Entry>>,
+    /// Platform ids of messages the engine named first, by engine id.
+    aliases: FxHashMap<MsgId, MsgId>,
     limit: usize,
 }
 
@@ -112,6 +114,7 @@ impl History {
         History {
             entries: VecDeque::new(),
             by_id: FxHashMap::default(),
+            aliases: FxHashMap::default(),
             limit: limit.max(1),
         }
     }
@@ -122,6 +125,9 @@ impl History {
         let evicted = if self.entries.len() == self.limit {
             self.entries.pop_front().inspect(|old| {
                 self.by_id.remove(&old.id);
+                if let Some(alias) = self.aliases.remove(&old.id) {
+                    self.by_id.remove(&alias);
+                }
             })
         } else {
             None
@@ -134,6 +140,20 @@ impl History {
     /// Every retained message, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Entry>> {
         self.entries.iter()
+    }
+
+    /// Makes `alias` another id of the retained message `id` (the id the
+    /// platform gave a message the engine named first). Returns whether
+    /// `id` was found.
+    pub fn alias(&mut self, id: &str, alias: MsgId) -> bool {
+        match self.by_id.get(id).cloned() {
+            Some(entry) => {
+                self.aliases.insert(entry.id.clone(), alias.clone());
+                self.by_id.insert(alias, entry);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The retained message with this id.

@@ -159,3 +159,36 @@ fn aliases_identify_a_persona_and_its_own_messages() {
     );
     assert!(matches!(&drain(&mut e)[0], Output::Decision(d) if d.reason == Reason::OwnMessage));
 }
+
+#[test]
+fn a_platform_id_for_a_sent_reply_is_an_alias() {
+    let mut e = engine(&["docs"], ContextLimits::default());
+    e.handle_message(
+        Timestamp(0),
+        Message::new("q", "room", "alice", "@docs hi", Timestamp(0)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(Timestamp(1), t, AgentResult::Output("hello".into()));
+    drain(&mut e);
+    e.handle_sent(&"room".into(), &"docs:1".into(), "$evt42".into());
+    // The platform echoes our message with its own id: already heard.
+    let mut echo = Message::new("$evt42", "room", "docs", "hello", Timestamp(2));
+    echo.sender.is_bot = true;
+    e.handle_message(Timestamp(2), echo);
+    assert!(matches!(
+        drain(&mut e).as_slice(),
+        [Output::Dropped {
+            reason: "duplicate",
+            ..
+        }]
+    ));
+    // A human replies to the platform id: it addresses docs.
+    let mut reply = Message::new("r", "room", "alice", "and?", Timestamp(3));
+    reply.reply_to = Some("$evt42".into());
+    e.handle_message(Timestamp(3), reply);
+    let out = drain(&mut e);
+    assert!(
+        matches!(&out[0], Output::Decision(d) if d.reason == Reason::ReplyToMe),
+        "{out:?}"
+    );
+}

@@ -1,0 +1,70 @@
+//! The one outbound interface every chat platform implements.
+//!
+//! A platform adapter turns its events into [`tactful_core::Message`]s (the
+//! inbound chokepoint) and implements [`Platform`] for everything that goes
+//! out (the outbound chokepoint). Streaming placeholders, silence, reply
+//! targeting, chunking and retries are decided once, in
+//! [`crate::delivery`], in terms of these few calls.
+
+use futures::future::BoxFuture;
+use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
+
+/// What a platform can do with messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Messages can be edited (streaming shows a placeholder that grows).
+    pub can_edit: bool,
+    /// Messages can be deleted (a silent turn removes its placeholder).
+    pub can_delete: bool,
+    /// Replies to a specific message exist natively.
+    pub native_replies: bool,
+    /// The longest message, in characters.
+    pub max_message_chars: usize,
+}
+
+/// A platform call that failed. The text is logged; it must carry no
+/// secret.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PlatformError(pub String);
+
+/// A message to post.
+#[derive(Clone, Copy, Debug)]
+pub struct OutMessage<'a> {
+    /// Who speaks (platforms with one account per persona post as it).
+    pub persona: &'a PersonaId,
+    /// Where.
+    pub room: &'a RoomId,
+    /// In which thread, if any.
+    pub thread: Option<&'a ThreadId>,
+    /// The text.
+    pub text: &'a str,
+    /// The message this one replies to, if any.
+    pub reply_to: Option<&'a MsgId>,
+}
+
+/// One chat platform, outbound.
+pub trait Platform: Send + Sync + std::fmt::Debug {
+    /// What the platform supports.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Posts a message; returns its platform id.
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;
+
+    /// Replaces the text of a message this persona posted.
+    fn edit<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>>;
+
+    /// Deletes a message this persona posted.
+    fn delete<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>>;
+}

@@ -1,0 +1,318 @@
+//! The live runtime: the sans-I/O engine driven by real time.
+//!
+//! One task owns the [`Engine`]: it takes inbound messages, agent results
+//! and timer wake-ups in the order they arrive (so a room's messages are
+//! decided in arrival order), and acts on every output. Deciding takes
+//! microseconds and never waits on an agent: each turn runs in a task of
+//! its own, so a slow agent in one room never delays another room. Timers
+//! use the same engine calls as `tactful replay` ([`Engine::poll_timeout`],
+//! [`Engine::handle_timeout`]), so the live service and a replay of the
+//! same events decide the same things.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tactful_agents::{Agent, Deltas};
+use tactful_core::{
+    AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, RoomId, Timestamp, TurnId,
+    TurnKind,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery};
+use crate::platform::Platform;
+
+/// Wall-clock time as the engine counts it: milliseconds since the Unix
+/// epoch. The only clock read in tactful's decision path.
+pub fn wall_clock() -> Timestamp {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis().min(u64::MAX as u128) as u64);
+    Timestamp::from_millis(ms)
+}
+
+/// Everything the runtime is built from.
+pub struct RuntimeConfig {
+    /// The engine's config.
+    pub engine: EngineConfig,
+    /// Agent backends by `[agents]` key.
+    pub agents: HashMap<String, Arc<dyn Agent>>,
+    /// Delivery settings.
+    pub delivery: DeliveryConfig,
+    /// How long shutdown waits for turns in flight before cancelling them.
+    pub shutdown_grace: Duration,
+}
+
+/// What the runtime reports as it works: every engine output, and every
+/// reply the platform confirmed (with the id it gave it).
+#[derive(Clone, Debug)]
+pub enum TraceEvent {
+    /// An engine output (decision, call, send, turn end...).
+    Engine(Output),
+    /// A reply was delivered: the engine's id for it and the platform's.
+    /// Sent after the engine learned the platform id.
+    Delivered {
+        /// The room.
+        room: RoomId,
+        /// The engine's `<persona>:<n>` id.
+        local: MsgId,
+        /// The platform's id.
+        platform: MsgId,
+    },
+}
+
+enum Event {
+    Inbound(Message),
+    AgentDone(TurnId, AgentResult),
+    Sent(RoomId, MsgId, MsgId),
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Sends inbound messages to a running runtime. Cheap to clone: each
+/// platform adapter holds one.
+#[derive(Clone)]
+pub struct RuntimeHandle {
+    tx: mpsc::UnboundedSender<Event>,
+}
+
+impl RuntimeHandle {
+    /// Hands a normalised inbound message to the engine. Returns `false`
+    /// once the runtime has stopped.
+    pub fn inbound(&self, msg: Message) -> bool {
+        self.tx.send(Event::Inbound(msg)).is_ok()
+    }
+}
+
+/// A running runtime.
+pub struct Runtime {
+    handle: RuntimeHandle,
+    task: JoinHandle<()>,
+}
+
+impl Runtime {
+    /// Starts the engine task. `trace` receives every engine output and
+    /// delivery confirmation, for logs, metrics and tests.
+    pub fn start(
+        config: RuntimeConfig,
+        platform: Arc<dyn Platform>,
+        trace: Option<mpsc::UnboundedSender<TraceEvent>>,
+    ) -> Result<Runtime, EngineError> {
+        let engine = Engine::new(config.engine)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let driver = Driver {
+            engine,
+            agents: config.agents,
+            delivery: config.delivery,
+            grace: config.shutdown_grace,
+            platform,
+            trace,
+            tx: tx.clone(),
+            rooms: HashMap::new(),
+            turns: HashMap::new(),
+        };
+        let task = tokio::spawn(driver.run(rx));
+        Ok(Runtime {
+            handle: RuntimeHandle { tx },
+            task,
+        })
+    }
+
+    /// A handle for platform adapters.
+    pub fn handle(&self) -> RuntimeHandle {
+        self.handle.clone()
+    }
+
+    /// Stops taking messages, lets turns in flight finish within the grace
+    /// period (then cancels them), delivers what was decided, and returns.
+    pub async fn shutdown(self) {
+        let (done_tx, done_rx) = oneshot::channel();
+        if self.handle.tx.send(Event::Shutdown(done_tx)).is_ok() {
+            let _ = done_rx.await;
+        }
+        let _ = self.task.await;
+    }
+}
+
+/// The task that owns the engine.
+struct Driver {
+    engine: Engine,
+    agents: HashMap<String, Arc<dyn Agent>>,
+    delivery: DeliveryConfig,
+    grace: Duration,
+    platform: Arc<dyn Platform>,
+    trace: Option<mpsc::UnboundedSender<TraceEvent>>,
+    tx: mpsc::UnboundedSender<Event>,
+    rooms: HashMap<RoomId, (mpsc::UnboundedSender<DeliveryEvent>, JoinHandle<()>)>,
+    turns: HashMap<TurnId, JoinHandle<()>>,
+}
+
+/// Streams an agent's text to the room's delivery worker as it arrives.
+struct StreamTo {
+    turn: TurnId,
+    text: String,
+    room: Option<mpsc::UnboundedSender<DeliveryEvent>>,
+}
+
+impl Deltas for StreamTo {
+    fn delta(&mut self, piece: &str) {
+        self.text.push_str(piece);
+        if let Some(room) = &self.room {
+            let _ = room.send(DeliveryEvent::Partial {
+                turn: self.turn,
+                text: self.text.clone(),
+                now: wall_clock(),
+            });
+        }
+    }
+}
+
+impl Driver {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+        let mut closing: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
+        loop {
+            let wake = self.engine.poll_timeout().map(|t| {
+                let wait = t.saturating_since(wall_clock());
+                tokio::time::Instant::now() + wait
+            });
+            let deadline = closing.as_ref().map(|(_, d)| *d);
+            tokio::select! {
+                event = rx.recv() => match event {
+                    Some(Event::Inbound(msg)) => {
+                        if closing.is_none() {
+                            self.engine.handle_message(wall_clock(), msg);
+                        }
+                    }
+                    Some(Event::AgentDone(turn, result)) => {
+                        self.turns.remove(&turn);
+                        self.engine.handle_agent_result(wall_clock(), turn, result);
+                    }
+                    Some(Event::Sent(room, local, platform)) => {
+                        self.engine.handle_sent(&room, &local, platform.clone());
+                        if let Some(trace) = &self.trace {
+                            let _ = trace.send(TraceEvent::Delivered { room, local, platform });
+                        }
+                    }
+                    Some(Event::Shutdown(done)) => {
+                        tracing::info!(turns = self.turns.len(), "shutting down");
+                        closing = Some((done, tokio::time::Instant::now() + self.grace));
+                    }
+                    None => break,
+                },
+                () = sleep_until(wake) => self.engine.handle_timeout(wall_clock()),
+                () = sleep_until(deadline) => {
+                    tracing::warn!(turns = self.turns.len(), "shutdown grace over: cancelling turns in flight");
+                    for (_, task) in self.turns.drain() {
+                        task.abort();
+                    }
+                }
+            }
+            while let Some(output) = self.engine.poll_output() {
+                self.act(output);
+            }
+            if closing.is_some() && self.turns.is_empty() {
+                break;
+            }
+        }
+        // Let every room deliver what was decided, then stop.
+        for (_, (tx, worker)) in self.rooms.drain() {
+            drop(tx);
+            let _ = worker.await;
+        }
+        if let Some((done, _)) = closing {
+            let _ = done.send(());
+        }
+    }
+
+    fn room(&mut self, room: &RoomId) -> mpsc::UnboundedSender<DeliveryEvent> {
+        if let Some((tx, _)) = self.rooms.get(room) {
+            return tx.clone();
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<DeliveryEvent>();
+        let mut delivery = RoomDelivery::new(room.clone(), self.platform.clone(), self.delivery.clone());
+        let engine = self.tx.clone();
+        let room_id = room.clone();
+        let worker = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                if let Some((local, platform)) = delivery.handle(event).await {
+                    let _ = engine.send(Event::Sent(room_id.clone(), local, platform));
+                }
+            }
+        });
+        self.rooms.insert(room.clone(), (tx.clone(), worker));
+        tx
+    }
+
+    fn act(&mut self, output: Output) {
+        if let Some(trace) = &self.trace {
+            let _ = trace.send(TraceEvent::Engine(output.clone()));
+        }
+        match output {
+            Output::Decision(d) => tracing::debug!(
+                persona = %d.persona, room = %d.room, msg = %d.msg,
+                outcome = d.outcome.as_str(), reason = d.reason.as_str(), "decision"
+            ),
+            Output::CallAgent(req) => self.start_turn(*req),
+            Output::Send(out) => {
+                let tx = self.room(&out.room);
+                let _ = tx.send(DeliveryEvent::Send(out));
+            }
+            Output::Silent(end, _) | Output::Withheld(end, _) | Output::Error(end, _) => {
+                let tx = self.room(&end.room);
+                let _ = tx.send(DeliveryEvent::Quiet { turn: end.turn });
+            }
+            Output::Cancelled(end, reason) => {
+                if let Some(task) = self.turns.remove(&end.turn) {
+                    task.abort();
+                }
+                tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
+                let tx = self.room(&end.room);
+                let _ = tx.send(DeliveryEvent::Quiet { turn: end.turn });
+            }
+            Output::Ambient(_) | Output::Dropped { .. } => {}
+        }
+    }
+
+    fn start_turn(&mut self, req: tactful_core::TurnRequest) {
+        let turn = req.turn;
+        let Some(agent) = self.agents.get(req.agent.as_ref()).cloned() else {
+            let result = AgentResult::Failed(format!("no agent named {:?}", req.agent));
+            let _ = self.tx.send(Event::AgentDone(turn, result));
+            return;
+        };
+        // Only replies stream into a placeholder: ambient batches are
+        // usually silent and gate answers are never shown.
+        let room = (req.kind == TurnKind::Reply).then(|| {
+            let tx = self.room(&req.room);
+            let _ = tx.send(DeliveryEvent::Start {
+                turn,
+                persona: req.persona.clone(),
+                thread: req.thread.clone(),
+                silence_token: req.silence_token.clone(),
+            });
+            tx
+        });
+        let done = self.tx.clone();
+        let task = tokio::spawn(async move {
+            let mut sink = StreamTo {
+                turn,
+                text: String::new(),
+                room,
+            };
+            let result = match agent.run(&req, &mut sink).await {
+                Ok(reply) => AgentResult::Output(reply.text),
+                Err(e) => e.into_result(),
+            };
+            let _ = done.send(Event::AgentDone(turn, result));
+        });
+        self.turns.insert(turn, task);
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

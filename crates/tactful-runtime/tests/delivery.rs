@@ -1,0 +1,441 @@
+//! The delivery path against an in-process platform double: streaming
+//! placeholders, held directive headers and silence, chunking, retries, and
+//! rooms that do not wait for each other.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
+use tactful_core::{
+    EngineConfig, Message, MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, TurnRequest,
+};
+use tactful_runtime::{
+    Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, TraceEvent,
+};
+use tokio::sync::mpsc;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Call {
+    Send {
+        room: String,
+        text: String,
+        reply_to: Option<String>,
+        id: String,
+    },
+    Edit {
+        id: String,
+        text: String,
+    },
+    Delete {
+        id: String,
+    },
+}
+
+/// Records every call; fails the next `fail_sends` sends, or the next
+/// `fail_replies` sends that reply to a message.
+#[derive(Debug)]
+struct Double {
+    caps: Capabilities,
+    calls: Mutex<Vec<Call>>,
+    fail_sends: Mutex<u32>,
+    fail_replies: Mutex<u32>,
+    next: AtomicU64,
+}
+
+impl Double {
+    fn new(caps: Capabilities) -> Arc<Double> {
+        Arc::new(Double {
+            caps,
+            calls: Mutex::new(Vec::new()),
+            fail_sends: Mutex::new(0),
+            fail_replies: Mutex::new(0),
+            next: AtomicU64::new(1),
+        })
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().expect("lock").clone()
+    }
+}
+
+const FULL: Capabilities = Capabilities {
+    can_edit: true,
+    can_delete: true,
+    native_replies: true,
+    max_message_chars: 2000,
+};
+
+impl Platform for Double {
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        Box::pin(async move {
+            let mut fail = self.fail_sends.lock().expect("lock");
+            let mut fail_reply = self.fail_replies.lock().expect("lock");
+            let id = format!("p{}", self.next.fetch_add(1, Ordering::SeqCst));
+            let failed = if *fail > 0 {
+                *fail -= 1;
+                true
+            } else if msg.reply_to.is_some() && *fail_reply > 0 {
+                *fail_reply -= 1;
+                true
+            } else {
+                false
+            };
+            self.calls.lock().expect("lock").push(Call::Send {
+                room: msg.room.to_string(),
+                text: msg.text.to_owned(),
+                reply_to: msg.reply_to.map(|r| r.to_string()),
+                id: if failed { "FAILED".to_owned() } else { id.clone() },
+            });
+            if failed {
+                Err(PlatformError("503 from the double".to_owned()))
+            } else {
+                Ok(MsgId::new(id))
+            }
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        _: &'a PersonaId,
+        _: &'a RoomId,
+        id: &'a MsgId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            self.calls.lock().expect("lock").push(Call::Edit {
+                id: id.to_string(),
+                text: text.to_owned(),
+            });
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _: &'a PersonaId,
+        _: &'a RoomId,
+        id: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            self.calls
+                .lock()
+                .expect("lock")
+                .push(Call::Delete { id: id.to_string() });
+            Ok(())
+        })
+    }
+}
+
+/// Streams scripted pieces, pausing before each, keyed by trigger text.
+#[derive(Debug)]
+struct Streamer {
+    scripts: HashMap<&'static str, (u64, Vec<&'static str>)>,
+}
+
+impl Agent for Streamer {
+    fn run<'a>(
+        &'a self,
+        turn: &'a TurnRequest,
+        deltas: &'a mut dyn Deltas,
+    ) -> BoxFuture<'a, Result<AgentReply, AgentError>> {
+        Box::pin(async move {
+            let trigger = turn
+                .triggers
+                .last()
+                .map(|e| e.text.to_string())
+                .unwrap_or_default();
+            let (pause, pieces) = self
+                .scripts
+                .iter()
+                .find(|(k, _)| trigger.contains(*k))
+                .map(|(_, v)| v.clone())
+                .unwrap_or((0, vec!["NO_REPLY"]));
+            let mut text = String::new();
+            for p in pieces {
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                deltas.delta(p);
+                text.push_str(p);
+            }
+            Ok(AgentReply { text, usage: None })
+        })
+    }
+}
+
+fn start(
+    platform: Arc<Double>,
+    scripts: Vec<(&'static str, (u64, Vec<&'static str>))>,
+) -> (Runtime, mpsc::UnboundedReceiver<TraceEvent>) {
+    let mut agents: HashMap<String, Arc<dyn Agent>> = HashMap::new();
+    agents.insert(
+        "s".to_owned(),
+        Arc::new(Streamer {
+            scripts: scripts.into_iter().collect(),
+        }),
+    );
+    let (tx, rx) = mpsc::unbounded_channel();
+    let runtime = Runtime::start(
+        RuntimeConfig {
+            engine: EngineConfig {
+                personas: vec![PersonaSpec::new("docs", "s")],
+                ..Default::default()
+            },
+            agents,
+            delivery: DeliveryConfig {
+                edit_interval: Duration::ZERO,
+                placeholder: "…".to_owned(),
+            },
+            shutdown_grace: Duration::from_secs(20),
+        },
+        platform,
+        Some(tx),
+    )
+    .expect("runtime starts");
+    (runtime, rx)
+}
+
+fn msg(id: &str, room: &str, text: &str) -> Message {
+    Message::new(id, room, "alice", text, Timestamp(0))
+}
+
+#[tokio::test]
+async fn a_streamed_reply_grows_in_its_placeholder_and_never_shows_its_header() {
+    let p = Double::new(FULL);
+    let (rt, _trace) = start(
+        p.clone(),
+        vec![(
+            "reset",
+            (20, vec!["[[reply_", "to:q]]\n", "Hold the", " button."]),
+        )],
+    );
+    rt.handle().inbound(msg("q", "main", "@docs how do I reset?"));
+    rt.shutdown().await;
+    let calls = p.calls();
+    assert_eq!(
+        calls,
+        [
+            Call::Send {
+                room: "main".into(),
+                text: "…".into(),
+                reply_to: None,
+                id: "p1".into()
+            },
+            Call::Edit {
+                id: "p1".into(),
+                text: "Hold the".into()
+            },
+            Call::Edit {
+                id: "p1".into(),
+                text: "Hold the button.".into()
+            },
+            // A reply to a message is sent as a reply first, then the
+            // placeholder goes.
+            Call::Send {
+                room: "main".into(),
+                text: "Hold the button.".into(),
+                reply_to: Some("q".into()),
+                id: "p2".into()
+            },
+            Call::Delete { id: "p1".into() },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_silent_turn_leaves_nothing_behind() {
+    let p = Double::new(FULL);
+    let (rt, _trace) = start(p.clone(), vec![("thanks", (20, vec!["NO", "_REP", "LY"]))]);
+    rt.handle().inbound(msg("t", "main", "@docs thanks"));
+    rt.shutdown().await;
+    assert_eq!(
+        p.calls(),
+        [
+            Call::Send {
+                room: "main".into(),
+                text: "…".into(),
+                reply_to: None,
+                id: "p1".into()
+            },
+            Call::Delete { id: "p1".into() },
+        ],
+        "the half-typed token was never shown"
+    );
+}
+
+#[tokio::test]
+async fn long_replies_are_split_with_balanced_code_fences() {
+    let p = Double::new(Capabilities {
+        max_message_chars: 60,
+        ..FULL
+    });
+    let (rt, _trace) = start(
+        p.clone(),
+        vec![(
+            "code",
+            (
+                0,
+                vec![
+                    "Here it is:\n```rust\nfn one() { println!(\"one\"); }\nfn two() { println!(\"two\"); }\nfn three() { println!(\"three\"); }\n```\nThat's all.",
+                ],
+            ),
+        )],
+    );
+    rt.handle().inbound(msg("c", "main", "@docs show me code"));
+    rt.shutdown().await;
+    let texts: Vec<String> = p
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Send { text, .. } | Call::Edit { text, .. } if text != "…" => Some(text),
+            _ => None,
+        })
+        .collect();
+    // The streaming edit shows what fits; the final parts follow.
+    let finals = &texts[1..];
+    assert!(finals.len() >= 3, "{texts:#?}");
+    for part in finals {
+        assert!(part.chars().count() <= 60, "{part:?}");
+        assert_eq!(part.matches("```").count() % 2, 0, "balanced: {part:?}");
+    }
+    assert!(finals[0].starts_with("Here it is:"));
+    assert!(finals.last().is_some_and(|l| l.ends_with("That's all.")));
+}
+
+#[tokio::test]
+async fn a_failed_send_is_retried_once() {
+    let p = Double::new(Capabilities {
+        can_edit: false,
+        ..FULL
+    });
+    *p.fail_sends.lock().expect("lock") = 1;
+    let (rt, _trace) = start(p.clone(), vec![("hi", (0, vec!["[[reply_to:h]]\nHello!"]))]);
+    rt.handle().inbound(msg("h", "main", "@docs hi"));
+    rt.shutdown().await;
+    let sends: Vec<_> = p
+        .calls()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Send { .. }))
+        .collect();
+    assert_eq!(sends.len(), 2, "{sends:?}");
+    assert!(matches!(&sends[0], Call::Send { id, .. } if id == "FAILED"));
+    assert!(matches!(&sends[1], Call::Send { text, reply_to: Some(r), .. } if text == "Hello!" && r == "h"));
+}
+
+#[tokio::test]
+async fn when_a_reply_cannot_be_sent_the_placeholder_keeps_the_text() {
+    let p = Double::new(FULL);
+    // The placeholder goes through; both tries of the reply fail.
+    *p.fail_replies.lock().expect("lock") = 2;
+    let (rt, _trace) = start(p.clone(), vec![("hi", (0, vec!["[[reply_to:h]]\nHello!"]))]);
+    rt.handle().inbound(msg("h", "main", "@docs hi"));
+    rt.shutdown().await;
+    let calls = p.calls();
+    assert_eq!(
+        calls.first(),
+        Some(&Call::Send {
+            room: "main".into(),
+            text: "…".into(),
+            reply_to: None,
+            id: "p1".into()
+        })
+    );
+    let failed = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Send { id, .. } if id == "FAILED"))
+        .count();
+    assert_eq!(failed, 2, "tried twice: {calls:#?}");
+    assert_eq!(
+        calls.last(),
+        Some(&Call::Edit {
+            id: "p1".into(),
+            text: "Hello!".into()
+        }),
+        "{calls:#?}"
+    );
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::Delete { .. })),
+        "the placeholder is not deleted: {calls:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_agent_in_one_room_does_not_delay_another_room() {
+    let p = Double::new(Capabilities {
+        can_edit: false,
+        ..FULL
+    });
+    let (rt, mut trace) = start(
+        p.clone(),
+        vec![
+            ("slow", (1500, vec!["slow answer"])),
+            ("fast", (0, vec!["fast answer"])),
+        ],
+    );
+    let h = rt.handle();
+    h.inbound(msg("a", "room-a", "@docs slow please"));
+    h.inbound(msg("b", "room-b", "@docs fast please"));
+    let mut sends = Vec::new();
+    while sends.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(10), trace.recv()).await {
+            Ok(Some(TraceEvent::Engine(Output::Send(s)))) => sends.push(s.room.to_string()),
+            Ok(Some(_)) => {}
+            other => panic!("trace ended early: {other:?}"),
+        }
+    }
+    assert_eq!(sends, ["room-b", "room-a"]);
+    rt.shutdown().await;
+}
+
+#[tokio::test]
+async fn replies_to_the_platform_id_of_a_sent_reply_address_the_persona() {
+    let p = Double::new(Capabilities {
+        can_edit: false,
+        ..FULL
+    });
+    let (rt, mut trace) = start(
+        p.clone(),
+        vec![
+            ("one", (0, vec!["first answer"])),
+            ("two", (0, vec!["second answer"])),
+        ],
+    );
+    let h = rt.handle();
+    h.inbound(msg("q1", "main", "@docs one"));
+    // Wait until the engine has learned the platform id of the reply.
+    let platform_id = loop {
+        match tokio::time::timeout(Duration::from_secs(10), trace.recv()).await {
+            Ok(Some(TraceEvent::Delivered { platform, .. })) => break platform,
+            Ok(Some(_)) => {}
+            other => panic!("no delivery: {other:?}"),
+        }
+    };
+    assert_eq!(platform_id.as_str(), "p1");
+    // The platform echoes our reply under its own id: already heard.
+    let mut echo = Message::new("p1", "main", "docs", "first answer", Timestamp(1));
+    echo.sender.is_bot = true;
+    h.inbound(echo);
+    // A human replies to that id, naming nobody: it is for docs.
+    let mut reply = msg("q2", "main", "two, please");
+    reply.reply_to = Some("p1".into());
+    h.inbound(reply);
+    rt.shutdown().await;
+    let texts: Vec<String> = p
+        .calls()
+        .into_iter()
+        .filter_map(|c| match c {
+            Call::Send { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["first answer", "second answer"],
+        "the echo was not answered; the reply to p1 was"
+    );
+}
