@@ -85,6 +85,46 @@ pub struct Config {
     /// tactful's contract text for agent instructions: the built-in one, or
     /// the file named by `instructions_file`.
     pub contract: Arc<str>,
+    /// `[platforms.*]`.
+    pub platforms: Platforms,
+    /// `[runtime]`.
+    pub runtime: RuntimeSettings,
+}
+
+/// The chat platforms to serve.
+#[derive(Debug, Clone, Default)]
+pub struct Platforms {
+    /// `[platforms.web]`: the built-in web room.
+    pub web: Option<WebSettings>,
+}
+
+/// `[platforms.web]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebSettings {
+    /// `listen`, default `127.0.0.1:7878`.
+    pub listen: std::net::SocketAddr,
+    /// `auth_token`; required when `listen` is not loopback.
+    pub auth_token: Option<String>,
+    /// `history`: messages kept per room, default 500.
+    pub history: usize,
+}
+
+/// `[runtime]`: how the live service behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeSettings {
+    /// `edit_interval_ms`: streaming edits at most this often.
+    pub edit_interval: Duration,
+    /// `shutdown_grace_seconds`: how long shutdown waits for turns.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeSettings {
+    fn default() -> Self {
+        RuntimeSettings {
+            edit_interval: Duration::from_millis(1000),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
 }
 
 /// One `[agents.NAME]` table.
@@ -211,6 +251,29 @@ struct RawConfig {
     rooms: BTreeMap<Spanned<String>, RawRoom>,
     #[serde(default)]
     context: Option<Spanned<RawContext>>,
+    platforms: Option<RawPlatforms>,
+    runtime: Option<RawRuntime>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlatforms {
+    web: Option<RawWeb>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWeb {
+    listen: Option<Spanned<EnvString>>,
+    auth_token: Option<Spanned<EnvString>>,
+    history: Option<Spanned<usize>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRuntime {
+    edit_interval_ms: Option<Spanned<u64>>,
+    shutdown_grace_seconds: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -647,8 +710,53 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
         }
     }
 
+    let mut platforms = Platforms::default();
+    if let Some(web) = raw.platforms.and_then(|p| p.web) {
+        let listen = match &web.listen {
+            Some(l) => l.get_ref().0.parse().map_err(|_| {
+                check.at(
+                    l.span(),
+                    "`platforms.web.listen` must be an address and port, like \"127.0.0.1:7878\"",
+                )
+            })?,
+            None => std::net::SocketAddr::from(([127, 0, 0, 1], 7878)),
+        };
+        let auth_token = web
+            .auth_token
+            .as_ref()
+            .map(|t| t.get_ref().0.clone())
+            .filter(|t| !t.is_empty());
+        if !listen.ip().is_loopback() && auth_token.is_none() {
+            let span = web.listen.as_ref().map(|l| l.span()).unwrap_or(0..0);
+            return Err(check.at(
+                span,
+                format!("`platforms.web.listen` = {listen} is reachable from other machines: set `platforms.web.auth_token`"),
+            ));
+        }
+        let history = match &web.history {
+            Some(h) => at_least(h, 1, "platforms.web.history", check)?,
+            None => 500,
+        };
+        platforms.web = Some(WebSettings {
+            listen,
+            auth_token,
+            history,
+        });
+    }
+    let mut runtime = RuntimeSettings::default();
+    if let Some(r) = raw.runtime {
+        if let Some(v) = &r.edit_interval_ms {
+            runtime.edit_interval = Duration::from_millis(*v.get_ref());
+        }
+        if let Some(v) = &r.shutdown_grace_seconds {
+            runtime.shutdown_grace = Duration::from_secs(*v.get_ref());
+        }
+    }
+
     Ok(Config {
         path: check.path.to_owned(),
+        platforms,
+        runtime,
         engine: EngineConfig {
             personas,
             policies,

@@ -1,6 +1,7 @@
-//! The `tactful` binary's library half: config loading and the replay
-//! driver, kept in a library so tests can drive them directly.
+//! The `tactful` binary's library half: config loading, the replay driver
+//! and the live service, kept in a library so tests can drive them directly.
 
 pub mod config;
+pub mod live;
 pub mod replay;
 pub mod scenario;

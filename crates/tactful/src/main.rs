@@ -42,6 +42,13 @@ enum Command {
         #[arg(long, conflicts_with = "prompts")]
         stats: bool,
     },
+    /// Run tactful live: the configured platforms and personas, until
+    /// Ctrl-C or SIGTERM.
+    Run {
+        /// The config file (TOML).
+        #[arg(short, long, value_name = "CONFIG")]
+        config: PathBuf,
+    },
     /// Check a config file and summarise it.
     Check {
         /// The config file (TOML).
@@ -84,6 +91,17 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Run { config } => {
+            let c = load_config(&config)?;
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            runtime.block_on(tactful::live::run(&c, |addr| {
+                use std::io::Write as _;
+                println!("tactful: web room at http://{addr}/ (Ctrl-C to stop)");
+                let _ = io::stdout().flush();
+            }))?;
+            println!("tactful: stopped");
+            Ok(())
+        }
         Command::Check { config } => {
             let c = load_config(&config)?;
             println!("{}: ok", config.display());
