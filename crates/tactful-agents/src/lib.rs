@@ -16,6 +16,7 @@
 
 pub mod acp;
 pub mod command;
+pub mod kb;
 pub mod openai;
 pub mod script;
 

@@ -181,6 +181,7 @@ mod tests {
             max_chars: 1000,
             room_bots: vec![],
             flush_trigger: None,
+            addressed: true,
         }
     }
 

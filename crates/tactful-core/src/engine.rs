@@ -790,6 +790,7 @@ impl Engine {
             max_chars: self.limits.max_chars,
             room_bots,
             flush_trigger,
+            addressed: kind == TurnKind::Reply && !unaddressed,
         };
         let gate_timer = (kind == TurnKind::Gate).then(|| {
             let timeout = policy

@@ -123,6 +123,10 @@ pub struct TurnRequest {
     pub room_bots: Vec<Arc<str>>,
     /// For ambient batches: what made the buffer flush.
     pub flush_trigger: Option<FlushTrigger>,
+    /// Whether someone addressed the persona (DM, mention, command, reply
+    /// to it): a backend may answer "I don't know" then, where it would
+    /// stay silent on a message meant for anyone.
+    pub addressed: bool,
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use tactful_agents::acp::{AcpAgent, AcpConfig};
 use tactful_agents::command::{CommandAgent, CommandConfig};
+use tactful_agents::kb::{KbAgent, KbDoc};
 use tactful_agents::openai::{OpenAiAgent, OpenAiConfig};
 use tactful_agents::{Agent, ScriptAgent, ScriptRule};
 use tactful_core::engine::ContextLimits;
@@ -138,6 +139,13 @@ pub enum AgentConfig {
     OpenAi(OpenAiConfig),
     /// `kind = "acp"`.
     Acp(AcpConfig),
+    /// `kind = "kb"`: markdown documents, read when the config is loaded.
+    Kb {
+        /// The documents.
+        docs: Vec<KbDoc>,
+        /// The relevance threshold.
+        min_score: f32,
+    },
 }
 
 impl AgentConfig {
@@ -148,6 +156,7 @@ impl AgentConfig {
             AgentConfig::Command(_) => "command",
             AgentConfig::OpenAi(_) => "openai",
             AgentConfig::Acp(_) => "acp",
+            AgentConfig::Kb { .. } => "kb",
         }
     }
 
@@ -157,6 +166,7 @@ impl AgentConfig {
             AgentConfig::Script(a) => Arc::new(a.clone()),
             AgentConfig::Command(c) => Arc::new(CommandAgent::new(c.clone(), contract.clone())),
             AgentConfig::Acp(c) => Arc::new(AcpAgent::new(c.clone(), contract.clone())),
+            AgentConfig::Kb { docs, min_score } => Arc::new(KbAgent::new(docs, *min_score)),
             AgentConfig::OpenAi(c) => Arc::new(
                 OpenAiAgent::new(c.clone(), contract.clone())
                     .expect("headers were checked when the config was read"),
@@ -295,6 +305,7 @@ enum AgentKind {
     Command,
     OpenAi,
     Acp,
+    Kb,
 }
 
 impl AgentKind {
@@ -304,6 +315,7 @@ impl AgentKind {
             AgentKind::Command => "command",
             AgentKind::OpenAi => "openai",
             AgentKind::Acp => "acp",
+            AgentKind::Kb => "kb",
         }
     }
 }
@@ -335,6 +347,9 @@ struct RawAgent {
     max_sessions: Option<Spanned<usize>>,
     allow_permissions: Option<Spanned<Vec<Spanned<String>>>>,
     inactivity_timeout_ms: Option<Spanned<u64>>,
+    // kb
+    paths: Option<Spanned<Vec<EnvString>>>,
+    min_score: Option<Spanned<f64>>,
 }
 
 /// Tool kinds an ACP agent may ask permission for.
@@ -773,6 +788,36 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
 /// belongs to.
 type KindKey<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [AgentKind]);
 
+/// Reads a markdown file, or every `.md` file in a folder (sorted), into
+/// `docs`; `shown` is how the path is cited.
+fn read_markdown(path: &Path, shown: &str, docs: &mut Vec<KbDoc>) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        entries.sort();
+        for e in entries {
+            let name = e
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let shown = format!("{}/{name}", shown.trim_end_matches('/'));
+            docs.push(KbDoc {
+                source: shown,
+                text: std::fs::read_to_string(&e)?,
+            });
+        }
+        Ok(())
+    } else {
+        docs.push(KbDoc {
+            source: shown.to_owned(),
+            text: std::fs::read_to_string(path)?,
+        });
+        Ok(())
+    }
+}
+
 /// The keys a subprocess agent (command, acp) is started with.
 struct ProcessSettings {
     command: String,
@@ -824,10 +869,10 @@ fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConf
     let kind = *a.kind.get_ref();
     let key = |k: &str| format!("agents.{}.{k}", quote_key(name));
     // Keys that belong to other kinds are mistakes worth a clear word.
-    use AgentKind::{Acp, Command, OpenAi, Script};
+    use AgentKind::{Acp, Command, Kb, OpenAi, Script};
     const PROCESS: &[AgentKind] = &[Command, Acp];
     let span = |v: Option<std::ops::Range<usize>>| v;
-    let present: [KindKey<'_>; 16] = [
+    let present: [KindKey<'_>; 18] = [
         ("rules", span(a.rules.as_ref().map(|v| v.span())), &[Script]),
         ("command", span(a.command.as_ref().map(|v| v.span())), PROCESS),
         ("args", span(a.args.as_ref().map(|v| v.span())), PROCESS),
@@ -876,6 +921,8 @@ fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConf
             span(a.inactivity_timeout_ms.as_ref().map(|v| v.span())),
             &[Acp],
         ),
+        ("paths", span(a.paths.as_ref().map(|v| v.span())), &[Kb]),
+        ("min_score", span(a.min_score.as_ref().map(|v| v.span())), &[Kb]),
     ];
     for (k, span, kinds) in present {
         if let Some(span) = span
@@ -974,6 +1021,29 @@ fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConf
                 allow_permissions: allow,
                 inactivity_timeout: Duration::from_millis(inactivity),
             })
+        }
+        AgentKind::Kb => {
+            let paths = a.paths.ok_or_else(|| required("paths"))?;
+            let span = paths.span();
+            let base = check.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let mut docs = Vec::new();
+            for p in paths.into_inner() {
+                let path = base.join(&p.0);
+                read_markdown(&path, &p.0, &mut docs).map_err(|e| {
+                    check.at(
+                        span.clone(),
+                        format!("`{}`: cannot read {}: {e}", key("paths"), path.display()),
+                    )
+                })?;
+            }
+            let min_score = match &a.min_score {
+                Some(m) if !(*m.get_ref() > 0.0 && m.get_ref().is_finite()) => {
+                    return Err(check.at(m.span(), format!("`{}` must be more than 0", key("min_score"))));
+                }
+                Some(m) => *m.get_ref() as f32,
+                None => tactful_agents::kb::DEFAULT_MIN_SCORE,
+            };
+            AgentConfig::Kb { docs, min_score }
         }
         AgentKind::OpenAi => {
             let model = a.model.ok_or_else(|| required("model"))?;

@@ -42,6 +42,13 @@ enum Command {
         #[arg(long, conflicts_with = "prompts")]
         stats: bool,
     },
+    /// Start a web chat room with two demo personas: no account, no API
+    /// key, no network needed. Open the printed URL.
+    Demo {
+        /// Where to listen (default 127.0.0.1:7878; port 0 picks a free one).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Run tactful live: the configured platforms and personas, until
     /// Ctrl-C or SIGTERM.
     Run {
@@ -91,6 +98,23 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Demo { listen } => {
+            let c = tactful::demo::config(listen, &|k| std::env::var(k).ok())
+                .map_err(|e| InputError(e.to_string()))?;
+            let backend = tactful::demo::backend(&c);
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            runtime.block_on(tactful::live::run(&c, |addr| {
+                use std::io::Write as _;
+                println!("tactful demo: open http://{addr}/ (Ctrl-C to stop)");
+                println!(
+                    "  Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed."
+                );
+                println!("  Personas use {backend}.");
+                let _ = io::stdout().flush();
+            }))?;
+            println!("tactful: stopped");
+            Ok(())
+        }
         Command::Run { config } => {
             let c = load_config(&config)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;

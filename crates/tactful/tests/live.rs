@@ -27,14 +27,17 @@ edit_interval_ms = 100
 shutdown_grace_seconds = 5
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
-    let dir = std::env::temp_dir().join(format!("tactful-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let cfg = dir.join("tactful.toml");
-    std::fs::write(&cfg, CONFIG).expect("config");
+/// A running `tactful` process and the web room URL it printed.
+struct Service {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+    ws_url: String,
+}
+
+fn spawn(args: &[&str]) -> Service {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tactful"))
-        .args(["run", "-c", cfg.to_str().expect("utf-8")])
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -48,51 +51,151 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
         .unwrap_or_else(|| panic!("no URL in {line:?}"))
         .trim_end_matches('/');
     let ws_url = format!("{}/ws", url.replacen("http://", "ws://", 1));
+    Service { child, out, ws_url }
+}
 
+impl Service {
+    /// SIGTERM, then a clean exit that says so.
+    async fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .expect("kill")
+                .success()
+        );
+        let mut child = self.child;
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .expect("join")
+            .expect("wait");
+        assert!(status.success(), "a clean exit on SIGTERM: {status}");
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).expect("rest of stdout");
+        assert!(rest.contains("tactful: stopped"), "{rest:?}");
+    }
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn enter(ws_url: &str, name: &str) -> Socket {
     let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("connect");
-    let send = |v: Value| Ws::Text(v.to_string().into());
-    ws.send(send(json!({ "type": "hello", "name": "Alice" })))
-        .await
-        .expect("hello");
-    ws.send(send(json!({ "type": "join", "room": "lobby" })))
-        .await
-        .expect("join");
-    ws.send(send(
-        json!({ "type": "say", "room": "lobby", "text": "@Docs how do I reset?", "mentions": ["docs"] }),
-    ))
-    .await
-    .expect("say");
-    let reply = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
+    say(&mut ws, json!({ "type": "hello", "name": name })).await;
+    say(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
+    ws
+}
+
+async fn say(ws: &mut Socket, v: Value) {
+    ws.send(Ws::Text(v.to_string().into())).await.expect("send");
+}
+
+/// Bot messages until `done` says the wanted ones arrived (30 s at most).
+async fn bot_messages(ws: &mut Socket, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !done(&got) {
             if let Some(Ok(Ws::Text(t))) = ws.next().await {
                 let v: Value = serde_json::from_str(&t).expect("json");
                 if v["type"] == "message"
                     && v["message"]["sender"]["bot"] == true
-                    && v["message"]["reply_to"].is_string()
+                    && v["message"]["text"] != "…"
                 {
-                    return v;
+                    got.push(v["message"].clone());
                 }
             }
         }
     })
     .await
-    .expect("a reply");
-    assert_eq!(reply["message"]["text"], "Hold the button for 5 s.");
+    .unwrap_or_else(|_| panic!("timed out; got {got:#?}"));
+    got
+}
 
-    let pid = child.id().to_string();
+/// The id of the room's message with this text, from the room's own echo.
+async fn id_of(ws: &mut Socket, text: &str) -> String {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(Ok(Ws::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                if v["type"] == "message" && v["message"]["text"] == text {
+                    return v["message"]["id"].as_str().unwrap_or_default().to_owned();
+                }
+            }
+        }
+    })
+    .await
+    .expect("the message is echoed")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("tactful-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, CONFIG).expect("config");
+    let svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
+    let mut ws = enter(&svc.ws_url, "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs how do I reset?", "mentions": ["docs"] }),
+    )
+    .await;
+    let replies = bot_messages(&mut ws, |got| got.iter().any(|m| m["reply_to"].is_string())).await;
+    let reply = replies
+        .iter()
+        .find(|m| m["reply_to"].is_string())
+        .expect("a reply");
+    assert_eq!(reply["text"], "Hold the button for 5 s.");
+    svc.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
+    let svc = spawn(&["demo", "--listen", "127.0.0.1:0"]);
+    let mut ws = enter(&svc.ws_url, "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "lunch at noon anyone" }),
+    )
+    .await;
+    let chatter = id_of(&mut ws, "lunch at noon anyone").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "what does ambient mode do?" }),
+    )
+    .await;
+    let question = id_of(&mut ws, "what does ambient mode do?").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Host hello there", "mentions": ["host"] }),
+    )
+    .await;
+    let greeting = id_of(&mut ws, "@Host hello there").await;
+    let replies = bot_messages(&mut ws, |got| {
+        got.iter().any(|m| m["reply_to"] == question.as_str())
+            && got.iter().any(|m| m["reply_to"] == greeting.as_str())
+    })
+    .await;
+    let guide = replies
+        .iter()
+        .find(|m| m["reply_to"] == question.as_str())
+        .expect("guide answered");
+    assert_eq!(guide["sender"]["name"], "Guide");
     assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success()
+        guide["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("(from docs/faq.md, \"What is ambient mode?\")"),
+        "{guide}"
     );
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .expect("join")
-        .expect("wait");
-    assert!(status.success(), "a clean exit on SIGTERM: {status}");
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).expect("rest of stdout");
-    assert!(rest.contains("tactful: stopped"), "{rest:?}");
+    let host = replies
+        .iter()
+        .find(|m| m["reply_to"] == greeting.as_str())
+        .expect("host answered");
+    assert_eq!(host["sender"]["name"], "Host");
+    assert!(
+        replies.iter().all(|m| m["reply_to"] != chatter.as_str()),
+        "chatter got no reply: {replies:#?}"
+    );
+    svc.stop().await;
 }

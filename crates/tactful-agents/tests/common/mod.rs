@@ -54,6 +54,7 @@ pub fn turn() -> TurnRequest {
         max_chars: 10_000,
         room_bots: vec![],
         flush_trigger: None,
+        addressed: true,
     }
 }
 

@@ -1,0 +1,97 @@
+//! `tactful demo`: the embedded default a newcomer runs first.
+//!
+//! A web room on 127.0.0.1:7878 with two personas: Guide, in ambient mode,
+//! answers questions about tactful from the documentation built into the
+//! binary (the offline `kb` agent: BM25, a citation, silence below its
+//! relevance threshold); Host, in mention mode, speaks only when
+//! addressed. With `OPENAI_API_KEY` set (and optionally `OPENAI_BASE_URL`
+//! and `TACTFUL_MODEL`), both use that model instead.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use tactful_agents::kb::{DEFAULT_MIN_SCORE, KbDoc};
+use tactful_agents::openai::OpenAiConfig;
+
+use crate::config::{AgentConfig, Config, ConfigError};
+
+const DEMO_TOML: &str = include_str!("demo.toml");
+
+/// The documentation Guide answers from, as built into the binary.
+pub fn builtin_docs() -> Vec<KbDoc> {
+    [
+        ("docs/faq.md", include_str!("../../../docs/faq.md")),
+        ("README.md", include_str!("../../../README.md")),
+        ("docs/config.md", include_str!("../../../docs/config.md")),
+        ("docs/replay.md", include_str!("../../../docs/replay.md")),
+    ]
+    .into_iter()
+    .map(|(source, text)| KbDoc {
+        source: source.to_owned(),
+        text: text.to_owned(),
+    })
+    .collect()
+}
+
+/// The demo's config. `env` answers environment lookups (`OPENAI_API_KEY`,
+/// `OPENAI_BASE_URL`, `TACTFUL_MODEL`).
+pub fn config(
+    listen: Option<SocketAddr>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let mut c = Config::parse(DEMO_TOML, Path::new("(built-in demo config)"), &|_| None)?;
+    c.agents.insert(
+        "docs".to_owned(),
+        AgentConfig::Kb {
+            docs: builtin_docs(),
+            min_score: DEFAULT_MIN_SCORE,
+        },
+    );
+    if let Some(key) = env("OPENAI_API_KEY").filter(|k| !k.trim().is_empty()) {
+        let model = AgentConfig::OpenAi(OpenAiConfig {
+            base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+            model: env("TACTFUL_MODEL").unwrap_or_else(|| "gpt-4o-mini".to_owned()),
+            api_key: Some(key),
+            temperature: None,
+            max_tokens: Some(600),
+            timeout: Duration::from_secs(60),
+            headers: Default::default(),
+        });
+        c.agents.insert("docs".to_owned(), model.clone());
+        c.agents.insert("host".to_owned(), model);
+    }
+    if let (Some(addr), Some(web)) = (listen, c.platforms.web.as_mut()) {
+        web.listen = addr;
+    }
+    Ok(c)
+}
+
+/// Which backend the demo's personas use, for the banner.
+pub fn backend(c: &Config) -> String {
+    match c.agents.get("host") {
+        Some(AgentConfig::OpenAi(o)) => format!("the model {} at {}", o.model, o.base_url),
+        _ => "the built-in offline agents (set OPENAI_API_KEY to use a model)".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_config_is_valid_offline_and_with_a_model() {
+        let c = config(None, &|_| None).expect("valid");
+        assert!(matches!(&c.agents["docs"], AgentConfig::Kb { docs, .. } if docs.len() == 4));
+        assert!(backend(&c).contains("offline"));
+        let env = |k: &str| match k {
+            "OPENAI_API_KEY" => Some("sk-x".to_owned()),
+            "TACTFUL_MODEL" => Some("llama3.2".to_owned()),
+            "OPENAI_BASE_URL" => Some("http://localhost:11434/v1".to_owned()),
+            _ => None,
+        };
+        let c = config(Some("127.0.0.1:0".parse().expect("addr")), &env).expect("valid");
+        assert!(backend(&c).contains("llama3.2 at http://localhost:11434/v1"));
+        assert_eq!(c.platforms.web.as_ref().map(|w| w.listen.port()), Some(0));
+    }
+}
