@@ -92,6 +92,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// A line on stdout for the person running the service. A closed stdout
+/// (the terminal went away, a pipe nobody reads) must not stop the service,
+/// so write errors are ignored where `println!` would panic.
+fn say(line: &str) {
+    use std::io::Write as _;
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 fn load_config(path: &Path) -> anyhow::Result<Config> {
     Config::load(path).map_err(|e| InputError(e.to_string()).into())
 }
@@ -104,26 +114,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let backend = tactful::demo::backend(&c);
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
             runtime.block_on(tactful::live::run(&c, |addr| {
-                use std::io::Write as _;
-                println!("tactful demo: open http://{addr}/ (Ctrl-C to stop)");
-                println!(
-                    "  Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed."
-                );
-                println!("  Personas use {backend}.");
-                let _ = io::stdout().flush();
+                say(&format!(
+                    "tactful demo: open http://{addr}/ (Ctrl-C to stop)\n  \
+                     Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
+                     Personas use {backend}."
+                ));
             }))?;
-            println!("tactful: stopped");
+            say("tactful: stopped");
             Ok(())
         }
         Command::Run { config } => {
             let c = load_config(&config)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
             runtime.block_on(tactful::live::run(&c, |addr| {
-                use std::io::Write as _;
-                println!("tactful: web room at http://{addr}/ (Ctrl-C to stop)");
-                let _ = io::stdout().flush();
+                say(&format!("tactful: web room at http://{addr}/ (Ctrl-C to stop)"));
             }))?;
-            println!("tactful: stopped");
+            say("tactful: stopped");
             Ok(())
         }
         Command::Check { config } => {

@@ -199,3 +199,33 @@ async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
     );
     svc.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_shuts_down_cleanly_when_nobody_reads_its_output() {
+    let Service { child, out, ws_url } = spawn(&["demo", "--listen", "127.0.0.1:0"]);
+    // Whoever started it stops reading: what it prints later goes nowhere.
+    drop(out);
+    let mut ws = enter(&ws_url, "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Host hi", "mentions": ["host"] }),
+    )
+    .await;
+    let replies = bot_messages(&mut ws, |got| !got.is_empty()).await;
+    assert_eq!(replies[0]["sender"]["name"], "Host");
+    // Its last words hit a closed pipe: still a clean exit, not a panic.
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let mut child = child;
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(status.success(), "clean exit with stdout closed: {status}");
+}
