@@ -6,9 +6,11 @@
 //! - [`platform`]: the small trait a chat platform implements.
 
 pub mod delivery;
+pub mod metrics;
 pub mod platform;
 pub mod runtime;
 
 pub use delivery::DeliveryConfig;
+pub use metrics::Metrics;
 pub use platform::{Capabilities, OutMessage, Platform, PlatformError};
 pub use runtime::{Runtime, RuntimeConfig, RuntimeHandle, TraceEvent, wall_clock};

@@ -51,6 +51,20 @@ pub struct RuntimeConfig {
 pub enum TraceEvent {
     /// An engine output (decision, call, send, turn end...).
     Engine(Output),
+    /// A message arrived from a platform.
+    Inbound {
+        /// Its room.
+        room: RoomId,
+    },
+    /// An agent call reported token usage.
+    Usage {
+        /// The persona.
+        persona: tactful_core::PersonaId,
+        /// The `[agents]` key.
+        agent: Arc<str>,
+        /// The counts.
+        usage: tactful_agents::Usage,
+    },
     /// A reply was delivered: the engine's id for it and the platform's.
     /// Sent after the engine learned the platform id.
     Delivered {
@@ -181,6 +195,9 @@ impl Driver {
                 event = rx.recv() => match event {
                     Some(Event::Inbound(msg)) => {
                         if closing.is_none() {
+                            if let Some(trace) = &self.trace {
+                                let _ = trace.send(TraceEvent::Inbound { room: msg.room.clone() });
+                            }
                             self.engine.handle_message(wall_clock(), msg);
                         }
                     }
@@ -294,6 +311,7 @@ impl Driver {
             tx
         });
         let done = self.tx.clone();
+        let trace = self.trace.clone();
         let task = tokio::spawn(async move {
             let mut sink = StreamTo {
                 turn,
@@ -301,7 +319,16 @@ impl Driver {
                 room,
             };
             let result = match agent.run(&req, &mut sink).await {
-                Ok(reply) => AgentResult::Output(reply.text),
+                Ok(reply) => {
+                    if let (Some(usage), Some(trace)) = (reply.usage, &trace) {
+                        let _ = trace.send(TraceEvent::Usage {
+                            persona: req.persona.clone(),
+                            agent: req.agent.clone(),
+                            usage,
+                        });
+                    }
+                    AgentResult::Output(reply.text)
+                }
                 Err(e) => e.into_result(),
             };
             let _ = done.send(Event::AgentDone(turn, result));

@@ -90,6 +90,8 @@ pub struct Config {
     pub platforms: Platforms,
     /// `[runtime]`.
     pub runtime: RuntimeSettings,
+    /// `[server] listen`: where `/healthz` and `/metrics` are served.
+    pub server: Option<std::net::SocketAddr>,
 }
 
 /// The chat platforms to serve.
@@ -263,6 +265,13 @@ struct RawConfig {
     context: Option<Spanned<RawContext>>,
     platforms: Option<RawPlatforms>,
     runtime: Option<RawRuntime>,
+    server: Option<RawServer>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    listen: Spanned<EnvString>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -768,8 +777,19 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
         }
     }
 
+    let server = match &raw.server {
+        Some(s) => Some(s.listen.get_ref().0.parse().map_err(|_| {
+            check.at(
+                s.listen.span(),
+                "`server.listen` must be an address and port, like \"127.0.0.1:9090\"",
+            )
+        })?),
+        None => None,
+    };
+
     Ok(Config {
         path: check.path.to_owned(),
+        server,
         platforms,
         runtime,
         engine: EngineConfig {

@@ -9,15 +9,59 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::{Context as _, bail};
+use axum::Router;
+use axum::routing::get;
 use tactful_agents::Agent;
-use tactful_runtime::{DeliveryConfig, Runtime, RuntimeConfig, wall_clock};
+use tactful_runtime::{DeliveryConfig, Metrics, Runtime, RuntimeConfig, wall_clock};
 use tactful_web::{WebConfig, WebPlatform};
+use tokio::sync::mpsc;
 
 use crate::config::Config;
 
-/// Runs the service until a shutdown signal. `ready` is called with the
-/// web room's address once it listens.
-pub async fn run(config: &Config, ready: impl FnOnce(std::net::SocketAddr)) -> anyhow::Result<()> {
+/// Where the running service can be reached.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// The web room.
+    pub web: std::net::SocketAddr,
+    /// `/healthz` and `/metrics`, when `[server] listen` is set.
+    pub server: Option<std::net::SocketAddr>,
+}
+
+/// Serves `/healthz` and `/metrics`.
+async fn serve_metrics(
+    listen: std::net::SocketAddr,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+    let app = Router::new().route("/healthz", get(|| async { "ok\n" })).route(
+        "/metrics",
+        get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    metrics.render(),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen} (server.listen)"))?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!("metrics server stopped: {e}");
+        }
+    });
+    Ok((addr, task))
+}
+
+/// Runs the service until a shutdown signal. `ready` is called once
+/// everything listens.
+pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Result<()> {
     let Some(web_settings) = &config.platforms.web else {
         bail!("no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\")");
     };
@@ -43,6 +87,15 @@ pub async fn run(config: &Config, ready: impl FnOnce(std::net::SocketAddr)) -> a
         },
         &personas,
     )?;
+    // Every engine output feeds the metrics, off the engine's path.
+    let metrics = Arc::new(Metrics::new());
+    let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
+    let counting = metrics.clone();
+    let counter = tokio::spawn(async move {
+        while let Some(event) = trace_rx.recv().await {
+            counting.observe(&event);
+        }
+    });
     let runtime = Runtime::start(
         RuntimeConfig {
             engine,
@@ -54,18 +107,29 @@ pub async fn run(config: &Config, ready: impl FnOnce(std::net::SocketAddr)) -> a
             shutdown_grace: config.runtime.shutdown_grace,
         },
         Arc::new(web.clone()),
-        None,
+        Some(trace_tx),
     )?;
     web.connect_runtime(runtime.handle());
     let (addr, server) = web
         .serve()
         .await
         .with_context(|| format!("cannot listen on {}", web_settings.listen))?;
-    ready(addr);
+    let metrics_server = match config.server {
+        Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
+        None => None,
+    };
+    ready(Listening {
+        web: addr,
+        server: metrics_server.as_ref().map(|(a, _)| *a),
+    });
     shutdown_signal().await;
     tracing::info!("shutting down");
     runtime.shutdown().await;
     server.abort();
+    counter.abort();
+    if let Some((_, task)) = metrics_server {
+        task.abort();
+    }
     Ok(())
 }
 

@@ -113,7 +113,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| InputError(e.to_string()))?;
             let backend = tactful::demo::backend(&c);
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            runtime.block_on(tactful::live::run(&c, |addr| {
+            runtime.block_on(tactful::live::run(&c, |at| {
+                let addr = at.web;
                 say(&format!(
                     "tactful demo: open http://{addr}/ (Ctrl-C to stop)\n  \
                      Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
@@ -126,8 +127,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => {
             let c = load_config(&config)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            runtime.block_on(tactful::live::run(&c, |addr| {
-                say(&format!("tactful: web room at http://{addr}/ (Ctrl-C to stop)"));
+            runtime.block_on(tactful::live::run(&c, |at| {
+                say(&format!(
+                    "tactful: web room at http://{}/ (Ctrl-C to stop)",
+                    at.web
+                ));
+                if let Some(s) = at.server {
+                    say(&format!(
+                        "tactful: health at http://{s}/healthz, metrics at http://{s}/metrics"
+                    ));
+                }
             }))?;
             say("tactful: stopped");
             Ok(())

@@ -25,7 +25,23 @@ listen = "127.0.0.1:0"
 [runtime]
 edit_interval_ms = 100
 shutdown_grace_seconds = 5
+
+[server]
+listen = "127.0.0.1:0"
 "#;
+
+/// GET a path over plain HTTP/1.1; the body.
+async fn get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
 
 /// A running `tactful` process and the web room URL it printed.
 struct Service {
@@ -133,19 +149,49 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
     std::fs::create_dir_all(&dir).expect("dir");
     let cfg = dir.join("tactful.toml");
     std::fs::write(&cfg, CONFIG).expect("config");
-    let svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
+    let mut svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
+    let mut line = String::new();
+    svc.out.read_line(&mut line).expect("the metrics line");
+    let server = line
+        .split_whitespace()
+        .find_map(|w| {
+            w.strip_prefix("http://")
+                .and_then(|a| a.strip_suffix("/healthz,"))
+        })
+        .unwrap_or_else(|| panic!("no health URL in {line:?}"))
+        .to_owned();
+    assert_eq!(get(&server, "/healthz").await, "ok\n");
+
     let mut ws = enter(&svc.ws_url, "Alice").await;
-    say(
-        &mut ws,
-        json!({ "type": "say", "room": "lobby", "text": "@Docs how do I reset?", "mentions": ["docs"] }),
-    )
-    .await;
+    let ask =
+        json!({ "type": "say", "room": "lobby", "text": "@Docs how do I reset?", "mentions": ["docs"] });
+    say(&mut ws, ask).await;
     let replies = bot_messages(&mut ws, |got| got.iter().any(|m| m["reply_to"].is_string())).await;
     let reply = replies
         .iter()
         .find(|m| m["reply_to"].is_string())
         .expect("a reply");
     assert_eq!(reply["text"], "Hold the button for 5 s.");
+
+    // The metrics count the turn (they are fed asynchronously: poll).
+    let wanted = [
+        "tactful_messages_in_total 1",
+        "tactful_decisions_total{persona=\"docs\",outcome=\"reply\",reason=\"mention\"} 1",
+        "tactful_agent_calls_total{persona=\"docs\",agent=\"main\",kind=\"reply\"} 1",
+        "tactful_sends_total{persona=\"docs\",notice=\"false\"} 1",
+        "tactful_agent_call_seconds_count{kind=\"reply\"} 1",
+    ];
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        metrics = get(&server, "/metrics").await;
+        if wanted.iter().all(|w| metrics.contains(w)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for w in wanted {
+        assert!(metrics.contains(w), "missing {w} in:\n{metrics}");
+    }
     svc.stop().await;
 }
 
