@@ -19,7 +19,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +37,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+use crate::process::spawn_piped;
 use crate::{Agent, AgentError, AgentReply, Deltas, tail};
 
 /// How an ACP agent is started and kept.
@@ -205,20 +205,7 @@ impl AcpAgent {
     /// self-reported name and version.
     async fn connect(&self) -> Result<(Arc<Conn>, String), AgentError> {
         let c = &self.config;
-        let mut cmd = tokio::process::Command::new(&c.command);
-        cmd.args(&c.args)
-            .envs(&c.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(dir) = &c.working_dir {
-            cmd.current_dir(dir);
-        }
-        let mut child = cmd.spawn().map_err(|e| AgentError::Spawn {
-            command: c.command.clone(),
-            reason: e.to_string(),
-        })?;
+        let mut child = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");

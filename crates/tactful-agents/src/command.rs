@@ -8,15 +8,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::TurnRequest;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
+use crate::process::spawn_piped;
 use crate::{Agent, AgentError, AgentReply, Deltas, tail, turn_json};
 
 /// The longest stderr tail quoted in an error.
@@ -55,21 +54,7 @@ impl CommandAgent {
         let c = &self.config;
         let input = serde_json::to_vec(&turn_json::turn_json(turn, &self.contract))
             .map_err(|e| AgentError::Protocol(e.to_string()))?;
-        let mut cmd = Command::new(&c.command);
-        cmd.args(&c.args)
-            .envs(&c.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A cancelled or timed-out turn must not leave the program running.
-            .kill_on_drop(true);
-        if let Some(dir) = &c.working_dir {
-            cmd.current_dir(dir);
-        }
-        let mut child = cmd.spawn().map_err(|e| AgentError::Spawn {
-            command: c.command.clone(),
-            reason: e.to_string(),
-        })?;
+        let mut child = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let mut stderr = child.stderr.take().expect("stderr is piped");

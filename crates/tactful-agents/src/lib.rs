@@ -18,6 +18,7 @@ pub mod acp;
 pub mod command;
 pub mod kb;
 pub mod openai;
+mod process;
 pub mod script;
 
 pub mod turn_json;
