@@ -43,6 +43,10 @@ use crate::rng::Rng;
 use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
+mod restore;
+
+pub use restore::{Counters, MemberSnapshot, RoomSnapshot};
+
 use crate::turn::{AgentResult, FlushTrigger, GateVerdict, TurnKind, TurnRequest, parse_gate_answer};
 
 /// How much of a room the engine keeps and shows agents.
@@ -472,6 +476,9 @@ pub struct Engine {
     max_flushes: usize,
     flushes_running: usize,
     flush_queue: VecDeque<(RoomId, PersonaIdx)>,
+    /// Rooms whose restorable state changed since the driver last asked
+    /// ([`Engine::take_changed_rooms`]).
+    dirty: rustc_hash::FxHashSet<RoomId>,
 }
 
 impl Engine {
@@ -524,6 +531,7 @@ impl Engine {
             max_flushes: config.max_concurrent_flushes,
             flushes_running: 0,
             flush_queue: VecDeque::new(),
+            dirty: rustc_hash::FxHashSet::default(),
         })
     }
 
@@ -593,6 +601,7 @@ impl Engine {
             rooms,
             next_turn,
             out,
+            dirty,
             ..
         } = self;
         let limits = *limits;
@@ -608,20 +617,8 @@ impl Engine {
             });
             return;
         }
-        room.is_dm = msg.is_dm;
-        if is_bot {
-            room.bot_streak = room.bot_streak.saturating_add(1);
-            if author.is_none()
-                && !room
-                    .bots
-                    .iter()
-                    .any(|(b, _)| handle_eq(b.as_str(), msg.sender.id.as_str()))
-            {
-                room.bots.push((msg.sender.id.clone(), msg.sender.name.clone()));
-            }
-        } else {
-            room.bot_streak = 0;
-        }
+        dirty.insert(msg.room.clone());
+        room.note_author(&msg, author, is_bot);
         let reply_author = msg.reply_to.as_ref().map(|r| room.author_of(r));
         let targets = Targets::of(&msg, |h| match persona_of(personas, h) {
             Some(p) => Handle::Persona(p),
@@ -636,17 +633,7 @@ impl Engine {
             reply_author,
             targets,
         };
-        let entry = Arc::new(Entry {
-            id: msg.id.clone(),
-            author: msg.sender.id.clone(),
-            author_name: msg.sender.name.clone(),
-            is_bot,
-            persona: author,
-            text: msg.text.clone(),
-            reply_to: msg.reply_to.clone(),
-            thread: msg.thread.clone(),
-            time: msg.time,
-        });
+        let entry = Arc::new(Entry::of(&msg, author, is_bot));
 
         let mut actions: Vec<(PersonaIdx, Verdict, Option<TurnId>)> = Vec::new();
         let mut recorded = false;
@@ -741,6 +728,7 @@ impl Engine {
         answers_bot: bool,
         flush: Option<GateFor>,
     ) {
+        self.dirty.insert(room_id.clone());
         let room = &self.rooms[room_id];
         let policy = room.policies[p.0 as usize].clone();
         let spec = &self.personas[p.0 as usize];
@@ -989,6 +977,7 @@ impl Engine {
     /// unless a reply was sent), the flush slot, and the ambient buffer it
     /// came from, which may flush again.
     fn finish(&mut self, now: Timestamp, turn_id: TurnId, turn: Turn, sent: bool) {
+        self.dirty.insert(turn.room.clone());
         if let Some(room) = self.rooms.get_mut(&turn.room) {
             let member = &mut room.members[turn.persona.0 as usize];
             if turn.reserved && !sent {
@@ -1231,6 +1220,7 @@ impl Engine {
     /// Takes the buffer and starts its flush (or its gate), with no further
     /// waiting: the hard cap comes here directly.
     fn start_flush(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx, trigger: FlushTrigger) {
+        self.dirty.insert(room_id.clone());
         let persona = self.personas[p.0 as usize].id.clone();
         let room = self.rooms.get_mut(room_id).expect("room exists");
         let policy = room.policies[p.0 as usize].clone();
@@ -1338,6 +1328,7 @@ impl Engine {
     /// so the buffer is cleared and a flush in flight is cancelled (it must
     /// not post after the addressed reply).
     fn preempt_ambient(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx) {
+        self.dirty.insert(room_id.clone());
         let persona = self.personas[p.0 as usize].id.clone();
         // Borrow the room alone (not all of `self`): the timers change too.
         let Some(st) = self
@@ -1403,6 +1394,25 @@ impl Room {
             members: (0..personas.len()).map(|_| PersonaRoom::default()).collect(),
             floor: FxHashMap::default(),
             is_dm: false,
+        }
+    }
+
+    /// Updates what the room knows from a message's author: the bot streak,
+    /// the other bots present, whether it is a DM.
+    fn note_author(&mut self, msg: &Message, author: Option<PersonaIdx>, is_bot: bool) {
+        self.is_dm = msg.is_dm;
+        if is_bot {
+            self.bot_streak = self.bot_streak.saturating_add(1);
+            if author.is_none()
+                && !self
+                    .bots
+                    .iter()
+                    .any(|(b, _)| handle_eq(b.as_str(), msg.sender.id.as_str()))
+            {
+                self.bots.push((msg.sender.id.clone(), msg.sender.name.clone()));
+            }
+        } else {
+            self.bot_streak = 0;
         }
     }
 

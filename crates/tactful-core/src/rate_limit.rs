@@ -47,6 +47,26 @@ impl RateLedger {
         self.reserved = self.reserved.saturating_sub(1);
     }
 
+    /// A ledger holding these sent-reply times and no reservation: how a
+    /// restart gets its budget back from the store.
+    pub fn from_sent(sent: impl IntoIterator<Item = Timestamp>) -> RateLedger {
+        RateLedger {
+            sent: sent.into_iter().collect(),
+            reserved: 0,
+        }
+    }
+
+    /// The sent-reply times still remembered, oldest first.
+    pub fn sent_times(&self) -> impl Iterator<Item = Timestamp> + '_ {
+        self.sent.iter().copied()
+    }
+
+    /// Takes a slot whatever the budget says: a turn that had reserved one
+    /// before a restart resumes with it.
+    pub fn force_reserve(&mut self) {
+        self.reserved += 1;
+    }
+
     /// Replies sent inside the window (as of the last reservation) and
     /// reservations in flight.
     pub fn usage(&self) -> (usize, u32) {

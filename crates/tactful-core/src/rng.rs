@@ -13,6 +13,12 @@ impl Rng {
         Rng(seed)
     }
 
+    /// The generator's state: saved so a restarted engine continues the
+    /// same sequence.
+    pub fn state(&self) -> u64 {
+        self.0
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -11,7 +11,10 @@ use std::ops::{Add, Sub};
 use std::time::Duration;
 
 /// A point in time, in milliseconds since an epoch chosen by the driver.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {

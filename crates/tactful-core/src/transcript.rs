@@ -41,6 +41,21 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// The record of `msg`, written by `author` (a hosted persona, if one).
+    pub fn of(msg: &crate::message::Message, author: Option<PersonaIdx>, is_bot: bool) -> Entry {
+        Entry {
+            id: msg.id.clone(),
+            author: msg.sender.id.clone(),
+            author_name: msg.sender.name.clone(),
+            is_bot,
+            persona: author,
+            text: msg.text.clone(),
+            reply_to: msg.reply_to.clone(),
+            thread: msg.thread.clone(),
+            time: msg.time,
+        }
+    }
+
     /// The speaker tag other participants' turns carry.
     pub fn speaker_tag(&self) -> String {
         speaker_tag(&self.author_name, self.author.as_str(), self.is_bot)

@@ -32,7 +32,8 @@ impl TurnKind {
 }
 
 /// What made an ambient buffer flush.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FlushTrigger {
     /// `ambient.flush_seconds` (with jitter) after the first buffered message.
     Timer,
