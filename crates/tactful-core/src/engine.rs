@@ -151,6 +151,32 @@ pub struct Outgoing {
     pub msgs: Vec<MsgId>,
     /// Whether this is the short notice sent because the turn failed.
     pub notice: bool,
+    /// Whether the room is a direct conversation.
+    pub is_dm: bool,
+}
+
+impl Outgoing {
+    /// The reply as the room hears it, written by the persona (whose
+    /// display name is `name`). The engine records exactly this; a store
+    /// saves it so a restart records it again.
+    pub fn as_heard(&self, name: Arc<str>) -> Message {
+        Message {
+            id: self.id.clone(),
+            room: self.room.clone(),
+            thread: self.thread.clone(),
+            sender: Sender {
+                id: UserId::new(self.persona.as_str()),
+                name,
+                is_bot: true,
+            },
+            text: Arc::from(self.text.as_str()),
+            mentions: Mentions::FromText,
+            reply_to: self.reply_to.clone(),
+            is_dm: self.is_dm,
+            dm_to: self.is_dm.then(|| self.persona.clone()),
+            time: self.at,
+        }
+    }
 }
 
 /// Why a turn sent nothing on purpose.
@@ -924,23 +950,7 @@ impl Engine {
         *n += 1;
         let spec = &self.personas[turn.persona.0 as usize];
         let id = MsgId::new(format!("{}:{n}", spec.id));
-        let echo = Message {
-            id: id.clone(),
-            room: turn.room.clone(),
-            thread: turn.thread.clone(),
-            sender: Sender {
-                id: UserId::new(spec.id.as_str()),
-                name: spec.name.clone(),
-                is_bot: true,
-            },
-            text: Arc::from(body),
-            mentions: Mentions::FromText,
-            reply_to: reply_to.clone(),
-            is_dm: turn.is_dm,
-            dm_to: turn.is_dm.then(|| spec.id.clone()),
-            time: now,
-        };
-        self.out.push_back(Output::Send(Box::new(Outgoing {
+        let outgoing = Outgoing {
             at: now,
             turn: turn_id,
             kind: turn.kind,
@@ -955,7 +965,10 @@ impl Engine {
             unknown_directives: d.unknown_keys,
             msgs: turn.msgs(),
             notice,
-        })));
+            is_dm: turn.is_dm,
+        };
+        let echo = outgoing.as_heard(spec.name.clone());
+        self.out.push_back(Output::Send(Box::new(outgoing)));
         self.finish(now, turn_id, turn, !notice);
         // The room hears the reply like any other message: the author
         // records it as its own, the others as a bot message.
