@@ -3,14 +3,17 @@
 //!
 //! - [`runtime`]: the task that owns the engine and runs turns;
 //! - [`delivery`]: the one path replies leave by, for every platform;
-//! - [`platform`]: the small trait a chat platform implements.
+//! - [`platform`]: the small trait a chat platform implements;
+//! - [`persist`]: saving to the store off the engine's task.
 
 pub mod delivery;
 pub mod metrics;
+pub mod persist;
 pub mod platform;
 pub mod runtime;
 
 pub use delivery::DeliveryConfig;
 pub use metrics::Metrics;
 pub use platform::{Capabilities, OutMessage, Platform, PlatformError};
-pub use runtime::{Runtime, RuntimeConfig, RuntimeHandle, TraceEvent, wall_clock};
+pub use runtime::{Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock};
+pub use tactful_store::Store;

@@ -15,13 +15,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tactful_agents::{Agent, Deltas};
 use tactful_core::{
-    AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, RoomId, Timestamp, TurnId,
-    TurnKind,
+    AgentResult, Counters, Engine, EngineConfig, EngineError, Message, MsgId, Output, PersonaId, RoomId,
+    Timestamp, TurnId, TurnKind,
 };
+use tactful_store::{LoadLimits, Op, PendingTurn, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery};
+use crate::persist::{Batch, Persister};
 use crate::platform::Platform;
 
 /// Wall-clock time as the engine counts it: milliseconds since the Unix
@@ -43,6 +45,23 @@ pub struct RuntimeConfig {
     pub delivery: DeliveryConfig,
     /// How long shutdown waits for turns in flight before cancelling them.
     pub shutdown_grace: Duration,
+    /// Where state is saved, and restored from at start. `None` keeps
+    /// everything in memory (replays, some tests).
+    pub store: Option<Store>,
+}
+
+/// Why the runtime could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The engine refused its config.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// The store could not be read.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The store's writer thread could not start.
+    #[error("cannot start the store writer: {0}")]
+    Thread(#[from] std::io::Error),
 }
 
 /// What the runtime reports as it works: every engine output, and every
@@ -64,6 +83,15 @@ pub enum TraceEvent {
         agent: Arc<str>,
         /// The counts.
         usage: tactful_agents::Usage,
+    },
+    /// State was restored from the store at start.
+    Restored {
+        /// Transcript messages the engine heard again.
+        messages: usize,
+        /// Reply turns that were running and were asked again.
+        resumed: usize,
+        /// Replies decided but unconfirmed, sent again.
+        unsent: usize,
     },
     /// A reply was delivered: the engine's id for it and the platform's.
     /// Sent after the engine learned the platform id.
@@ -106,16 +134,61 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts the engine task. `trace` receives every engine output and
-    /// delivery confirmation, for logs, metrics and tests.
+    /// Starts the engine task. With a store, the engine is first rebuilt
+    /// from it: reply turns that were running are asked again and replies
+    /// decided but not confirmed are sent again. `trace` receives every
+    /// engine output and delivery confirmation, for logs, metrics and tests.
     pub fn start(
         config: RuntimeConfig,
         platform: Arc<dyn Platform>,
         trace: Option<mpsc::UnboundedSender<TraceEvent>>,
-    ) -> Result<Runtime, EngineError> {
-        let engine = Engine::new(config.engine)?;
+    ) -> Result<Runtime, StartError> {
+        let limits = LoadLimits {
+            history: config.engine.context.history,
+            own_ids: config.engine.context.own_ids,
+        };
+        let mut engine = Engine::new(config.engine)?;
+        let names = engine
+            .personas()
+            .iter()
+            .map(|p| (p.id.clone(), p.name.clone()))
+            .collect();
         let (tx, rx) = mpsc::unbounded_channel();
+        let mut restart = Restart::default();
+        let persist = match config.store {
+            Some(store) => {
+                let restored = store.load(limits)?;
+                let now = wall_clock();
+                let messages = restored.rebuild(&mut engine, now);
+                for t in &restored.pending {
+                    restart.ended.push(t.turn);
+                    // Ambient batches are back in their buffers; a gate that
+                    // never answered fails open, as it would on a timeout.
+                    let is_reply = t.kind == TurnKind::Reply || t.kind == TurnKind::Gate;
+                    if is_reply
+                        && engine
+                            .resume_turn(now, &t.room, &t.persona, &t.msgs, t.addressed)
+                            .is_some()
+                    {
+                        restart.resumed += 1;
+                    }
+                }
+                restart.unsent = restored.unsent.into_iter().map(|u| u.out).collect();
+                restart.messages = messages;
+                if messages > 0 || restart.resumed > 0 || !restart.unsent.is_empty() {
+                    tracing::info!(
+                        messages,
+                        resumed = restart.resumed,
+                        unsent = restart.unsent.len(),
+                        "restored from the store"
+                    );
+                }
+                Some(Persister::start(store)?)
+            }
+            None => None,
+        };
         let driver = Driver {
+            counters: engine.counters(),
             engine,
             agents: config.agents,
             delivery: config.delivery,
@@ -125,8 +198,11 @@ impl Runtime {
             tx: tx.clone(),
             rooms: HashMap::new(),
             turns: HashMap::new(),
+            persist,
+            batch: Batch::default(),
+            names,
         };
-        let task = tokio::spawn(driver.run(rx));
+        let task = tokio::spawn(driver.run(rx, restart));
         Ok(Runtime {
             handle: RuntimeHandle { tx },
             task,
@@ -149,6 +225,20 @@ impl Runtime {
     }
 }
 
+/// What a restart left to do once the engine task runs.
+#[derive(Default)]
+struct Restart {
+    messages: usize,
+    resumed: usize,
+    /// Old turn ids that were pending: resumed under new ids or dropped.
+    ended: Vec<TurnId>,
+    unsent: Vec<tactful_core::Outgoing>,
+}
+
+/// A delivery job: the event, and for a reply the store's word that it is
+/// saved (sent only after that).
+type Job = (DeliveryEvent, Option<oneshot::Receiver<()>>);
+
 /// The task that owns the engine.
 struct Driver {
     engine: Engine,
@@ -158,33 +248,62 @@ struct Driver {
     platform: Arc<dyn Platform>,
     trace: Option<mpsc::UnboundedSender<TraceEvent>>,
     tx: mpsc::UnboundedSender<Event>,
-    rooms: HashMap<RoomId, (mpsc::UnboundedSender<DeliveryEvent>, JoinHandle<()>)>,
+    rooms: HashMap<RoomId, (mpsc::UnboundedSender<Job>, JoinHandle<()>)>,
     turns: HashMap<TurnId, JoinHandle<()>>,
+    /// The store's writer, when there is a store.
+    persist: Option<Persister>,
+    /// What this event changed, saved when it is fully handled.
+    batch: Batch,
+    /// Counters as last saved.
+    counters: Counters,
+    /// Persona display names, for saving replies as the room heard them.
+    names: HashMap<PersonaId, Arc<str>>,
 }
 
 /// Streams an agent's text to the room's delivery worker as it arrives.
 struct StreamTo {
     turn: TurnId,
     text: String,
-    room: Option<mpsc::UnboundedSender<DeliveryEvent>>,
+    room: Option<mpsc::UnboundedSender<Job>>,
 }
 
 impl Deltas for StreamTo {
     fn delta(&mut self, piece: &str) {
         self.text.push_str(piece);
         if let Some(room) = &self.room {
-            let _ = room.send(DeliveryEvent::Partial {
-                turn: self.turn,
-                text: self.text.clone(),
-                now: wall_clock(),
-            });
+            let _ = room.send((
+                DeliveryEvent::Partial {
+                    turn: self.turn,
+                    text: self.text.clone(),
+                    now: wall_clock(),
+                },
+                None,
+            ));
         }
     }
 }
 
 impl Driver {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>, restart: Restart) {
         let mut closing: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
+        if self.persist.is_some() {
+            if let Some(trace) = &self.trace {
+                let _ = trace.send(TraceEvent::Restored {
+                    messages: restart.messages,
+                    resumed: restart.resumed,
+                    unsent: restart.unsent.len(),
+                });
+            }
+            self.batch
+                .ops
+                .extend(restart.ended.into_iter().map(Op::TurnEnded));
+            for out in restart.unsent {
+                let tx = self.room(&out.room);
+                let _ = tx.send((DeliveryEvent::Send(Box::new(out)), None));
+            }
+            // Resumed turns are waiting in the engine's outputs.
+            self.drain();
+        }
         loop {
             let wake = self.engine.poll_timeout().map(|t| {
                 let wait = t.saturating_since(wall_clock());
@@ -198,6 +317,9 @@ impl Driver {
                             if let Some(trace) = &self.trace {
                                 let _ = trace.send(TraceEvent::Inbound { room: msg.room.clone() });
                             }
+                            if self.persist.is_some() {
+                                self.batch.ops.push(Op::Heard(msg.clone()));
+                            }
                             self.engine.handle_message(wall_clock(), msg);
                         }
                     }
@@ -207,6 +329,13 @@ impl Driver {
                     }
                     Some(Event::Sent(room, local, platform)) => {
                         self.engine.handle_sent(&room, &local, platform.clone());
+                        if self.persist.is_some() {
+                            self.batch.ops.push(Op::Delivered {
+                                room: room.clone(),
+                                local: local.clone(),
+                                platform: platform.clone(),
+                            });
+                        }
                         if let Some(trace) = &self.trace {
                             let _ = trace.send(TraceEvent::Delivered { room, local, platform });
                         }
@@ -225,9 +354,7 @@ impl Driver {
                     }
                 }
             }
-            while let Some(output) = self.engine.poll_output() {
-                self.act(output);
-            }
+            self.drain();
             if closing.is_some() && self.turns.is_empty() {
                 break;
             }
@@ -237,21 +364,67 @@ impl Driver {
             drop(tx);
             let _ = worker.await;
         }
+        // Deliveries confirmed during the wait above are saved too.
+        while let Ok(event) = rx.try_recv() {
+            if let Event::Sent(room, local, platform) = event {
+                self.batch.ops.push(Op::Delivered {
+                    room,
+                    local,
+                    platform,
+                });
+            }
+        }
+        self.save();
+        if let Some(p) = self.persist.take() {
+            p.finish();
+        }
         if let Some((done, _)) = closing {
             let _ = done.send(());
         }
     }
 
-    fn room(&mut self, room: &RoomId) -> mpsc::UnboundedSender<DeliveryEvent> {
+    /// Acts on every pending engine output, then saves what changed.
+    fn drain(&mut self) {
+        while let Some(output) = self.engine.poll_output() {
+            self.act(output);
+        }
+        self.save();
+    }
+
+    /// Queues this event's changes for the store: the ops gathered while
+    /// acting, the rooms whose snapshot changed, and the counters.
+    fn save(&mut self) {
+        let Some(persist) = &self.persist else {
+            return;
+        };
+        let mut batch = std::mem::take(&mut self.batch);
+        for room in self.engine.take_changed_rooms() {
+            if let Some(snapshot) = self.engine.snapshot_room(&room) {
+                batch.ops.push(Op::Snapshot(room, snapshot));
+            }
+        }
+        let counters = self.engine.counters();
+        if counters != self.counters {
+            batch.ops.push(Op::Counters(counters.clone()));
+            self.counters = counters;
+        }
+        persist.save(batch);
+    }
+
+    fn room(&mut self, room: &RoomId) -> mpsc::UnboundedSender<Job> {
         if let Some((tx, _)) = self.rooms.get(room) {
             return tx.clone();
         }
-        let (tx, mut rx) = mpsc::unbounded_channel::<DeliveryEvent>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let mut delivery = RoomDelivery::new(room.clone(), self.platform.clone(), self.delivery.clone());
         let engine = self.tx.clone();
         let room_id = room.clone();
         let worker = tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
+            while let Some((event, saved)) = rx.recv().await {
+                if let Some(saved) = saved {
+                    // Not sent before it is saved: see `persist`.
+                    let _ = saved.await;
+                }
                 if let Some((local, platform)) = delivery.handle(event).await {
                     let _ = engine.send(Event::Sent(room_id.clone(), local, platform));
                 }
@@ -265,27 +438,70 @@ impl Driver {
         if let Some(trace) = &self.trace {
             let _ = trace.send(TraceEvent::Engine(output.clone()));
         }
+        let saving = self.persist.is_some();
         match output {
-            Output::Decision(d) => tracing::debug!(
-                persona = %d.persona, room = %d.room, msg = %d.msg,
-                outcome = d.outcome.as_str(), reason = d.reason.as_str(), "decision"
-            ),
-            Output::CallAgent(req) => self.start_turn(*req),
+            Output::Decision(d) => {
+                tracing::debug!(
+                    persona = %d.persona, room = %d.room, msg = %d.msg,
+                    outcome = d.outcome.as_str(), reason = d.reason.as_str(), "decision"
+                );
+                if saving {
+                    self.batch.ops.push(Op::Decision(d));
+                }
+            }
+            Output::CallAgent(req) => {
+                // Reply turns (and the gate deciding one) are resumed after
+                // a restart; ambient batches are back in their buffers.
+                let resumable = req.kind == TurnKind::Reply
+                    || (req.kind == TurnKind::Gate && req.flush_trigger.is_none());
+                if saving && resumable {
+                    self.batch.ops.push(Op::TurnStarted(PendingTurn {
+                        turn: req.turn,
+                        kind: req.kind,
+                        room: req.room.clone(),
+                        persona: req.persona.clone(),
+                        msgs: req.triggers.iter().map(|e| e.id.clone()).collect(),
+                        addressed: req.addressed,
+                    }));
+                }
+                self.start_turn(*req);
+            }
             Output::Send(out) => {
+                let saved = saving.then(|| {
+                    let name = self
+                        .names
+                        .get(&out.persona)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::from(out.persona.as_str()));
+                    self.batch.ops.push(Op::Reply {
+                        heard: out.as_heard(name),
+                        out: (*out).clone(),
+                    });
+                    self.batch.ops.push(Op::TurnEnded(out.turn));
+                    let (ack, saved) = oneshot::channel();
+                    self.batch.acks.push(ack);
+                    saved
+                });
                 let tx = self.room(&out.room);
-                let _ = tx.send(DeliveryEvent::Send(out));
+                let _ = tx.send((DeliveryEvent::Send(out), saved));
             }
             Output::Silent(end, _) | Output::Withheld(end, _) | Output::Error(end, _) => {
+                if saving {
+                    self.batch.ops.push(Op::TurnEnded(end.turn));
+                }
                 let tx = self.room(&end.room);
-                let _ = tx.send(DeliveryEvent::Quiet { turn: end.turn });
+                let _ = tx.send((DeliveryEvent::Quiet { turn: end.turn }, None));
             }
             Output::Cancelled(end, reason) => {
                 if let Some(task) = self.turns.remove(&end.turn) {
                     task.abort();
                 }
+                if saving {
+                    self.batch.ops.push(Op::TurnEnded(end.turn));
+                }
                 tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
                 let tx = self.room(&end.room);
-                let _ = tx.send(DeliveryEvent::Quiet { turn: end.turn });
+                let _ = tx.send((DeliveryEvent::Quiet { turn: end.turn }, None));
             }
             Output::Ambient(_) | Output::Dropped { .. } => {}
         }
@@ -302,12 +518,15 @@ impl Driver {
         // usually silent and gate answers are never shown.
         let room = (req.kind == TurnKind::Reply).then(|| {
             let tx = self.room(&req.room);
-            let _ = tx.send(DeliveryEvent::Start {
-                turn,
-                persona: req.persona.clone(),
-                thread: req.thread.clone(),
-                silence_token: req.silence_token.clone(),
-            });
+            let _ = tx.send((
+                DeliveryEvent::Start {
+                    turn,
+                    persona: req.persona.clone(),
+                    thread: req.thread.clone(),
+                    silence_token: req.silence_token.clone(),
+                },
+                None,
+            ));
             tx
         });
         let done = self.tx.clone();

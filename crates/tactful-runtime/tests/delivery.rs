@@ -192,6 +192,7 @@ fn start(
                 placeholder: "…".to_owned(),
             },
             shutdown_grace: Duration::from_secs(20),
+            store: None,
         },
         platform,
         Some(tx),

@@ -25,8 +25,8 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use tactful_core::{
-    Counters, Decision, Engine, Mentions, Message, MsgId, Outgoing, PersonaId, RoomId, RoomSnapshot, Sender, ThreadId,
-    Timestamp, TurnId, TurnKind, UserId,
+    Counters, Decision, Engine, Mentions, Message, MsgId, Outgoing, PersonaId, RoomId, RoomSnapshot, Sender,
+    ThreadId, Timestamp, TurnId, TurnKind, UserId,
 };
 
 /// A store that cannot be opened, read or written.
@@ -251,9 +251,12 @@ impl Store {
         } else {
             Connection::open(path).map_err(open_err)?
         };
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
         schema::migrate(&conn, &shown)?;
         Ok(Store { conn })
     }
@@ -272,14 +275,21 @@ impl Store {
     pub fn load(&self, limits: LoadLimits) -> Result<Restored, StoreError> {
         let counters = self
             .conn
-            .query_row("SELECT json FROM counters WHERE id = 0", [], |r| r.get::<_, String>(0))
+            .query_row("SELECT json FROM counters WHERE id = 0", [], |r| {
+                r.get::<_, String>(0)
+            })
             .optional()?
-            .map(|j| serde_json::from_str(&j).map_err(|source| StoreError::Corrupt { what: "counters", source }))
+            .map(|j| {
+                serde_json::from_str(&j).map_err(|source| StoreError::Corrupt {
+                    what: "counters",
+                    source,
+                })
+            })
             .transpose()?;
         let mut rooms = Vec::new();
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT room FROM messages UNION SELECT room FROM snapshots ORDER BY 1",
-        )?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT room FROM messages UNION SELECT room FROM snapshots ORDER BY 1")?;
         let names: Vec<String> = stmt.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
         for name in names {
             rooms.push(self.load_room(RoomId::new(name), limits)?);
@@ -337,7 +347,9 @@ impl Store {
         let oldest = rows.first().map_or(i64::MAX, |r| r.0);
         let aliases = rows
             .iter()
-            .filter_map(|(_, m, platform, _)| platform.as_ref().map(|p| (m.id.clone(), MsgId::new(p.as_str()))))
+            .filter_map(|(_, m, platform, _)| {
+                platform.as_ref().map(|p| (m.id.clone(), MsgId::new(p.as_str())))
+            })
             .collect();
         let mut older_own = Vec::new();
         let mut stmt = self.conn.prepare_cached(
@@ -370,7 +382,12 @@ impl Store {
                 |r| r.get::<_, String>(0),
             )
             .optional()?
-            .map(|j| serde_json::from_str(&j).map_err(|source| StoreError::Corrupt { what: "room snapshot", source }))
+            .map(|j| {
+                serde_json::from_str(&j).map_err(|source| StoreError::Corrupt {
+                    what: "room snapshot",
+                    source,
+                })
+            })
             .transpose()?;
         Ok(RestoredRoom {
             room,
@@ -398,8 +415,10 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (turn, kind, room, persona, msgs, addressed) = row?;
-            let msgs: Vec<String> =
-                serde_json::from_str(&msgs).map_err(|source| StoreError::Corrupt { what: "pending turn", source })?;
+            let msgs: Vec<String> = serde_json::from_str(&msgs).map_err(|source| StoreError::Corrupt {
+                what: "pending turn",
+                source,
+            })?;
             out.push(PendingTurn {
                 turn: TurnId(turn.max(0) as u64),
                 kind: match kind.as_str() {
@@ -517,7 +536,11 @@ fn kind_name(kind: TurnKind) -> &'static str {
     }
 }
 
-fn insert_message(tx: &rusqlite::Transaction<'_>, m: &Message, persona: Option<&PersonaId>) -> rusqlite::Result<()> {
+fn insert_message(
+    tx: &rusqlite::Transaction<'_>,
+    m: &Message,
+    persona: Option<&PersonaId>,
+) -> rusqlite::Result<()> {
     let mentions = match &m.mentions {
         Mentions::FromText => None,
         Mentions::Explicit(ids) => Some(
@@ -572,7 +595,11 @@ fn apply_one(tx: &rusqlite::Transaction<'_>, op: &Op) -> Result<(), StoreError> 
                 out.notice,
             ])?;
         }
-        Op::Delivered { room, local, platform } => {
+        Op::Delivered {
+            room,
+            local,
+            platform,
+        } => {
             tx.prepare_cached("UPDATE outbox SET delivered = 1 WHERE room = ?1 AND local_id = ?2")?
                 .execute(params![room.as_str(), local.as_str()])?;
             tx.prepare_cached("UPDATE messages SET platform_id = ?3 WHERE room = ?1 AND id = ?2")?

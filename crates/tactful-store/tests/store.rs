@@ -30,7 +30,9 @@ fn hear(engine: &mut Engine, msg: Message, answer: &str, confirm: bool) -> Vec<O
     while let Some(out) = engine.poll_output() {
         match out {
             Output::Decision(d) => ops.push(Op::Decision(d)),
-            Output::CallAgent(req) => engine.handle_agent_result(now, req.turn, AgentResult::Output(answer.into())),
+            Output::CallAgent(req) => {
+                engine.handle_agent_result(now, req.turn, AgentResult::Output(answer.into()))
+            }
             Output::Send(out) => {
                 let heard = out.as_heard("Docs".into());
                 ops.push(Op::Reply {
@@ -70,8 +72,18 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
     let mut e = engine();
     {
         let mut store = Store::open(&path).expect("opens");
-        let mut ops = hear(&mut e, Message::new("h1", "lobby", "alice", "@docs one", at(1)), "[[reply_to:h1]] first", true);
-        ops.extend(hear(&mut e, Message::new("h2", "lobby", "bob", "chatter", at(2)), "x", true));
+        let mut ops = hear(
+            &mut e,
+            Message::new("h1", "lobby", "alice", "@docs one", at(1)),
+            "[[reply_to:h1]] first",
+            true,
+        );
+        ops.extend(hear(
+            &mut e,
+            Message::new("h2", "lobby", "bob", "chatter", at(2)),
+            "x",
+            true,
+        ));
         let mut reply = Message::new("h3", "lobby", "alice", "thanks", at(3));
         reply.reply_to = Some(MsgId::new("pdocs:1"));
         ops.extend(hear(&mut e, reply, "[[reply_to:h3]] second", false));
@@ -84,16 +96,19 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
             addressed: true,
         }));
         store.apply(&ops).expect("saved");
-        store.apply(&[Op::TurnStarted(PendingTurn {
-            turn: tactful_core::TurnId(10),
-            kind: TurnKind::Reply,
-            room: "lobby".into(),
-            persona: "docs".into(),
-            msgs: vec!["h2".into()],
-            addressed: false,
-        })])
-        .expect("saved");
-        store.apply(&[Op::TurnEnded(tactful_core::TurnId(10))]).expect("saved");
+        store
+            .apply(&[Op::TurnStarted(PendingTurn {
+                turn: tactful_core::TurnId(10),
+                kind: TurnKind::Reply,
+                room: "lobby".into(),
+                persona: "docs".into(),
+                msgs: vec!["h2".into()],
+                addressed: false,
+            })])
+            .expect("saved");
+        store
+            .apply(&[Op::TurnEnded(tactful_core::TurnId(10))])
+            .expect("saved");
     }
     let store = Store::open(&path).expect("reopens");
     let restored = store.load(LIMITS).expect("loads");
@@ -102,7 +117,9 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
     // h1 docs:1 h2 h3 docs:2: the last three, oldest first.
     assert_eq!(ids, ["h2", "h3", "docs:2"]);
     assert!(
-        room.older_own.iter().any(|(p, id)| p.as_str() == "docs" && id.as_str() == "docs:1")
+        room.older_own
+            .iter()
+            .any(|(p, id)| p.as_str() == "docs" && id.as_str() == "docs:1")
             && room.older_own.iter().any(|(_, id)| id.as_str() == "pdocs:1"),
         "own messages older than the history are kept with their platform ids: {:?}",
         room.older_own
@@ -111,7 +128,10 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
     let unsent: Vec<&str> = restored.unsent.iter().map(|u| u.out.id.as_str()).collect();
     assert_eq!(unsent, ["docs:2"]);
     assert_eq!(restored.unsent[0].out.text, "second");
-    assert_eq!(restored.unsent[0].out.reply_to.as_ref().map(MsgId::as_str), Some("h3"));
+    assert_eq!(
+        restored.unsent[0].out.reply_to.as_ref().map(MsgId::as_str),
+        Some("h3")
+    );
     let pending: Vec<u64> = restored.pending.iter().map(|t| t.turn.0).collect();
     assert_eq!(pending, [9], "ended turns are forgotten");
     assert_eq!(store.decision_count(&"lobby".into()).expect("counts"), 5);
@@ -137,7 +157,11 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
             _ => None,
         })
         .collect();
-    assert_eq!(reasons, ["reply_to_me"], "a reply to an old own message still addresses it");
+    assert_eq!(
+        reasons,
+        ["reply_to_me"],
+        "a reply to an old own message still addresses it"
+    );
 }
 
 #[test]
@@ -152,7 +176,12 @@ fn a_pending_ambient_buffer_survives_and_flushes_after_its_deadline() {
     };
     let mut e = Engine::new(config.clone()).expect("valid");
     let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
-    let ops = hear(&mut e, Message::new("h1", "lobby", "alice", "anyone know how?", at(1)), "", true);
+    let ops = hear(
+        &mut e,
+        Message::new("h1", "lobby", "alice", "anyone know how?", at(1)),
+        "",
+        true,
+    );
     store.apply(&ops).expect("saved");
     let due = e.poll_timeout().expect("a flush is armed");
 
@@ -185,5 +214,8 @@ fn a_store_from_a_newer_tactful_is_refused_with_a_clear_error() {
 #[test]
 fn an_unwritable_path_names_the_file() {
     let err = Store::open(std::path::Path::new("/nonexistent-dir/sub/tactful.db")).expect_err("fails");
-    assert!(err.to_string().contains("/nonexistent-dir/sub/tactful.db"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent-dir/sub/tactful.db"),
+        "{err}"
+    );
 }

@@ -37,8 +37,9 @@ use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tactful_core::addressing::handle_eq;
-use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, UserId};
+use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, Timestamp, UserId};
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock};
+pub use tactful_store::ShownMessage;
 use tokio::sync::broadcast;
 
 /// The page, embedded in the binary: no CDN, no build step.
@@ -145,6 +146,39 @@ impl WebPlatform {
         })
     }
 
+    /// Shows `history` (oldest first, as the store kept it) to people who
+    /// join, so the rooms survive a restart. New messages get ids after the
+    /// restored ones.
+    pub fn restore(&self, history: impl IntoIterator<Item = ShownMessage>) {
+        let limit = self.shared.config.history;
+        let mut highest = 0;
+        let _ = self.shared.with_rooms(|rooms| {
+            for m in history {
+                if let Some(n) =
+                    m.id.as_str()
+                        .strip_prefix('w')
+                        .and_then(|n| n.parse::<u64>().ok())
+                {
+                    highest = highest.max(n);
+                }
+                let sender = Member {
+                    id: m.sender.to_string(),
+                    name: m.sender_name,
+                    bot: m.is_bot,
+                };
+                rooms.entry(m.room.to_string()).or_default().record(
+                    m.id.to_string(),
+                    sender,
+                    &m.text,
+                    m.reply_to.as_ref().map(MsgId::as_str),
+                    m.time,
+                    limit,
+                );
+            }
+        });
+        self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
+    }
+
     /// Where people's messages go: the runtime's inbound handle.
     pub fn connect_runtime(&self, handle: RuntimeHandle) {
         if let Ok(mut r) = self.shared.runtime.lock() {
@@ -187,34 +221,67 @@ impl Shared {
     /// Records a message in its room and tells everyone there.
     fn post(&self, room_id: &str, sender: Member, text: &str, reply_to: Option<&str>) -> String {
         let id = self.new_id();
-        let Ok(mut rooms) = self.rooms.lock() else {
-            return id;
-        };
-        let room = rooms.entry(room_id.to_owned()).or_default();
+        let recorded = self.with_rooms(|rooms| {
+            let room = rooms.entry(room_id.to_owned()).or_default();
+            room.record(
+                id.clone(),
+                sender,
+                text,
+                reply_to,
+                wall_clock(),
+                self.config.history,
+            )
+        });
+        if let Ok(msg) = recorded {
+            self.publish(
+                room_id,
+                json!({ "type": "message", "room": room_id, "message": msg }),
+            );
+        }
+        id
+    }
+
+    /// Runs `f` on the rooms under their lock.
+    fn with_rooms<T>(&self, f: impl FnOnce(&mut HashMap<String, Room>) -> T) -> Result<T, PlatformError> {
+        let mut rooms = self
+            .rooms
+            .lock()
+            .map_err(|_| PlatformError("the web room's state is poisoned".into()))?;
+        Ok(f(&mut rooms))
+    }
+}
+
+impl Room {
+    /// Appends a message (quoting what it replies to) and keeps the last
+    /// `limit`.
+    fn record(
+        &mut self,
+        id: String,
+        sender: Member,
+        text: &str,
+        reply_to: Option<&str>,
+        time: Timestamp,
+        limit: usize,
+    ) -> WebMsg {
         let quote = reply_to.and_then(|r| {
-            room.history
+            self.history
                 .iter()
                 .find(|m| m.id == r)
                 .map(|m| json!({ "sender_name": m.sender.name, "text": clip(&m.text, 200) }))
         });
         let msg = WebMsg {
-            id: id.clone(),
+            id,
             sender,
             text: text.to_owned(),
             reply_to: reply_to.map(str::to_owned),
             quote,
-            time: wall_clock().to_rfc3339(),
+            time: time.to_rfc3339(),
         };
-        room.history.push_back(msg.clone());
-        while room.history.len() > self.config.history {
-            room.history.pop_front();
+        self.history.push_back(msg.clone());
+        while self.history.len() > limit {
+            self.history.pop_front();
         }
-        drop(rooms);
-        self.publish(
-            room_id,
-            json!({ "type": "message", "room": room_id, "message": msg }),
-        );
-        id
+        msg
     }
 }
 
@@ -279,17 +346,14 @@ impl Platform for WebPlatform {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            let mut rooms = self
-                .shared
-                .rooms
-                .lock()
-                .map_err(|_| PlatformError("state poisoned".into()))?;
-            let m = rooms
-                .get_mut(room.as_str())
-                .and_then(|r| r.history.iter_mut().find(|m| m.id == id.as_str()))
-                .ok_or_else(|| PlatformError(format!("no message {id} in {room}")))?;
-            m.text = text.to_owned();
-            drop(rooms);
+            self.shared.with_rooms(|rooms| {
+                let m = rooms
+                    .get_mut(room.as_str())
+                    .and_then(|r| r.history.iter_mut().find(|m| m.id == id.as_str()))
+                    .ok_or_else(|| PlatformError(format!("no message {id} in {room}")))?;
+                m.text = text.to_owned();
+                Ok::<_, PlatformError>(())
+            })??;
             self.shared.publish(
                 room.as_str(),
                 json!({ "type": "edit", "room": room.as_str(), "id": id.as_str(), "text": text }),
@@ -305,15 +369,11 @@ impl Platform for WebPlatform {
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            let mut rooms = self
-                .shared
-                .rooms
-                .lock()
-                .map_err(|_| PlatformError("state poisoned".into()))?;
-            if let Some(r) = rooms.get_mut(room.as_str()) {
-                r.history.retain(|m| m.id != id.as_str());
-            }
-            drop(rooms);
+            self.shared.with_rooms(|rooms| {
+                if let Some(r) = rooms.get_mut(room.as_str()) {
+                    r.history.retain(|m| m.id != id.as_str());
+                }
+            })?;
             self.shared.publish(
                 room.as_str(),
                 json!({ "type": "delete", "room": room.as_str(), "id": id.as_str() }),

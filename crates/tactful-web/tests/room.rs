@@ -56,6 +56,7 @@ async fn start() -> Room {
             agents,
             delivery: DeliveryConfig::default(),
             shutdown_grace: Duration::from_secs(10),
+            store: None,
         },
         Arc::new(web.clone()),
         Some(tx),

@@ -92,6 +92,10 @@ pub struct Config {
     pub runtime: RuntimeSettings,
     /// `[server] listen`: where `/healthz` and `/metrics` are served.
     pub server: Option<std::net::SocketAddr>,
+    /// `[store] path`: the SQLite file state is kept in. Relative paths are
+    /// read from the config's folder; default `tactful.db` there;
+    /// `:memory:` keeps nothing across restarts.
+    pub store: PathBuf,
 }
 
 /// The chat platforms to serve.
@@ -266,6 +270,13 @@ struct RawConfig {
     platforms: Option<RawPlatforms>,
     runtime: Option<RawRuntime>,
     server: Option<RawServer>,
+    store: Option<RawStore>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    path: Option<Spanned<EnvString>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -787,9 +798,23 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
         None => None,
     };
 
+    let folder = check.path.parent().unwrap_or(Path::new("."));
+    let store = match raw.store.as_ref().and_then(|s| s.path.as_ref()) {
+        Some(p) if p.get_ref().0.trim().is_empty() => {
+            return Err(check.at(
+                p.span(),
+                "`store.path` is empty: name a file, or \":memory:\" to keep nothing",
+            ));
+        }
+        Some(p) if p.get_ref().0 == ":memory:" => PathBuf::from(":memory:"),
+        Some(p) => folder.join(&p.get_ref().0),
+        None => folder.join("tactful.db"),
+    };
+
     Ok(Config {
         path: check.path.to_owned(),
         server,
+        store,
         platforms,
         runtime,
         engine: EngineConfig {

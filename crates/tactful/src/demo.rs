@@ -8,9 +8,10 @@
 //! and `TACTFUL_MODEL`), both use that model instead.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::Context as _;
 use tactful_agents::kb::{DEFAULT_MIN_SCORE, KbDoc};
 use tactful_agents::openai::OpenAiConfig;
 
@@ -67,6 +68,24 @@ pub fn config(
     Ok(c)
 }
 
+/// Where the demo keeps its rooms unless told otherwise:
+/// `$XDG_STATE_HOME/tactful/demo.db`, else `~/.local/state/tactful/demo.db`
+/// (the folder is created). Without either variable, nothing is kept.
+pub fn default_store(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<PathBuf> {
+    let folder = match (env("XDG_STATE_HOME"), env("HOME")) {
+        (Some(state), _) if !state.is_empty() => PathBuf::from(state).join("tactful"),
+        (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".local/state/tactful"),
+        _ => return Ok(PathBuf::from(":memory:")),
+    };
+    std::fs::create_dir_all(&folder).with_context(|| {
+        format!(
+            "cannot create {} for the demo's rooms (or pass --store)",
+            folder.display()
+        )
+    })?;
+    Ok(folder.join("demo.db"))
+}
+
 /// Which backend the demo's personas use, for the banner.
 pub fn backend(c: &Config) -> String {
     match c.agents.get("host") {
@@ -93,5 +112,25 @@ mod tests {
         let c = config(Some("127.0.0.1:0".parse().expect("addr")), &env).expect("valid");
         assert!(backend(&c).contains("llama3.2 at http://localhost:11434/v1"));
         assert_eq!(c.platforms.web.as_ref().map(|w| w.listen.port()), Some(0));
+    }
+
+    #[test]
+    fn the_demo_keeps_its_rooms_in_the_state_folder() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = dir.path().join("state");
+        let env = |k: &str| (k == "XDG_STATE_HOME").then(|| state.clone().into_os_string());
+        let path = default_store(&env).expect("a path");
+        assert_eq!(path, state.join("tactful/demo.db"));
+        assert!(state.join("tactful").is_dir(), "the folder is created");
+        let home = dir.path().to_owned();
+        let env = |k: &str| (k == "HOME").then(|| home.clone().into_os_string());
+        assert_eq!(
+            default_store(&env).expect("a path"),
+            dir.path().join(".local/state/tactful/demo.db")
+        );
+        assert_eq!(
+            default_store(&|_| None).expect("a path"),
+            PathBuf::from(":memory:")
+        );
     }
 }

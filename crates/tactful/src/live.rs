@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
-use tactful_runtime::{DeliveryConfig, Metrics, Runtime, RuntimeConfig, wall_clock};
+use tactful_runtime::{DeliveryConfig, Metrics, Runtime, RuntimeConfig, Store, wall_clock};
 use tactful_web::{WebConfig, WebPlatform};
 use tokio::sync::mpsc;
 
@@ -78,6 +78,10 @@ pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Resu
         .iter()
         .map(|p| (p.id.clone(), p.name.to_string()))
         .collect();
+    let store = Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
+    let shown = store
+        .shown_history(web_settings.history)
+        .context("cannot read the web room's history from the store")?;
     let web = WebPlatform::new(
         WebConfig {
             listen: web_settings.listen,
@@ -87,6 +91,8 @@ pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Resu
         },
         &personas,
     )?;
+    // Before the runtime starts: replies it sends again must come after.
+    web.restore(shown);
     // Every engine output feeds the metrics, off the engine's path.
     let metrics = Arc::new(Metrics::new());
     let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
@@ -105,6 +111,7 @@ pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Resu
                 placeholder: "…".to_owned(),
             },
             shutdown_grace: config.runtime.shutdown_grace,
+            store: Some(store),
         },
         Arc::new(web.clone()),
         Some(trace_tx),

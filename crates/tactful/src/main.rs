@@ -48,6 +48,11 @@ enum Command {
         /// Where to listen (default 127.0.0.1:7878; port 0 picks a free one).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
+        /// The SQLite file the rooms are kept in (default: demo.db in
+        /// $XDG_STATE_HOME/tactful or ~/.local/state/tactful; `:memory:`
+        /// keeps nothing).
+        #[arg(long, value_name = "PATH")]
+        store: Option<PathBuf>,
     },
     /// Run tactful live: the configured platforms and personas, until
     /// Ctrl-C or SIGTERM.
@@ -108,17 +113,26 @@ fn load_config(path: &Path) -> anyhow::Result<Config> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo { listen } => {
-            let c = tactful::demo::config(listen, &|k| std::env::var(k).ok())
+        Command::Demo { listen, store } => {
+            let mut c = tactful::demo::config(listen, &|k| std::env::var(k).ok())
                 .map_err(|e| InputError(e.to_string()))?;
+            c.store = match store {
+                Some(path) => path,
+                None => tactful::demo::default_store(&|k| std::env::var_os(k))?,
+            };
             let backend = tactful::demo::backend(&c);
+            let kept = if c.store.as_os_str() == ":memory:" {
+                "nothing is kept after it stops".to_owned()
+            } else {
+                format!("rooms are kept in {}", c.store.display())
+            };
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
             runtime.block_on(tactful::live::run(&c, |at| {
                 let addr = at.web;
                 say(&format!(
                     "tactful demo: open http://{addr}/ (Ctrl-C to stop)\n  \
                      Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
-                     Personas use {backend}."
+                     Personas use {backend}; {kept}."
                 ));
             }))?;
             say("tactful: stopped");

@@ -29,7 +29,7 @@ fn the_demo_works_in_a_real_browser() {
         return;
     }
     let mut demo = Command::new(env!("CARGO_BIN_EXE_tactful"))
-        .args(["demo", "--listen", "127.0.0.1:0"])
+        .args(["demo", "--listen", "127.0.0.1:0", "--store", ":memory:"])
         .env_remove("OPENAI_API_KEY")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
