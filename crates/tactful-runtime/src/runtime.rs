@@ -475,7 +475,7 @@ impl Driver {
                         .unwrap_or_else(|| Arc::from(out.persona.as_str()));
                     self.batch.ops.push(Op::Reply {
                         heard: out.as_heard(name),
-                        out: (*out).clone(),
+                        out: out.clone(),
                     });
                     self.batch.ops.push(Op::TurnEnded(out.turn));
                     let (ack, saved) = oneshot::channel();

@@ -73,7 +73,7 @@ pub enum Op {
     /// the room heard it, and the outbox holds it until [`Op::Delivered`].
     Reply {
         /// The reply.
-        out: Outgoing,
+        out: Box<Outgoing>,
         /// It as the room heard it (author name included).
         heard: Message,
     },

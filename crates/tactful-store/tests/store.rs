@@ -36,7 +36,7 @@ fn hear(engine: &mut Engine, msg: Message, answer: &str, confirm: bool) -> Vec<O
             Output::Send(out) => {
                 let heard = out.as_heard("Docs".into());
                 ops.push(Op::Reply {
-                    out: (*out).clone(),
+                    out: out.clone(),
                     heard,
                 });
                 if confirm {

@@ -1,13 +1,14 @@
 //! `tactful run` as a user runs it: the web room answers, and SIGTERM
 //! stops it cleanly.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Command, Stdio};
+mod common;
+
+use std::io::BufRead;
+use std::process::Command;
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
-use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message as Ws;
+use common::{Service, bot_messages, enter, get, id_of, say, spawn};
+use serde_json::json;
 
 const CONFIG: &str = r#"
 [[persona]]
@@ -30,124 +31,10 @@ shutdown_grace_seconds = 5
 listen = "127.0.0.1:0"
 "#;
 
-/// GET a path over plain HTTP/1.1; the body.
-async fn get(addr: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.expect("read");
-    out.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default()
-}
-
-/// A running `tactful` process and the web room URL it printed.
-struct Service {
-    child: std::process::Child,
-    out: BufReader<std::process::ChildStdout>,
-    ws_url: String,
-}
-
-fn spawn(args: &[&str]) -> Service {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tactful"))
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tactful starts");
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    out.read_line(&mut line).expect("the ready line");
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no URL in {line:?}"))
-        .trim_end_matches('/');
-    let ws_url = format!("{}/ws", url.replacen("http://", "ws://", 1));
-    Service { child, out, ws_url }
-}
-
-impl Service {
-    /// SIGTERM, then a clean exit that says so.
-    async fn stop(mut self) {
-        let pid = self.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .expect("kill")
-                .success()
-        );
-        let mut child = self.child;
-        let status = tokio::task::spawn_blocking(move || child.wait())
-            .await
-            .expect("join")
-            .expect("wait");
-        assert!(status.success(), "a clean exit on SIGTERM: {status}");
-        let mut rest = String::new();
-        self.out.read_to_string(&mut rest).expect("rest of stdout");
-        assert!(rest.contains("tactful: stopped"), "{rest:?}");
-    }
-}
-
-type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn enter(ws_url: &str, name: &str) -> Socket {
-    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("connect");
-    say(&mut ws, json!({ "type": "hello", "name": name })).await;
-    say(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
-    ws
-}
-
-async fn say(ws: &mut Socket, v: Value) {
-    ws.send(Ws::Text(v.to_string().into())).await.expect("send");
-}
-
-/// Bot messages until `done` says the wanted ones arrived (30 s at most).
-async fn bot_messages(ws: &mut Socket, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let mut got = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), async {
-        while !done(&got) {
-            if let Some(Ok(Ws::Text(t))) = ws.next().await {
-                let v: Value = serde_json::from_str(&t).expect("json");
-                if v["type"] == "message"
-                    && v["message"]["sender"]["bot"] == true
-                    && v["message"]["text"] != "…"
-                {
-                    got.push(v["message"].clone());
-                }
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("timed out; got {got:#?}"));
-    got
-}
-
-/// The id of the room's message with this text, from the room's own echo.
-async fn id_of(ws: &mut Socket, text: &str) -> String {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            if let Some(Ok(Ws::Text(t))) = ws.next().await {
-                let v: Value = serde_json::from_str(&t).expect("json");
-                if v["type"] == "message" && v["message"]["text"] == text {
-                    return v["message"]["id"].as_str().unwrap_or_default().to_owned();
-                }
-            }
-        }
-    })
-    .await
-    .expect("the message is echoed")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
-    let dir = std::env::temp_dir().join(format!("tactful-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let cfg = dir.join("tactful.toml");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tactful.toml");
     std::fs::write(&cfg, CONFIG).expect("config");
     let mut svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
     let mut line = String::new();
@@ -197,7 +84,7 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
-    let svc = spawn(&["demo", "--listen", "127.0.0.1:0"]);
+    let svc = spawn(&["demo", "--listen", "127.0.0.1:0", "--store", ":memory:"]);
     let mut ws = enter(&svc.ws_url, "Alice").await;
     say(
         &mut ws,
@@ -248,7 +135,7 @@ async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_service_shuts_down_cleanly_when_nobody_reads_its_output() {
-    let Service { child, out, ws_url } = spawn(&["demo", "--listen", "127.0.0.1:0"]);
+    let Service { child, out, ws_url } = spawn(&["demo", "--listen", "127.0.0.1:0", "--store", ":memory:"]);
     // Whoever started it stops reading: what it prints later goes nowhere.
     drop(out);
     let mut ws = enter(&ws_url, "Alice").await;

@@ -1,0 +1,156 @@
+//! Driving a `tactful` process and its web room from tests.
+#![allow(dead_code)] // each test file uses some of these
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+/// GET a path over plain HTTP/1.1; the body.
+pub async fn get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.expect("read");
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default()
+}
+
+/// A running `tactful` process and the web room URL it printed.
+pub struct Service {
+    pub child: Reaper,
+    pub out: BufReader<std::process::ChildStdout>,
+    pub ws_url: String,
+}
+
+pub fn spawn(args: &[&str]) -> Service {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .stdout(Stdio::piped())
+        .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .expect("tactful starts");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("the ready line");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no URL in {line:?}"))
+        .trim_end_matches('/');
+    let ws_url = format!("{}/ws", url.replacen("http://", "ws://", 1));
+    Service {
+        child: Reaper(child),
+        out,
+        ws_url,
+    }
+}
+
+/// A child process killed when dropped: a failed test must not leave the
+/// service running.
+pub struct Reaper(pub std::process::Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Reaper {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaper {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Service {
+    /// SIGTERM, then a clean exit that says so.
+    pub async fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .expect("kill")
+                .success()
+        );
+        let mut child = self.child;
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .expect("join")
+            .expect("wait");
+        assert!(status.success(), "a clean exit on SIGTERM: {status}");
+        let mut rest = String::new();
+        self.out.read_to_string(&mut rest).expect("rest of stdout");
+        assert!(rest.contains("tactful: stopped"), "{rest:?}");
+    }
+}
+
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+pub async fn enter(ws_url: &str, name: &str) -> Socket {
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("connect");
+    say(&mut ws, json!({ "type": "hello", "name": name })).await;
+    say(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
+    ws
+}
+
+pub async fn say(ws: &mut Socket, v: Value) {
+    ws.send(Ws::Text(v.to_string().into())).await.expect("send");
+}
+
+/// Bot messages until `done` says the wanted ones arrived (30 s at most).
+pub async fn bot_messages(ws: &mut Socket, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !done(&got) {
+            if let Some(Ok(Ws::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                if v["type"] == "message"
+                    && v["message"]["sender"]["bot"] == true
+                    && v["message"]["text"] != "…"
+                {
+                    got.push(v["message"].clone());
+                }
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out; got {got:#?}"));
+    got
+}
+
+/// The id of the room's message with this text, from the room's own echo.
+pub async fn id_of(ws: &mut Socket, text: &str) -> String {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(Ok(Ws::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                if v["type"] == "message" && v["message"]["text"] == text {
+                    return v["message"]["id"].as_str().unwrap_or_default().to_owned();
+                }
+            }
+        }
+    })
+    .await
+    .expect("the message is echoed")
+}
