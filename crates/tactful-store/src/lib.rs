@@ -11,8 +11,7 @@
 //!   and the engine's id counters;
 //! - reply turns started but not ended, so a restart asks again;
 //! - the outbox: replies decided but not yet confirmed sent, so a restart
-//!   sends them once;
-//! - agent session handles, so a coding agent can resume its session.
+//!   sends them once.
 //!
 //! The file uses WAL with `synchronous = NORMAL`: a committed transaction
 //! survives the process being killed at any instant; a power cut may lose
@@ -97,17 +96,6 @@ pub enum Op {
     TurnStarted(PendingTurn),
     /// A turn ended, whatever the outcome.
     TurnEnded(TurnId),
-    /// An agent session was opened for (agent, room, persona).
-    Session {
-        /// The `[agents]` key.
-        agent: String,
-        /// The room.
-        room: RoomId,
-        /// The persona.
-        persona: PersonaId,
-        /// The agent's session id; `None` forgets it.
-        handle: Option<String>,
-    },
 }
 
 /// A reply turn that was running.
@@ -501,22 +489,6 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Saved agent sessions: (agent, room, persona) → session id.
-    pub fn sessions(&self) -> Result<Vec<(String, RoomId, PersonaId, String)>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT agent, room, persona, handle FROM sessions ORDER BY agent, room, persona")?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                RoomId::new(r.get::<_, String>(1)?),
-                PersonaId::new(r.get::<_, String>(2)?),
-                r.get::<_, String>(3)?,
-            ))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
     /// How many decisions the trace holds for `room` (for tests and the
     /// console).
     pub fn decision_count(&self, room: &RoomId) -> Result<u64, StoreError> {
@@ -647,23 +619,6 @@ fn apply_one(tx: &rusqlite::Transaction<'_>, op: &Op) -> Result<(), StoreError> 
             tx.prepare_cached("DELETE FROM pending_turns WHERE turn = ?1")?
                 .execute([turn.0 as i64])?;
         }
-        Op::Session {
-            agent,
-            room,
-            persona,
-            handle,
-        } => match handle {
-            Some(h) => {
-                tx.prepare_cached(
-                    "INSERT OR REPLACE INTO sessions (agent, room, persona, handle) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![agent, room.as_str(), persona.as_str(), h])?;
-            }
-            None => {
-                tx.prepare_cached("DELETE FROM sessions WHERE agent = ?1 AND room = ?2 AND persona = ?3")?
-                    .execute(params![agent, room.as_str(), persona.as_str()])?;
-            }
-        },
     }
     Ok(())
 }

@@ -67,14 +67,6 @@ CREATE TABLE outbox (
     PRIMARY KEY (room, local_id)
 );
 CREATE INDEX outbox_unsent ON outbox (delivered) WHERE delivered IS NULL;
-
-CREATE TABLE sessions (
-    agent   TEXT NOT NULL,
-    room    TEXT NOT NULL,
-    persona TEXT NOT NULL,
-    handle  TEXT NOT NULL,
-    PRIMARY KEY (agent, room, persona)
-);
 "];
 
 /// Brings the file at `path` to the current version.

@@ -32,6 +32,7 @@ use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
@@ -191,6 +192,13 @@ impl WebPlatform {
     pub async fn serve(&self) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         let listener = tokio::net::TcpListener::bind(self.shared.config.listen).await?;
         let addr = listener.local_addr()?;
+        // Each chat event is a small frame: with Nagle on, one written right
+        // after another waits for the peer's delayed ACK (tens of ms).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
         let app = Router::new()
             .route("/", get(page))
             .route("/ws", get(ws))

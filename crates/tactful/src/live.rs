@@ -62,82 +62,120 @@ async fn serve_metrics(
 /// Runs the service until a shutdown signal. `ready` is called once
 /// everything listens.
 pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Result<()> {
-    let Some(web_settings) = &config.platforms.web else {
-        bail!("no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\")");
-    };
-    let agents: HashMap<String, Arc<dyn Agent>> = config
-        .agents
-        .iter()
-        .map(|(name, a)| (name.clone(), a.build(&config.contract)))
-        .collect();
-    let mut engine = config.engine.clone();
-    // Ambient jitter only needs to differ between runs and rooms.
-    engine.seed = wall_clock().as_millis();
-    let personas: Vec<_> = engine
-        .personas
-        .iter()
-        .map(|p| (p.id.clone(), p.name.to_string()))
-        .collect();
-    let store = Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
-    let shown = store
-        .shown_history(web_settings.history)
-        .context("cannot read the web room's history from the store")?;
-    let web = WebPlatform::new(
-        WebConfig {
-            listen: web_settings.listen,
-            auth_token: web_settings.auth_token.clone(),
-            history: web_settings.history,
-            max_message_chars: 4000,
-        },
-        &personas,
-    )?;
-    // Before the runtime starts: replies it sends again must come after.
-    web.restore(shown);
-    // Every engine output feeds the metrics, off the engine's path.
-    let metrics = Arc::new(Metrics::new());
-    let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
-    let counting = metrics.clone();
-    let counter = tokio::spawn(async move {
-        while let Some(event) = trace_rx.recv().await {
-            counting.observe(&event);
-        }
-    });
-    let runtime = Runtime::start(
-        RuntimeConfig {
-            engine,
-            agents,
-            delivery: DeliveryConfig {
-                edit_interval: config.runtime.edit_interval,
-                placeholder: "…".to_owned(),
-            },
-            shutdown_grace: config.runtime.shutdown_grace,
-            store: Some(store),
-        },
-        Arc::new(web.clone()),
-        Some(trace_tx),
-    )?;
-    web.connect_runtime(runtime.handle());
-    let (addr, server) = web
-        .serve()
-        .await
-        .with_context(|| format!("cannot listen on {}", web_settings.listen))?;
-    let metrics_server = match config.server {
-        Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
-        None => None,
-    };
-    ready(Listening {
-        web: addr,
-        server: metrics_server.as_ref().map(|(a, _)| *a),
-    });
+    let service = Service::start(config).await?;
+    ready(service.listening);
     shutdown_signal().await;
     tracing::info!("shutting down");
-    runtime.shutdown().await;
-    server.abort();
-    counter.abort();
-    if let Some((_, task)) = metrics_server {
-        task.abort();
-    }
+    service.stop().await;
     Ok(())
+}
+
+/// A running service: what `tactful run` starts, for embedding (the service
+/// benchmark drives one in-process).
+pub struct Service {
+    /// Where it can be reached.
+    pub listening: Listening,
+    /// The web room, to hand messages in directly.
+    pub web: WebPlatform,
+    runtime: Runtime,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Service {
+    /// Stops gracefully: turns in flight finish within the grace period,
+    /// decided replies are delivered, the store is flushed.
+    pub async fn stop(self) {
+        self.runtime.shutdown().await;
+        for task in self.tasks {
+            task.abort();
+        }
+    }
+
+    /// The runtime's inbound handle.
+    pub fn handle(&self) -> tactful_runtime::RuntimeHandle {
+        self.runtime.handle()
+    }
+
+    /// Starts every configured platform and persona, restoring from the
+    /// store.
+    pub async fn start(config: &Config) -> anyhow::Result<Service> {
+        let Some(web_settings) = &config.platforms.web else {
+            bail!("no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\")");
+        };
+        let agents: HashMap<String, Arc<dyn Agent>> = config
+            .agents
+            .iter()
+            .map(|(name, a)| (name.clone(), a.build(&config.contract)))
+            .collect();
+        let mut engine = config.engine.clone();
+        // Ambient jitter only needs to differ between runs and rooms.
+        engine.seed = wall_clock().as_millis();
+        let personas: Vec<_> = engine
+            .personas
+            .iter()
+            .map(|p| (p.id.clone(), p.name.to_string()))
+            .collect();
+        let store =
+            Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
+        let shown = store
+            .shown_history(web_settings.history)
+            .context("cannot read the web room's history from the store")?;
+        let web = WebPlatform::new(
+            WebConfig {
+                listen: web_settings.listen,
+                auth_token: web_settings.auth_token.clone(),
+                history: web_settings.history,
+                max_message_chars: 4000,
+            },
+            &personas,
+        )?;
+        // Before the runtime starts: replies it sends again must come after.
+        web.restore(shown);
+        // Every engine output feeds the metrics, off the engine's path.
+        let metrics = Arc::new(Metrics::new());
+        let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
+        let counting = metrics.clone();
+        let counter = tokio::spawn(async move {
+            while let Some(event) = trace_rx.recv().await {
+                counting.observe(&event);
+            }
+        });
+        let runtime = Runtime::start(
+            RuntimeConfig {
+                engine,
+                agents,
+                delivery: DeliveryConfig {
+                    edit_interval: config.runtime.edit_interval,
+                    placeholder: "…".to_owned(),
+                },
+                shutdown_grace: config.runtime.shutdown_grace,
+                store: Some(store),
+            },
+            Arc::new(web.clone()),
+            Some(trace_tx),
+        )?;
+        web.connect_runtime(runtime.handle());
+        let (addr, server) = web
+            .serve()
+            .await
+            .with_context(|| format!("cannot listen on {}", web_settings.listen))?;
+        let metrics_server = match config.server {
+            Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
+            None => None,
+        };
+        let listening = Listening {
+            web: addr,
+            server: metrics_server.as_ref().map(|(a, _)| *a),
+        };
+        let mut tasks = vec![server, counter];
+        tasks.extend(metrics_server.map(|(_, task)| task));
+        Ok(Service {
+            listening,
+            web,
+            runtime,
+            tasks,
+        })
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,247 @@
+//! The whole service under load: web room → engine → an instant agent →
+//! web room, over real WebSockets, with the SQLite store on.
+//!
+//! `cargo bench -p tactful --bench service` measures:
+//! - reply latency as a person sees it (from sending `@Docs ping N` to the
+//!   reply's text arriving), p50/p99/max, at 1,000 messages/s spread over
+//!   20 rooms;
+//! - resident memory per idle room, after 10,000 rooms each heard one
+//!   message.
+//!
+//! Under `cargo test`/`cargo nextest` the same code runs as a small smoke
+//! test (a few hundred messages, 500 rooms), so the benchmark cannot rot.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tactful::config::Config;
+use tactful::live::Service;
+use tactful_core::Message;
+use tokio_tungstenite::tungstenite::Message as Ws;
+
+const CONFIG: &str = r#"
+[store]
+path = "bench.db"
+
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "instant"
+
+[agents.instant]
+kind = "script"
+rules = [{ when = "ping", reply = "pong {text}" }]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[platforms.web]
+listen = "127.0.0.1:0"
+history = 200
+"#;
+
+struct Load {
+    rate: u32,
+    seconds: u32,
+    rooms: usize,
+    idle_rooms: usize,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // nextest asks for the list of tests first.
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("smoke: test");
+        }
+        return;
+    }
+    let bench = args.iter().any(|a| a == "--bench");
+    let load = if bench {
+        Load {
+            rate: 1_000,
+            seconds: 10,
+            rooms: 20,
+            idle_rooms: 10_000,
+        }
+    } else {
+        Load {
+            rate: 200,
+            seconds: 2,
+            rooms: 5,
+            idle_rooms: 500,
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    rt.block_on(measure(load, bench));
+}
+
+/// One client per room: a socket that joined, and the pings in flight.
+type Pending = Arc<Mutex<HashMap<u64, Instant>>>;
+
+async fn measure(load: Load, bench: bool) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(&path, CONFIG).expect("config");
+    let config = Config::parse(CONFIG, &path, &|_| None).expect("valid config");
+    let service = Service::start(&config).await.expect("the service starts");
+    let ws_url = format!("ws://{}/ws", service.listening.web);
+
+    // -- Latency at a steady rate -------------------------------------
+    let pending: Pending = Arc::default();
+    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    let mut senders = Vec::new();
+    let mut readers = Vec::new();
+    for r in 0..load.rooms {
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(ws_url.as_str(), None, true)
+            .await
+            .expect("connect");
+        let (mut tx, mut rx) = ws.split();
+        let room = format!("room{r}");
+        for v in [
+            json!({"type": "hello", "name": format!("load{r}")}),
+            json!({"type": "join", "room": room}),
+        ] {
+            tx.send(Ws::Text(v.to_string().into())).await.expect("send");
+        }
+        // Joined once the history arrives.
+        loop {
+            let Some(Ok(Ws::Text(t))) = rx.next().await else {
+                panic!("the web room closed the connection");
+            };
+            let v: Value = serde_json::from_str(&t).expect("json");
+            if v["type"] == "history" {
+                break;
+            }
+        }
+        let (pending, latencies) = (pending.clone(), latencies.clone());
+        readers.push(tokio::spawn(async move {
+            while let Some(Ok(Ws::Text(t))) = rx.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                let text = match v["type"].as_str() {
+                    Some("message") => v["message"]["text"].as_str(),
+                    Some("edit") => v["text"].as_str(),
+                    _ => None,
+                };
+                let Some(n) = text
+                    .and_then(|t| t.strip_prefix("pong "))
+                    .and_then(|t| t.rsplit(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                if let Some(sent) = pending.lock().expect("lock").remove(&n) {
+                    latencies.lock().expect("lock").push(sent.elapsed());
+                }
+            }
+        }));
+        senders.push((tx, room));
+    }
+
+    let total = u64::from(load.rate) * u64::from(load.seconds);
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / load.rate);
+    let started = Instant::now();
+    for n in 0..total {
+        tick.tick().await;
+        let (tx, room) = &mut senders[n as usize % load.rooms];
+        let say =
+            json!({"type": "say", "room": room, "text": format!("@Docs ping {n}"), "mentions": ["docs"]});
+        pending.lock().expect("lock").insert(n, Instant::now());
+        tx.send(Ws::Text(say.to_string().into())).await.expect("send");
+    }
+    let sending = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pending.lock().expect("lock").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let missing = pending.lock().expect("lock").len();
+    let mut lat = latencies.lock().expect("lock").clone();
+    lat.sort();
+    assert_eq!(missing, 0, "{missing} of {total} pings got no reply within 30 s");
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    let offered = total as f64 / sending.as_secs_f64();
+    println!(
+        "latency: {total} pings over {} rooms at {offered:.0} msg/s: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        load.rooms,
+        ms(pct(0.50)),
+        ms(pct(0.99)),
+        ms(*lat.last().expect("replies"))
+    );
+    for r in readers {
+        r.abort();
+    }
+
+    // -- Memory per idle room ------------------------------------------
+    let before = rss_kib();
+    let handle = service.handle();
+    for r in 0..load.idle_rooms {
+        let now = tactful_runtime::wall_clock();
+        let m = Message::new(
+            format!("idle{r}"),
+            format!("idle-room-{r}").as_str(),
+            "someone",
+            "just chatting",
+            now,
+        );
+        assert!(handle.inbound(m));
+    }
+    // The engine decides in arrival order: once a ping sent after them is
+    // answered, every idle room has been heard.
+    let (tx, room) = &mut senders[0];
+    let n = u64::MAX - 1;
+    let (ws, _) = tokio_tungstenite::connect_async_with_config(ws_url.as_str(), None, true)
+        .await
+        .expect("connect");
+    let (mut wtx, mut wrx) = ws.split();
+    for v in [
+        json!({"type": "hello", "name": "probe"}),
+        json!({"type": "join", "room": room.as_str()}),
+    ] {
+        wtx.send(Ws::Text(v.to_string().into())).await.expect("send");
+    }
+    let say = json!({"type": "say", "room": room.as_str(), "text": format!("@Docs ping {n}"), "mentions": ["docs"]});
+    tx.send(Ws::Text(say.to_string().into())).await.expect("send");
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(Ok(Ws::Text(t))) = wrx.next().await {
+            if t.contains(&format!("pong @Docs ping {n}")) {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the probe is answered after the idle rooms");
+    let after = rss_kib();
+    let per_room = (after.saturating_sub(before)) as f64 * 1024.0 / load.idle_rooms as f64;
+    println!(
+        "memory: {} idle rooms: RSS {before} KiB -> {after} KiB, {per_room:.0} bytes per room",
+        load.idle_rooms
+    );
+    if bench {
+        println!("(store: {})", config.store.display());
+    }
+    service.stop().await;
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Resident set size of this process, from `/proc/self/status`.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
