@@ -631,9 +631,7 @@ impl Engine {
             ..
         } = self;
         let limits = *limits;
-        let room = rooms
-            .entry(msg.room.clone())
-            .or_insert_with(|| Room::new(personas, policies, shared_policies, &limits, &msg.room));
+        let room = Room::entry(rooms, personas, policies, shared_policies, &limits, &msg.room);
         if room.history.contains(msg.id.as_str()) {
             out.push_back(Output::Dropped {
                 at: now,
@@ -1408,6 +1406,20 @@ impl Room {
             floor: FxHashMap::default(),
             is_dm: false,
         }
+    }
+
+    /// The room `id` in `rooms`, created with its policies on first use.
+    fn entry<'a>(
+        rooms: &'a mut FxHashMap<RoomId, Room>,
+        personas: &[PersonaSpec],
+        policies: &PolicyTable,
+        shared: &[Arc<RoomPolicy>],
+        limits: &ContextLimits,
+        id: &RoomId,
+    ) -> &'a mut Room {
+        rooms
+            .entry(id.clone())
+            .or_insert_with(|| Room::new(personas, policies, shared, limits, id))
     }
 
     /// Updates what the room knows from a message's author: the bot streak,

@@ -4,7 +4,6 @@
 mod common;
 
 use std::io::BufRead;
-use std::process::Command;
 use std::time::Duration;
 
 use common::{Service, bot_messages, enter, get, id_of, say, spawn};
@@ -147,18 +146,6 @@ async fn the_service_shuts_down_cleanly_when_nobody_reads_its_output() {
     let replies = bot_messages(&mut ws, |got| !got.is_empty()).await;
     assert_eq!(replies[0]["sender"]["name"], "Host");
     // Its last words hit a closed pipe: still a clean exit, not a panic.
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success()
-    );
-    let mut child = child;
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .expect("join")
-        .expect("wait");
+    let status = child.terminate().await;
     assert!(status.success(), "clean exit with stdout closed: {status}");
 }

@@ -311,8 +311,6 @@ impl Engine {
             ..
         } = self;
         dirty.insert(room.clone());
-        rooms
-            .entry(room.clone())
-            .or_insert_with(|| Room::new(personas, policies, shared_policies, limits, room))
+        Room::entry(rooms, personas, policies, shared_policies, limits, room)
     }
 }

@@ -81,10 +81,10 @@ impl std::ops::DerefMut for Reaper {
     }
 }
 
-impl Service {
-    /// SIGTERM, then a clean exit that says so.
-    pub async fn stop(mut self) {
-        let pid = self.child.id().to_string();
+impl Reaper {
+    /// Sends SIGTERM and waits for the exit.
+    pub async fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.id().to_string();
         assert!(
             Command::new("kill")
                 .args(["-TERM", &pid])
@@ -92,11 +92,17 @@ impl Service {
                 .expect("kill")
                 .success()
         );
-        let mut child = self.child;
-        let status = tokio::task::spawn_blocking(move || child.wait())
+        tokio::task::spawn_blocking(move || self.wait())
             .await
             .expect("join")
-            .expect("wait");
+            .expect("wait")
+    }
+}
+
+impl Service {
+    /// SIGTERM, then a clean exit that says so.
+    pub async fn stop(mut self) {
+        let status = self.child.terminate().await;
         assert!(status.success(), "a clean exit on SIGTERM: {status}");
         let mut rest = String::new();
         self.out.read_to_string(&mut rest).expect("rest of stdout");
