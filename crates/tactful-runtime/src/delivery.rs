@@ -261,7 +261,10 @@ impl RoomDelivery {
                     id
                 }
             },
-            (None, target) => self.post(&out, first, target).await.ok(),
+            // Without a placeholder the platform gets the target even with
+            // no native replies: it addresses the author its own way (IRC
+            // prefixes their nick).
+            (None, _) => self.post(&out, first, out.reply_to.as_ref()).await.ok(),
         };
         for part in rest {
             let _ = self.post(&out, part, None).await;

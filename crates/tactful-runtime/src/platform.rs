@@ -39,7 +39,8 @@ pub struct OutMessage<'a> {
     pub thread: Option<&'a ThreadId>,
     /// The text.
     pub text: &'a str,
-    /// The message this one replies to, if any.
+    /// The message this one replies to, if any. A platform without native
+    /// replies addresses its author another way (IRC: a `nick: ` prefix).
     pub reply_to: Option<&'a MsgId>,
 }
 
@@ -47,6 +48,14 @@ pub struct OutMessage<'a> {
 pub trait Platform: Send + Sync + std::fmt::Debug {
     /// What the platform supports.
     fn capabilities(&self) -> Capabilities;
+
+    /// Whether `room` is one of this platform's rooms, when several
+    /// platforms serve one runtime. Room ids are platform-qualified where
+    /// they could clash (IRC's are `irc:#channel`).
+    fn owns(&self, room: &RoomId) -> bool {
+        let _ = room;
+        true
+    }
 
     /// Posts a message; returns its platform id.
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;

@@ -59,6 +59,9 @@ pub enum StartError {
     /// The store could not be read.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// There is nowhere to deliver replies.
+    #[error("no platform is configured")]
+    NoPlatform,
     /// The store's writer thread could not start.
     #[error("cannot start the store writer: {0}")]
     Thread(#[from] std::io::Error),
@@ -134,15 +137,19 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts the engine task. With a store, the engine is first rebuilt
+    /// Starts the engine task, delivering to `platforms` (a room goes to the
+    /// first that [`Platform::owns`] it). With a store, the engine is first rebuilt
     /// from it: reply turns that were running are asked again and replies
     /// decided but not confirmed are sent again. `trace` receives every
     /// engine output and delivery confirmation, for logs, metrics and tests.
     pub fn start(
         config: RuntimeConfig,
-        platform: Arc<dyn Platform>,
+        platforms: Vec<Arc<dyn Platform>>,
         trace: Option<mpsc::UnboundedSender<TraceEvent>>,
     ) -> Result<Runtime, StartError> {
+        if platforms.is_empty() {
+            return Err(StartError::NoPlatform);
+        }
         let limits = LoadLimits {
             history: config.engine.context.history,
             own_ids: config.engine.context.own_ids,
@@ -193,7 +200,7 @@ impl Runtime {
             agents: config.agents,
             delivery: config.delivery,
             grace: config.shutdown_grace,
-            platform,
+            platforms,
             trace,
             tx: tx.clone(),
             rooms: HashMap::new(),
@@ -245,7 +252,8 @@ struct Driver {
     agents: HashMap<String, Arc<dyn Agent>>,
     delivery: DeliveryConfig,
     grace: Duration,
-    platform: Arc<dyn Platform>,
+    /// Where replies go: a room belongs to the first platform that owns it.
+    platforms: Vec<Arc<dyn Platform>>,
     trace: Option<mpsc::UnboundedSender<TraceEvent>>,
     tx: mpsc::UnboundedSender<Event>,
     rooms: HashMap<RoomId, (mpsc::UnboundedSender<Job>, JoinHandle<()>)>,
@@ -416,7 +424,13 @@ impl Driver {
             return tx.clone();
         }
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-        let mut delivery = RoomDelivery::new(room.clone(), self.platform.clone(), self.delivery.clone());
+        let platform = self
+            .platforms
+            .iter()
+            .find(|p| p.owns(room))
+            .unwrap_or(&self.platforms[self.platforms.len() - 1])
+            .clone();
+        let mut delivery = RoomDelivery::new(room.clone(), platform, self.delivery.clone());
         let engine = self.tx.clone();
         let room_id = room.clone();
         let worker = tokio::spawn(async move {

@@ -194,7 +194,7 @@ fn start(
             shutdown_grace: Duration::from_secs(20),
             store: None,
         },
-        platform,
+        vec![platform as Arc<dyn Platform>],
         Some(tx),
     )
     .expect("runtime starts");

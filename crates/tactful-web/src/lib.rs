@@ -180,6 +180,11 @@ impl WebPlatform {
         self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
     }
 
+    /// The configured listen address.
+    pub fn listen(&self) -> SocketAddr {
+        self.shared.config.listen
+    }
+
     /// Where people's messages go: the runtime's inbound handle.
     pub fn connect_runtime(&self, handle: RuntimeHandle) {
         if let Ok(mut r) = self.shared.runtime.lock() {

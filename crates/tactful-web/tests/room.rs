@@ -58,7 +58,7 @@ async fn start() -> Room {
             shutdown_grace: Duration::from_secs(10),
             store: None,
         },
-        Arc::new(web.clone()),
+        vec![Arc::new(web.clone())],
         Some(tx),
     )
     .expect("runtime");

@@ -93,7 +93,8 @@ async fn measure(load: Load, bench: bool) {
     std::fs::write(&path, CONFIG).expect("config");
     let config = Config::parse(CONFIG, &path, &|_| None).expect("valid config");
     let service = Service::start(&config).await.expect("the service starts");
-    let ws_url = format!("ws://{}/ws", service.listening.web);
+    let web = service.listening.web.expect("the bench config has a web room");
+    let ws_url = format!("ws://{web}/ws");
 
     // -- Latency at a steady rate -------------------------------------
     let pending: Pending = Arc::default();

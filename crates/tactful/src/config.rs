@@ -103,6 +103,8 @@ pub struct Config {
 pub struct Platforms {
     /// `[platforms.web]`: the built-in web room.
     pub web: Option<WebSettings>,
+    /// `[platforms.irc]`: an IRC network, one nick per persona.
+    pub irc: Option<tactful_irc::IrcSettings>,
 }
 
 /// `[platforms.web]`.
@@ -289,6 +291,7 @@ struct RawServer {
 #[serde(deny_unknown_fields)]
 struct RawPlatforms {
     web: Option<RawWeb>,
+    irc: Option<RawIrc>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -316,6 +319,25 @@ struct RawPersona {
     prompt: EnvString,
     #[serde(default)]
     aliases: Vec<EnvString>,
+    irc: Option<RawPersonaIrc>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPersonaIrc {
+    nick: Option<Spanned<EnvString>>,
+    password: Option<EnvString>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawIrc {
+    server: Spanned<EnvString>,
+    port: Option<u16>,
+    #[serde(default)]
+    tls: bool,
+    channels: Vec<Spanned<EnvString>>,
+    send_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -605,6 +627,85 @@ impl Config {
     }
 }
 
+/// `[platforms.irc]` and each persona's `irc = { nick, password }`.
+fn irc_settings(
+    irc: RawIrc,
+    personas: &[RawPersona],
+    check: &Checker<'_>,
+) -> Result<tactful_irc::IrcSettings, ConfigError> {
+    let server = irc.server.get_ref().0.trim().to_owned();
+    if server.is_empty() {
+        return Err(check.at(
+            irc.server.span(),
+            "`platforms.irc.server` is empty: name the IRC server's host",
+        ));
+    }
+    let mut channels = Vec::new();
+    for c in &irc.channels {
+        let name = c.get_ref().0.trim();
+        if !name.starts_with(['#', '&']) || name.len() < 2 || name.contains([' ', ',', '\u{7}']) {
+            return Err(check.at(
+                c.span(),
+                format!("`platforms.irc.channels` has {name:?}: a channel name starts with # or & and has no spaces or commas"),
+            ));
+        }
+        channels.push(name.to_owned());
+    }
+    let mut out = Vec::new();
+    for (i, p) in personas.iter().enumerate() {
+        let id = p.id.get_ref().0.as_str();
+        let settings = p.irc.as_ref();
+        let nick = match settings.and_then(|s| s.nick.as_ref()) {
+            Some(n) => {
+                let nick = n.get_ref().0.clone();
+                if !is_valid_nick(&nick) {
+                    return Err(check.at(
+                        n.span(),
+                        format!("`persona[{i}].irc.nick` = {nick:?} is not an IRC nick: start with a letter or one of []\\`^{{}}|_, then letters, digits, - or those, at most 30"),
+                    ));
+                }
+                nick
+            }
+            None if is_valid_nick(id) => id.to_owned(),
+            None => {
+                return Err(check.at(
+                    p.id.span(),
+                    format!("persona {id:?} cannot be an IRC nick as it is: set `irc = {{ nick = \"...\" }}` on it"),
+                ));
+            }
+        };
+        out.push(tactful_irc::IrcPersona {
+            id: id.into(),
+            nick,
+            password: settings
+                .and_then(|s| s.password.as_ref())
+                .map(|p| p.0.clone())
+                .filter(|p| !p.is_empty()),
+        });
+    }
+    Ok(tactful_irc::IrcSettings {
+        server,
+        port: irc.port.unwrap_or(if irc.tls { 6697 } else { 6667 }),
+        tls: irc.tls,
+        channels,
+        send_interval: Duration::from_millis(irc.send_interval_ms.unwrap_or(700)),
+        personas: out,
+        max_backoff: Duration::from_secs(60),
+    })
+}
+
+/// An IRC nick: a letter or special first, then letters, digits, `-` and
+/// specials; 30 characters at most (most networks allow that many).
+fn is_valid_nick(nick: &str) -> bool {
+    let special = |c: char| "[]\\`^{}|_".contains(c);
+    let mut chars = nick.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || special(c))
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || special(c))
+        && nick.len() <= 30
+}
+
 /// The `${NAME}` names a text mentions, so their values can be looked up
 /// once, before reading.
 fn referenced_vars(src: &str) -> Vec<String> {
@@ -746,7 +847,11 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     }
 
     let mut platforms = Platforms::default();
-    if let Some(web) = raw.platforms.and_then(|p| p.web) {
+    let (raw_web, raw_irc) = raw.platforms.map_or((None, None), |p| (p.web, p.irc));
+    if let Some(irc) = raw_irc {
+        platforms.irc = Some(irc_settings(irc, &raw.persona, check)?);
+    }
+    if let Some(web) = raw_web {
         let listen = match &web.listen {
             Some(l) => l.get_ref().0.parse().map_err(|_| {
                 check.at(

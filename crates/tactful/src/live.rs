@@ -12,7 +12,8 @@ use anyhow::{Context as _, bail};
 use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
-use tactful_runtime::{DeliveryConfig, Metrics, Runtime, RuntimeConfig, Store, wall_clock};
+use tactful_irc::IrcPlatform;
+use tactful_runtime::{DeliveryConfig, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock};
 use tactful_web::{WebConfig, WebPlatform};
 use tokio::sync::mpsc;
 
@@ -21,8 +22,8 @@ use crate::config::Config;
 /// Where the running service can be reached.
 #[derive(Debug, Clone, Copy)]
 pub struct Listening {
-    /// The web room.
-    pub web: std::net::SocketAddr,
+    /// The web room, when `[platforms.web]` is configured.
+    pub web: Option<std::net::SocketAddr>,
     /// `/healthz` and `/metrics`, when `[server] listen` is set.
     pub server: Option<std::net::SocketAddr>,
 }
@@ -75,8 +76,8 @@ pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Resu
 pub struct Service {
     /// Where it can be reached.
     pub listening: Listening,
-    /// The web room, to hand messages in directly.
-    pub web: WebPlatform,
+    /// The web room, when configured.
+    pub web: Option<WebPlatform>,
     runtime: Runtime,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -99,9 +100,11 @@ impl Service {
     /// Starts every configured platform and persona, restoring from the
     /// store.
     pub async fn start(config: &Config) -> anyhow::Result<Service> {
-        let Some(web_settings) = &config.platforms.web else {
-            bail!("no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\")");
-        };
+        if config.platforms.web.is_none() && config.platforms.irc.is_none() {
+            bail!(
+                "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\") or [platforms.irc]"
+            );
+        }
         let agents: HashMap<String, Arc<dyn Agent>> = config
             .agents
             .iter()
@@ -117,20 +120,34 @@ impl Service {
             .collect();
         let store =
             Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
-        let shown = store
-            .shown_history(web_settings.history)
-            .context("cannot read the web room's history from the store")?;
-        let web = WebPlatform::new(
-            WebConfig {
-                listen: web_settings.listen,
-                auth_token: web_settings.auth_token.clone(),
-                history: web_settings.history,
-                max_message_chars: 4000,
-            },
-            &personas,
-        )?;
-        // Before the runtime starts: replies it sends again must come after.
-        web.restore(shown);
+        let mut platforms: Vec<Arc<dyn Platform>> = Vec::new();
+        let irc = config.platforms.irc.clone().map(IrcPlatform::new);
+        if let Some(irc) = &irc {
+            platforms.push(Arc::new(irc.clone()));
+        }
+        let web = match &config.platforms.web {
+            Some(settings) => {
+                let shown = store
+                    .shown_history(settings.history)
+                    .context("cannot read the web room's history from the store")?;
+                let web = WebPlatform::new(
+                    WebConfig {
+                        listen: settings.listen,
+                        auth_token: settings.auth_token.clone(),
+                        history: settings.history,
+                        max_message_chars: 4000,
+                    },
+                    &personas,
+                )?;
+                // Before the runtime starts: replies it sends again must come
+                // after. (The web room owns every room no other platform
+                // claims, so it comes last.)
+                web.restore(shown.into_iter().filter(|m| !m.room.as_str().starts_with("irc:")));
+                platforms.push(Arc::new(web.clone()));
+                Some(web)
+            }
+            None => None,
+        };
         // Every engine output feeds the metrics, off the engine's path.
         let metrics = Arc::new(Metrics::new());
         let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
@@ -151,23 +168,32 @@ impl Service {
                 shutdown_grace: config.runtime.shutdown_grace,
                 store: Some(store),
             },
-            Arc::new(web.clone()),
+            platforms,
             Some(trace_tx),
         )?;
-        web.connect_runtime(runtime.handle());
-        let (addr, server) = web
-            .serve()
-            .await
-            .with_context(|| format!("cannot listen on {}", web_settings.listen))?;
+        let mut tasks = vec![counter];
+        let mut web_addr = None;
+        if let Some(web) = &web {
+            web.connect_runtime(runtime.handle());
+            let (addr, server) = web
+                .serve()
+                .await
+                .with_context(|| format!("cannot listen on {} (platforms.web.listen)", web.listen()))?;
+            web_addr = Some(addr);
+            tasks.push(server);
+        }
+        if let Some(irc) = &irc {
+            irc.connect_runtime(runtime.handle());
+            tasks.extend(irc.start());
+        }
         let metrics_server = match config.server {
             Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
             None => None,
         };
         let listening = Listening {
-            web: addr,
+            web: web_addr,
             server: metrics_server.as_ref().map(|(a, _)| *a),
         };
-        let mut tasks = vec![server, counter];
         tasks.extend(metrics_server.map(|(_, task)| task));
         Ok(Service {
             listening,

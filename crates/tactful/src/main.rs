@@ -128,7 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             };
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
             runtime.block_on(tactful::live::run(&c, |at| {
-                let addr = at.web;
+                let addr = at.web.map_or_else(|| "(no web room)".to_owned(), |a| a.to_string());
                 say(&format!(
                     "tactful demo: open http://{addr}/ (Ctrl-C to stop)\n  \
                      Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
@@ -141,11 +141,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => {
             let c = load_config(&config)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            let irc = c.platforms.irc.as_ref().map(|i| {
+                let nicks: Vec<&str> = i.personas.iter().map(|p| p.nick.as_str()).collect();
+                format!(
+                    "tactful: on IRC at {}:{} in {} as {} (Ctrl-C to stop)",
+                    i.server,
+                    i.port,
+                    i.channels.join(", "),
+                    nicks.join(", ")
+                )
+            });
             runtime.block_on(tactful::live::run(&c, |at| {
-                say(&format!(
-                    "tactful: web room at http://{}/ (Ctrl-C to stop)",
-                    at.web
-                ));
+                if let Some(web) = at.web {
+                    say(&format!("tactful: web room at http://{web}/ (Ctrl-C to stop)"));
+                }
+                if let Some(line) = irc {
+                    say(&line);
+                }
                 if let Some(s) = at.server {
                     say(&format!(
                         "tactful: health at http://{s}/healthz, metrics at http://{s}/metrics"

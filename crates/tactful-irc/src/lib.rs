@@ -1,0 +1,401 @@
+//! IRC for tactful: every persona is a nick of its own on one network.
+//!
+//! Each persona keeps one connection (the `irc` crate does registration,
+//! PING/PONG, NickServ identification and the `nick_` fallback on a
+//! collision); a dropped connection comes back with exponential backoff.
+//! The first persona's connection is the room's ears: it turns channel
+//! messages into [`tactful_core::Message`]s, so a message is heard once
+//! however many personas sit in the channel; each connection hears the
+//! private messages sent to its own nick, which are DMs.
+//!
+//! IRC has no message ids, mention entities or replies, so this adapter
+//! supplies them: ids are `i<start>-<n>` (unique across restarts), mentions
+//! are the personas' nicks found in the text ([`text::mentioned`]), and a
+//! reply is a `nick: ` prefix. Long text is cut into lines that fit a
+//! 512-byte IRC line, sent `send_interval` apart so flood control never
+//! kicks in.
+//!
+//! Room ids are `irc:#channel` for channels and `irc:dm:<persona>:<nick>`
+//! for private conversations.
+
+pub mod text;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use irc::client::prelude::{Client, Command, Config as IrcClientConfig, Sender as IrcSender};
+use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock};
+
+/// How far back reply targets are remembered (message id → author nick).
+const REMEMBERED_AUTHORS: usize = 2048;
+
+/// One persona's IRC identity.
+#[derive(Clone, Debug)]
+pub struct IrcPersona {
+    /// The persona.
+    pub id: PersonaId,
+    /// Its nick.
+    pub nick: String,
+    /// NickServ password, if the nick is registered.
+    pub password: Option<String>,
+}
+
+/// `[platforms.irc]`.
+#[derive(Clone)]
+pub struct IrcSettings {
+    /// The server's host name.
+    pub server: String,
+    /// Its port.
+    pub port: u16,
+    /// Whether to use TLS.
+    pub tls: bool,
+    /// Channels every persona joins.
+    pub channels: Vec<String>,
+    /// The pause between two lines of one reply.
+    pub send_interval: Duration,
+    /// The personas present, first one listening for the channels.
+    pub personas: Vec<IrcPersona>,
+    /// The longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+}
+
+impl std::fmt::Debug for IrcSettings {
+    // Passwords never reach a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IrcSettings")
+            .field("server", &self.server)
+            .field("port", &self.port)
+            .field("tls", &self.tls)
+            .field("channels", &self.channels)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A room id's IRC meaning.
+enum Target {
+    Channel(String),
+    Private(String),
+}
+
+fn target_of(room: &RoomId) -> Option<Target> {
+    let rest = room.as_str().strip_prefix("irc:")?;
+    match rest.strip_prefix("dm:") {
+        Some(dm) => dm
+            .split_once(':')
+            .map(|(_, nick)| Target::Private(nick.to_owned())),
+        None => Some(Target::Channel(rest.to_owned())),
+    }
+}
+
+struct Shared {
+    settings: IrcSettings,
+    /// Per persona: the live connection's sender and the nick it got.
+    live: Mutex<HashMap<PersonaId, (IrcSender, String)>>,
+    authors: Mutex<VecDeque<(MsgId, String)>>,
+    runtime: Mutex<Option<RuntimeHandle>>,
+    epoch: u64,
+    next: AtomicU64,
+}
+
+/// The IRC platform: a [`Platform`] for the runtime and the connections.
+#[derive(Clone)]
+pub struct IrcPlatform {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for IrcPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IrcPlatform")
+            .field("settings", &self.shared.settings)
+            .finish()
+    }
+}
+
+impl IrcPlatform {
+    /// An IRC platform; nothing connects before [`IrcPlatform::start`].
+    pub fn new(settings: IrcSettings) -> IrcPlatform {
+        IrcPlatform {
+            shared: Arc::new(Shared {
+                settings,
+                live: Mutex::new(HashMap::new()),
+                authors: Mutex::new(VecDeque::new()),
+                runtime: Mutex::new(None),
+                epoch: wall_clock().as_millis(),
+                next: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// Where heard messages go.
+    pub fn connect_runtime(&self, handle: RuntimeHandle) {
+        if let Ok(mut r) = self.shared.runtime.lock() {
+            *r = Some(handle);
+        }
+    }
+
+    /// Connects every persona (each reconnecting on its own until the
+    /// returned tasks are aborted).
+    pub fn start(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..self.shared.settings.personas.len())
+            .map(|i| {
+                let shared = self.shared.clone();
+                tokio::spawn(async move { shared.keep_connected(i).await })
+            })
+            .collect()
+    }
+
+    /// Whether every persona is connected and registered (for readiness).
+    pub fn connected(&self) -> usize {
+        self.shared.live.lock().map_or(0, |l| l.len())
+    }
+}
+
+impl Shared {
+    fn new_id(&self) -> MsgId {
+        MsgId::new(format!(
+            "i{}-{}",
+            self.epoch,
+            self.next.fetch_add(1, Ordering::SeqCst)
+        ))
+    }
+
+    async fn keep_connected(self: Arc<Self>, i: usize) {
+        let persona = self.settings.personas[i].clone();
+        let mut backoff = Duration::from_millis(500);
+        loop {
+            match self.session(i, &persona).await {
+                Ok(()) => tracing::warn!(persona = %persona.id, "IRC connection closed; reconnecting"),
+                Err(e) => {
+                    tracing::warn!(persona = %persona.id, "IRC connection failed: {e}; retrying in {backoff:?}")
+                }
+            }
+            if let Ok(mut live) = self.live.lock() {
+                live.remove(&persona.id);
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(self.settings.max_backoff);
+        }
+    }
+
+    /// One connection, until it drops.
+    async fn session(&self, i: usize, persona: &IrcPersona) -> Result<(), irc::error::Error> {
+        let s = &self.settings;
+        let config = IrcClientConfig {
+            nickname: Some(persona.nick.clone()),
+            alt_nicks: vec![format!("{}_", persona.nick), format!("{}__", persona.nick)],
+            username: Some(
+                persona
+                    .id
+                    .as_str()
+                    .chars()
+                    .filter(char::is_ascii_alphanumeric)
+                    .take(10)
+                    .collect(),
+            ),
+            realname: Some(format!("tactful persona {}", persona.id)),
+            nick_password: persona.password.clone(),
+            server: Some(s.server.clone()),
+            port: Some(s.port),
+            use_tls: Some(s.tls),
+            channels: s.channels.clone(),
+            // tactful paces its own lines; the crate's burst limit would
+            // only add a second, hidden queue.
+            max_messages_in_burst: Some(u32::MAX),
+            ..IrcClientConfig::default()
+        };
+        let mut client = Client::from_config(config).await?;
+        client.identify()?;
+        let mut stream = client.stream()?;
+        while let Some(message) = stream.next().await.transpose()? {
+            if let Command::Response(irc::client::prelude::Response::RPL_WELCOME, _) = &message.command
+                && let Ok(mut live) = self.live.lock()
+            {
+                tracing::info!(persona = %persona.id, nick = %client.current_nickname(), "connected to IRC");
+                live.insert(
+                    persona.id.clone(),
+                    (client.sender(), client.current_nickname().to_owned()),
+                );
+            }
+            if let Command::PRIVMSG(target, body) = &message.command
+                && let Some(from) = message.source_nickname()
+            {
+                self.heard(i, persona, client.current_nickname(), from, target, body);
+            }
+        }
+        Ok(())
+    }
+
+    /// A PRIVMSG reached persona `i`'s connection.
+    fn heard(&self, i: usize, persona: &IrcPersona, own_nick: &str, from: &str, target: &str, body: &str) {
+        let ours = self
+            .live
+            .lock()
+            .is_ok_and(|live| live.values().any(|(_, nick)| text::nick_eq(nick, from)))
+            || self
+                .settings
+                .personas
+                .iter()
+                .any(|p| text::nick_eq(&p.nick, from));
+        if ours {
+            return; // A persona's own line: the engine heard it when it was sent.
+        }
+        let body = match body.strip_prefix('\u{1}') {
+            // CTCP: only /me is conversation.
+            Some(ctcp) => match ctcp.strip_prefix("ACTION ") {
+                Some(action) => format!("* {from} {}", action.trim_end_matches('\u{1}')),
+                None => return,
+            },
+            None => body.to_owned(),
+        };
+        let is_channel = target.starts_with(['#', '&', '+', '!']);
+        let (room, is_dm, dm_to) = if is_channel {
+            if i != 0 {
+                return; // The first persona hears channels for everyone.
+            }
+            (RoomId::new(format!("irc:{target}")), false, None)
+        } else if text::nick_eq(target, own_nick) {
+            let room = format!(
+                "irc:dm:{}:{}",
+                persona.id,
+                from.chars().map(text::irc_lower).collect::<String>()
+            );
+            (RoomId::new(room), true, Some(persona.id.clone()))
+        } else {
+            return;
+        };
+        let nicks: Vec<(String, PersonaId)> = {
+            let live = self.live.lock().map(|l| l.clone()).unwrap_or_default();
+            self.settings
+                .personas
+                .iter()
+                .flat_map(|p| {
+                    let current = live.get(&p.id).map(|(_, n)| n.clone());
+                    std::iter::once((p.nick.clone(), p.id.clone())).chain(current.map(|n| (n, p.id.clone())))
+                })
+                .collect()
+        };
+        let names: Vec<&str> = nicks.iter().map(|(n, _)| n.as_str()).collect();
+        let mut mentions: Vec<UserId> = Vec::new();
+        for n in text::mentioned(&body, &names) {
+            if let Some((_, id)) = nicks.iter().find(|(nick, _)| nick == n)
+                && !mentions.iter().any(|m| m.as_str() == id.as_str())
+            {
+                mentions.push(UserId::new(id.as_str()));
+            }
+        }
+        let id = self.new_id();
+        if let Ok(mut authors) = self.authors.lock() {
+            authors.push_back((id.clone(), from.to_owned()));
+            if authors.len() > REMEMBERED_AUTHORS {
+                authors.pop_front();
+            }
+        }
+        let msg = Message {
+            id,
+            room,
+            thread: None,
+            sender: Sender {
+                id: UserId::new(from),
+                name: Arc::from(from),
+                is_bot: false,
+            },
+            text: Arc::from(body.as_str()),
+            mentions: Mentions::Explicit(mentions),
+            reply_to: None,
+            is_dm,
+            dm_to,
+            time: wall_clock(),
+        };
+        if let Ok(r) = self.runtime.lock()
+            && let Some(handle) = r.as_ref()
+        {
+            handle.inbound(msg);
+        }
+    }
+
+    fn author_of(&self, id: &MsgId) -> Option<String> {
+        let authors = self.authors.lock().ok()?;
+        authors
+            .iter()
+            .rev()
+            .find(|(m, _)| m == id)
+            .map(|(_, nick)| nick.clone())
+    }
+}
+
+impl Platform for IrcPlatform {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            can_edit: false,
+            can_delete: false,
+            native_replies: false,
+            max_message_chars: 2000,
+        }
+    }
+
+    fn owns(&self, room: &RoomId) -> bool {
+        room.as_str().starts_with("irc:")
+    }
+
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            let target = match target_of(msg.room) {
+                Some(Target::Channel(c)) => c,
+                Some(Target::Private(nick)) => nick,
+                None => return Err(PlatformError(format!("{} is not an IRC room", msg.room))),
+            };
+            let sender = shared
+                .live
+                .lock()
+                .ok()
+                .and_then(|l| l.get(msg.persona).map(|(s, _)| s.clone()))
+                .ok_or_else(|| {
+                    PlatformError(format!(
+                        "{} is not connected to {} right now",
+                        msg.persona, shared.settings.server
+                    ))
+                })?;
+            // No native replies: address the original author by nick.
+            let prefix = msg
+                .reply_to
+                .and_then(|r| shared.author_of(r))
+                .map(|nick| format!("{nick}: "))
+                .unwrap_or_default();
+            let lines = text::split_lines(&format!("{prefix}{}", msg.text), text::max_text_bytes(&target));
+            for (n, line) in lines.iter().enumerate() {
+                if n > 0 {
+                    tokio::time::sleep(shared.settings.send_interval).await;
+                }
+                sender
+                    .send_privmsg(&target, line)
+                    .map_err(|e| PlatformError(format!("IRC send to {target} failed: {e}")))?;
+            }
+            Ok(shared.new_id())
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        _: &'a PersonaId,
+        _: &'a RoomId,
+        _: &'a MsgId,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async { Err(PlatformError("IRC messages cannot be edited".into())) })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _: &'a PersonaId,
+        _: &'a RoomId,
+        _: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async { Err(PlatformError("IRC messages cannot be deleted".into())) })
+    }
+}

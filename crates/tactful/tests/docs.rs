@@ -1,0 +1,84 @@
+//! Every TOML snippet in the README and `docs/` is a config tactful
+//! accepts, so copying one from the docs never starts with an error.
+//! Snippets that show one table are completed with a minimal persona and
+//! agent; `${VARS}` are given a value.
+
+use std::path::Path;
+
+use tactful::config::Config;
+
+/// The ```toml blocks of a markdown file, with the line each starts on.
+fn toml_blocks(markdown: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(usize, String)> = None;
+    for (n, line) in markdown.lines().enumerate() {
+        match (&mut current, line.trim_start()) {
+            (None, l) if l.starts_with("```toml") => current = Some((n + 1, String::new())),
+            (Some(_), l) if l.starts_with("```") => blocks.extend(current.take()),
+            (Some((_, text)), _) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// A snippet made whole: a persona if it has none, and a script agent for
+/// every agent name it uses without defining.
+fn complete(snippet: &str) -> String {
+    let mut text = snippet.to_owned();
+    if !text.contains("[[persona]]") {
+        text.push_str("\n[[persona]]\nid = \"docs\"\nagent = \"main\"\n");
+    }
+    let referenced = regex::Regex::new(r"\.personas\.([A-Za-z0-9_-]+)").expect("regex");
+    let named: Vec<String> = referenced.captures_iter(&text).map(|c| c[1].to_owned()).collect();
+    for id in named {
+        if !text.contains(&format!("id = \"{id}\"")) {
+            text.push_str(&format!("\n[[persona]]\nid = \"{id}\"\nagent = \"main\"\n"));
+        }
+    }
+    let agent = regex::Regex::new(r#"\bagent\s*=\s*"([^"]+)""#).expect("regex");
+    let used: Vec<String> = agent.captures_iter(&text).map(|c| c[1].to_owned()).collect();
+    for agent in used {
+        if !text.contains(&format!("[agents.{agent}]")) {
+            text.push_str(&format!("\n[agents.{agent}]\nkind = \"script\"\nrules = []\n"));
+        }
+    }
+    text
+}
+
+#[test]
+fn every_toml_snippet_in_the_docs_is_a_valid_config() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            files.push(path);
+        }
+    }
+    // Files snippets refer to, beside the config.
+    let folder = tempfile::tempdir().expect("temp dir");
+    std::fs::write(folder.path().join("contract.md"), "Speak briefly.").expect("file");
+    let path = folder.path().join("tactful.toml");
+    let mut checked = 0;
+    for file in files {
+        let markdown = std::fs::read_to_string(&file).expect("readable");
+        for (line, snippet) in toml_blocks(&markdown) {
+            let text = complete(&snippet);
+            if let Err(e) = Config::parse(&text, &path, &|_| Some("value".to_owned())) {
+                panic!(
+                    "{}:{line}: this snippet is not a valid config:\n{e}\n---\n{text}",
+                    file.display()
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 10,
+        "only {checked} snippets found: is the extraction broken?"
+    );
+}

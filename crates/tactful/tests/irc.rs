@@ -1,0 +1,286 @@
+//! tactful on a real IRC server: Debian's ngircd on 127.0.0.1, a person
+//! played by a plain IRC client over a socket, `tactful run` with two
+//! personas as two nicks.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::Reaper;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+const NGIRCD: &str = "/usr/sbin/ngircd";
+
+/// A free port on 127.0.0.1 (the listener is closed again before use).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// ngircd in the foreground with a config of our own: loopback only, no
+/// PAM, DNS or ident lookups, no flood penalty growth.
+fn start_ngircd(dir: &Path) -> Option<(Reaper, u16)> {
+    start_ngircd_on(dir, free_port())
+}
+
+fn start_ngircd_on(dir: &Path, port: u16) -> Option<(Reaper, u16)> {
+    if !Path::new(NGIRCD).exists() {
+        assert!(
+            std::env::var_os("TACTFUL_REQUIRE_PEERS").is_none(),
+            "{NGIRCD} is missing but scripts/test should have installed it"
+        );
+        eprintln!("skipping: {NGIRCD} is not installed (scripts/test installs it: apt-get install ngircd)");
+        return None;
+    }
+    let conf = dir.join("ngircd.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[Global]\nName = irc.tactful.test\nInfo = tactful test server\nListen = 127.0.0.1\nPorts = {port}\n\
+             MotdPhrase = tactful test\n\
+             [Limits]\nMaxConnectionsIP = 0\nMaxPenaltyTime = 0\nPingTimeout = 120\n\
+             [Options]\nPAM = no\nDNS = no\nIdent = no\n"
+        ),
+    )
+    .expect("config");
+    let child = Command::new(NGIRCD)
+        .args(["--nodaemon", "--config"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ngircd starts");
+    let server = Reaper(child);
+    // Ready once it accepts connections.
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some((server, port));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("ngircd did not start listening on {port}");
+}
+
+/// A person on IRC, speaking the protocol by hand.
+struct Person {
+    lines: tokio::io::Lines<BufReader<OwnedReadHalf>>,
+    out: OwnedWriteHalf,
+}
+
+impl Person {
+    async fn connect(port: u16, nick: &str) -> Person {
+        let stream = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        let (r, w) = stream.into_split();
+        let mut p = Person {
+            lines: BufReader::new(r).lines(),
+            out: w,
+        };
+        p.send(&format!("NICK {nick}")).await;
+        p.send(&format!("USER {nick} 0 * :{nick}")).await;
+        p.until(|l| l.split(' ').nth(1) == Some("001")).await;
+        p
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.out
+            .write_all(format!("{line}\r\n").as_bytes())
+            .await
+            .expect("write");
+    }
+
+    /// Reads lines (answering PINGs) until `want` accepts one; 30 s at most.
+    async fn until(&mut self, mut want: impl FnMut(&str) -> bool) -> String {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .expect("read")
+                    .expect("connection open");
+                if let Some(token) = line.strip_prefix("PING ") {
+                    self.send(&format!("PONG {token}")).await;
+                    continue;
+                }
+                if want(&line) {
+                    return line;
+                }
+            }
+        })
+        .await
+        .expect("the expected line in time")
+    }
+
+    /// The next channel message from `nick`: its text, and the raw line.
+    async fn said_by(&mut self, nick: &str, channel: &str) -> (String, String) {
+        let prefix = format!(":{nick}!");
+        let cmd = format!(" PRIVMSG {channel} :");
+        let line = self.until(|l| l.starts_with(&prefix) && l.contains(&cmd)).await;
+        let text = line
+            .split_once(&cmd)
+            .map(|(_, t)| t.to_owned())
+            .unwrap_or_default();
+        (text, line)
+    }
+}
+
+/// Starts `tactful run` on `config`.
+fn start_tactful(dir: &Path, config: &str) -> Reaper {
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, config).expect("config");
+    Reaper(
+        Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tactful starts"),
+    )
+}
+
+/// Joins `channel` and waits until NAMES lists every nick in `nicks`.
+async fn join_with(person: &mut Person, channel: &str, nicks: &[&str]) {
+    person.send(&format!("JOIN {channel}")).await;
+    for attempt in 0.. {
+        person.send(&format!("NAMES {channel}")).await;
+        let names = person.until(|l| l.split(' ').nth(1) == Some("353")).await;
+        let listed = |nick: &str| {
+            names
+                .split([' ', ':', '@', '+'])
+                .any(|n| n.eq_ignore_ascii_case(nick))
+        };
+        if nicks.iter().all(|n| listed(n)) {
+            return;
+        }
+        assert!(attempt < 300, "{nicks:?} never joined: {names}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn config(port: u16, long: &str) -> String {
+    format!(
+        r##"
+[store]
+path = ":memory:"
+
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "docs"
+
+[[persona]]
+id = "chef"
+name = "Chef"
+agent = "chef"
+irc = {{ nick = "Chef[bot]" }}
+
+[agents.docs]
+kind = "script"
+rules = [
+  {{ when = "(?i)long", reply = "[[reply_to:{{msg_id}}]]\nHere is the long story.\n\n{long}\nThe end." }},
+  {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the button for 5 s." }},
+]
+
+[agents.chef]
+kind = "script"
+rules = [{{ when = "", reply = "Soup is ready." }}]
+
+[rooms.default]
+mode = "mention"
+
+[platforms.irc]
+server = "127.0.0.1"
+port = {port}
+channels = ["#tactful"]
+send_interval_ms = 20
+"##
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn personas_answer_on_a_real_irc_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some((_server, port)) = start_ngircd(dir.path()) else {
+        return;
+    };
+    let long = "word ".repeat(150).trim_end().to_owned() + " last";
+    let _tactful = start_tactful(dir.path(), &config(port, &long));
+    let mut alice = Person::connect(port, "alice").await;
+    join_with(&mut alice, "#tactful", &["docs", "Chef[bot]"]).await;
+
+    // Chatter first, then a question by nick: the first thing docs says is
+    // the answer, addressed to alice by nick (IRC has no replies).
+    alice
+        .send("PRIVMSG #tactful :just chatting about lunch, nothing for the bots")
+        .await;
+    alice.send("PRIVMSG #tactful :docs: how do I reset it?").await;
+    let (text, _) = alice.said_by("docs", "#tactful").await;
+    assert_eq!(text, "alice: Hold the button for 5 s.");
+
+    // The nick with IRC specials, mentioned in other case mapping.
+    alice
+        .send("PRIVMSG #tactful :hey chef{bot}, what's cooking?")
+        .await;
+    let (text, _) = alice.said_by("Chef[bot]", "#tactful").await;
+    assert_eq!(text, "Soup is ready.");
+
+    // A long reply: line by line, each within 512 bytes, nothing lost.
+    alice
+        .send("PRIVMSG #tactful :docs, the long version please")
+        .await;
+    let mut got = Vec::new();
+    loop {
+        let (text, raw) = alice.said_by("docs", "#tactful").await;
+        assert!(
+            raw.len() + 2 <= 512,
+            "an IRC line is at most 512 bytes: {} bytes",
+            raw.len() + 2
+        );
+        let done = text == "The end.";
+        got.push(text);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(got[0], "alice: Here is the long story.");
+    assert!(got.len() >= 4, "the long line was split: {got:?}");
+    let middle = got[1..got.len() - 1].join(" ");
+    assert_eq!(middle, long, "the long line arrives whole, in order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_nick_falls_back_and_a_restarted_server_is_rejoined() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some((server, port)) = start_ngircd(dir.path()) else {
+        return;
+    };
+    // Someone already uses the nick "docs": the persona becomes docs_.
+    let mut squatter = Person::connect(port, "docs").await;
+    squatter.send("JOIN #tactful").await;
+    let _tactful = start_tactful(dir.path(), &config(port, "unused"));
+    let mut alice = Person::connect(port, "alice").await;
+    join_with(&mut alice, "#tactful", &["docs_", "Chef[bot]"]).await;
+    alice.send("PRIVMSG #tactful :docs_: how do I reset it?").await;
+    let (text, _) = alice.said_by("docs_", "#tactful").await;
+    assert_eq!(text, "alice: Hold the button for 5 s.");
+
+    // The server goes away and comes back on the same port: the personas
+    // reconnect by themselves (and docs gets its own nick back).
+    drop(server);
+    drop((alice, squatter));
+    let Some((_server, _)) = start_ngircd_on(dir.path(), port) else {
+        return;
+    };
+    let mut alice = Person::connect(port, "alice").await;
+    join_with(&mut alice, "#tactful", &["docs", "Chef[bot]"]).await;
+    alice.send("PRIVMSG #tactful :docs: reset again?").await;
+    let (text, _) = alice.said_by("docs", "#tactful").await;
+    assert_eq!(text, "alice: Hold the button for 5 s.");
+}
