@@ -253,6 +253,13 @@ async fn personas_answer_on_a_real_irc_server() {
     assert!(got.len() >= 4, "the long line was split: {got:?}");
     let middle = got[1..got.len() - 1].join(" ");
     assert_eq!(middle, long, "the long line arrives whole, in order");
+
+    // A private message is a DM: answered privately, no nick needed.
+    alice.send("PRIVMSG docs :how do I reset it?").await;
+    let line = alice
+        .until(|l| l.starts_with(":docs!") && l.contains(" PRIVMSG alice :"))
+        .await;
+    assert!(line.ends_with("Hold the button for 5 s."), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
