@@ -379,23 +379,4 @@ impl Platform for IrcPlatform {
             Ok(shared.new_id())
         })
     }
-
-    fn edit<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: &'a MsgId,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        Box::pin(async { Err(PlatformError("IRC messages cannot be edited".into())) })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        Box::pin(async { Err(PlatformError("IRC messages cannot be deleted".into())) })
-    }
 }

@@ -61,19 +61,28 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;
 
     /// Replaces the text of a message this persona posted.
+    /// Platforms without edits ([`Capabilities::can_edit`] false) keep the
+    /// default, which the delivery path never calls.
     fn edit<'a>(
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
         id: &'a MsgId,
         text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>>;
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        let _ = (persona, room, id, text);
+        Box::pin(async { Err(PlatformError("messages cannot be edited here".into())) })
+    }
 
-    /// Deletes a message this persona posted.
+    /// Deletes a message this persona posted. Platforms without deletes
+    /// keep the default.
     fn delete<'a>(
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
         id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>>;
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        let _ = (persona, room, id);
+        Box::pin(async { Err(PlatformError("messages cannot be deleted here".into())) })
+    }
 }

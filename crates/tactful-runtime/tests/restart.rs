@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
-use tactful_core::{
-    EngineConfig, Message, MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, TurnRequest,
-};
+use tactful_core::{EngineConfig, Message, MsgId, Output, PersonaSpec, Timestamp, TurnRequest};
 use tactful_runtime::{
     Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, Store,
     TraceEvent,
@@ -55,25 +53,6 @@ impl Platform for Plain {
                 self.next.fetch_add(1, Ordering::SeqCst)
             )))
         })
-    }
-
-    fn edit<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: &'a MsgId,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        Box::pin(async { Err(PlatformError("no edits here".into())) })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        Box::pin(async { Err(PlatformError("no deletes here".into())) })
     }
 }
 
