@@ -152,7 +152,7 @@ impl Metrics {
                     ]))
                     .inc_by(usage.completion_tokens);
             }
-            TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } => {}
+            TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } | TraceEvent::Backlog { .. } => {}
             TraceEvent::Engine(output) => self.observe_output(output),
         }
     }

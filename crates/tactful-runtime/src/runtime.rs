@@ -78,6 +78,13 @@ pub enum TraceEvent {
         /// Its room.
         room: RoomId,
     },
+    /// A message from before the start was recorded as context.
+    Backlog {
+        /// Its room.
+        room: RoomId,
+        /// Its id.
+        msg: MsgId,
+    },
     /// An agent call reported token usage.
     Usage {
         /// The persona.
@@ -110,6 +117,8 @@ pub enum TraceEvent {
 
 enum Event {
     Inbound(Message),
+    Backlog(Message),
+    State(String, String),
     AgentDone(TurnId, AgentResult),
     Sent(RoomId, MsgId, MsgId),
     Shutdown(oneshot::Sender<()>),
@@ -127,6 +136,19 @@ impl RuntimeHandle {
     /// once the runtime has stopped.
     pub fn inbound(&self, msg: Message) -> bool {
         self.tx.send(Event::Inbound(msg)).is_ok()
+    }
+
+    /// Hands over a message from before the service started (a platform's
+    /// first sync): recorded as context, never answered.
+    pub fn backlog(&self, msg: Message) -> bool {
+        self.tx.send(Event::Backlog(msg)).is_ok()
+    }
+
+    /// Saves a platform's bookkeeping (a sync token, say) in order with
+    /// the messages handed in before it: after a restart the store holds
+    /// the value only if it holds those messages too.
+    pub fn save_state(&self, key: String, value: String) -> bool {
+        self.tx.send(Event::State(key, value)).is_ok()
     }
 }
 
@@ -329,6 +351,24 @@ impl Driver {
                                 self.batch.ops.push(Op::Heard(msg.clone()));
                             }
                             self.engine.handle_message(wall_clock(), msg);
+                        }
+                    }
+                    Some(Event::Backlog(msg)) => {
+                        if closing.is_none() {
+                            if let Some(trace) = &self.trace {
+                                let _ = trace.send(TraceEvent::Backlog { room: msg.room.clone(), msg: msg.id.clone() });
+                            }
+                            if self.persist.is_some() {
+                                self.batch.ops.push(Op::Heard(msg.clone()));
+                            }
+                            self.engine.restore_message(msg);
+                        }
+                    }
+                    Some(Event::State(key, value)) => {
+                        // While closing, messages are no longer taken: a
+                        // state covering them must not be saved either.
+                        if closing.is_none() && self.persist.is_some() {
+                            self.batch.ops.push(Op::PlatformState { key, value });
                         }
                     }
                     Some(Event::AgentDone(turn, result)) => {

@@ -294,3 +294,65 @@ fn a_reply_turn_running_at_a_crash_is_asked_again() {
         h.runtime.shutdown().await;
     });
 }
+
+#[test]
+fn backlog_is_context_never_answered_and_platform_state_is_kept() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.db");
+    let rt = tokio::runtime::Runtime::new().expect("tokio");
+    rt.block_on(async {
+        let mut h = start(&path, false, false);
+        // A message from before the start, addressed to docs: context only.
+        let mut old = Message::new("old1", "lobby", "alice", "@docs is anyone there?", Timestamp(0));
+        old.time = tactful_runtime::wall_clock();
+        assert!(h.runtime.handle().backlog(old));
+        assert!(
+            h.runtime
+                .handle()
+                .save_state("test:sync".into(), "token-7".into())
+        );
+        until(&mut h.trace, |e| {
+            matches!(e, TraceEvent::Backlog { msg, .. } if msg.as_str() == "old1").then_some(())
+        })
+        .await;
+        ask(&h, "q1");
+        // The first call is about q1, and it sees the backlog as context.
+        let call = until(&mut h.trace, |e| match e {
+            TraceEvent::Engine(Output::CallAgent(req)) => Some(req.clone()),
+            _ => None,
+        })
+        .await;
+        assert_eq!(call.triggers[0].id.as_str(), "q1");
+        assert!(
+            call.history.iter().any(|e| e.id.as_str() == "old1"),
+            "the backlog is context"
+        );
+        until(&mut h.trace, |e| {
+            matches!(e, TraceEvent::Delivered { .. }).then_some(())
+        })
+        .await;
+        assert_eq!(h.calls.try_recv().ok().as_deref(), Some("q1"));
+        assert!(
+            h.calls.try_recv().is_err(),
+            "the backlog message was never answered"
+        );
+        h.runtime.shutdown().await;
+    });
+    let store = Store::open(&path).expect("reopens");
+    assert_eq!(
+        store
+            .platform_state()
+            .expect("state")
+            .get("test:sync")
+            .map(String::as_str),
+        Some("token-7")
+    );
+    let saved = store
+        .load(tactful_store::LoadLimits {
+            history: 10,
+            own_ids: 10,
+        })
+        .expect("loads");
+    let ids: Vec<&str> = saved.rooms[0].messages.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids[0], "old1", "the backlog is in the transcript too: {ids:?}");
+}

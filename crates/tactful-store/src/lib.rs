@@ -96,6 +96,15 @@ pub enum Op {
     TurnStarted(PendingTurn),
     /// A turn ended, whatever the outcome.
     TurnEnded(TurnId),
+    /// A platform's own bookkeeping, e.g. a Matrix sync token: saved in
+    /// order with the messages it covers, so a restart resumes exactly
+    /// after what was saved.
+    PlatformState {
+        /// The platform's key, e.g. `matrix:sync:docs`.
+        key: String,
+        /// The value.
+        value: String,
+    },
 }
 
 /// A reply turn that was running.
@@ -489,6 +498,15 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// Every saved platform state value, by key.
+    pub fn platform_state(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT key, value FROM platform_state")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// How many decisions the trace holds for `room` (for tests and the
     /// console).
     pub fn decision_count(&self, room: &RoomId) -> Result<u64, StoreError> {
@@ -618,6 +636,10 @@ fn apply_one(tx: &rusqlite::Transaction<'_>, op: &Op) -> Result<(), StoreError> 
         Op::TurnEnded(turn) => {
             tx.prepare_cached("DELETE FROM pending_turns WHERE turn = ?1")?
                 .execute([turn.0 as i64])?;
+        }
+        Op::PlatformState { key, value } => {
+            tx.prepare_cached("INSERT OR REPLACE INTO platform_state (key, value) VALUES (?1, ?2)")?
+                .execute(params![key, value])?;
         }
     }
     Ok(())

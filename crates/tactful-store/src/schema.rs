@@ -10,7 +10,8 @@ use rusqlite::Connection;
 use crate::StoreError;
 
 /// Migration `i` takes a file from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE messages (
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
     room        TEXT NOT NULL,
@@ -67,7 +68,11 @@ CREATE TABLE outbox (
     PRIMARY KEY (room, local_id)
 );
 CREATE INDEX outbox_unsent ON outbox (delivered) WHERE delivered IS NULL;
-"];
+",
+    r"
+CREATE TABLE platform_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+",
+];
 
 /// Brings the file at `path` to the current version.
 pub(crate) fn migrate(conn: &Connection, path: &str) -> Result<(), StoreError> {

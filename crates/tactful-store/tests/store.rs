@@ -219,3 +219,26 @@ fn an_unwritable_path_names_the_file() {
         "{err}"
     );
 }
+
+#[test]
+fn a_store_from_the_first_schema_is_migrated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.db");
+    drop(Store::open(&path).expect("opens"));
+    // Make it look like a file written before schema 2.
+    let conn = rusqlite::Connection::open(&path).expect("opens");
+    conn.execute_batch("DROP TABLE platform_state; PRAGMA user_version = 1;")
+        .expect("downgraded");
+    drop(conn);
+    let mut store = Store::open(&path).expect("migrates");
+    store
+        .apply(&[Op::PlatformState {
+            key: "matrix:sync:docs".into(),
+            value: "s72_1".into(),
+        }])
+        .expect("saved");
+    assert_eq!(
+        store.platform_state().expect("reads")["matrix:sync:docs"],
+        "s72_1"
+    );
+}
