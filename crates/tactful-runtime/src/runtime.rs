@@ -202,7 +202,7 @@ impl Runtime {
                         restart.resumed += 1;
                     }
                 }
-                restart.unsent = restored.unsent.into_iter().map(|u| u.out).collect();
+                restart.unsent = restored.unsent;
                 restart.messages = messages;
                 if messages > 0 || restart.resumed > 0 || !restart.unsent.is_empty() {
                     tracing::info!(

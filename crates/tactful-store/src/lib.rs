@@ -124,13 +124,6 @@ pub struct PendingTurn {
     pub addressed: bool,
 }
 
-/// A reply decided but not confirmed sent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unsent {
-    /// The reply.
-    pub out: Outgoing,
-}
-
 /// Everything needed to rebuild the engine, per room.
 #[derive(Clone, Debug)]
 pub struct RestoredRoom {
@@ -157,7 +150,7 @@ pub struct Restored {
     /// Reply turns that were running, oldest first.
     pub pending: Vec<PendingTurn>,
     /// Replies decided but not confirmed sent, oldest first.
-    pub unsent: Vec<Unsent>,
+    pub unsent: Vec<Outgoing>,
 }
 
 impl Restored {
@@ -418,11 +411,7 @@ impl Store {
             })?;
             out.push(PendingTurn {
                 turn: TurnId(turn.max(0) as u64),
-                kind: match kind.as_str() {
-                    "gate" => TurnKind::Gate,
-                    "ambient" => TurnKind::Ambient,
-                    _ => TurnKind::Reply,
-                },
+                kind: kind_from_name(&kind),
                 room: RoomId::new(room),
                 persona: PersonaId::new(persona),
                 msgs: msgs.into_iter().map(MsgId::new).collect(),
@@ -432,7 +421,7 @@ impl Store {
         Ok(out)
     }
 
-    fn unsent(&self) -> Result<Vec<Unsent>, StoreError> {
+    fn unsent(&self) -> Result<Vec<Outgoing>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT o.turn, o.kind, o.persona, o.room, m.thread, o.local_id, m.text, m.reply_to, o.notice,
                     m.is_dm, m.time
@@ -440,30 +429,22 @@ impl Store {
              WHERE o.delivered IS NULL ORDER BY m.seq",
         )?;
         let rows = stmt.query_map([], |r| {
-            let kind: String = r.get(1)?;
-            let at = Timestamp::from_millis(r.get::<_, i64>(10)?.max(0) as u64);
-            Ok(Unsent {
-                out: Outgoing {
-                    at,
-                    turn: TurnId(r.get::<_, i64>(0)?.max(0) as u64),
-                    kind: if kind == "ambient" {
-                        TurnKind::Ambient
-                    } else {
-                        TurnKind::Reply
-                    },
-                    persona: PersonaId::new(r.get::<_, String>(2)?),
-                    room: RoomId::new(r.get::<_, String>(3)?),
-                    thread: r.get::<_, Option<String>>(4)?.map(ThreadId::new),
-                    id: MsgId::new(r.get::<_, String>(5)?),
-                    text: r.get(6)?,
-                    reply_to: r.get::<_, Option<String>>(7)?.map(MsgId::new),
-                    dropped_reply_to: None,
-                    invalid_reply_to: Vec::new(),
-                    unknown_directives: Vec::new(),
-                    msgs: Vec::new(),
-                    notice: r.get(8)?,
-                    is_dm: r.get(9)?,
-                },
+            Ok(Outgoing {
+                at: Timestamp::from_millis(r.get::<_, i64>(10)?.max(0) as u64),
+                turn: TurnId(r.get::<_, i64>(0)?.max(0) as u64),
+                kind: kind_from_name(&r.get::<_, String>(1)?),
+                persona: PersonaId::new(r.get::<_, String>(2)?),
+                room: RoomId::new(r.get::<_, String>(3)?),
+                thread: r.get::<_, Option<String>>(4)?.map(ThreadId::new),
+                id: MsgId::new(r.get::<_, String>(5)?),
+                text: r.get(6)?,
+                reply_to: r.get::<_, Option<String>>(7)?.map(MsgId::new),
+                dropped_reply_to: None,
+                invalid_reply_to: Vec::new(),
+                unknown_directives: Vec::new(),
+                msgs: Vec::new(),
+                notice: r.get(8)?,
+                is_dm: r.get(9)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -523,6 +504,15 @@ fn kind_name(kind: TurnKind) -> &'static str {
         TurnKind::Reply => "reply",
         TurnKind::Ambient => "ambient",
         TurnKind::Gate => "gate",
+    }
+}
+
+/// The inverse of [`kind_name`]; anything else reads as a reply.
+fn kind_from_name(name: &str) -> TurnKind {
+    match name {
+        "gate" => TurnKind::Gate,
+        "ambient" => TurnKind::Ambient,
+        _ => TurnKind::Reply,
     }
 }
 

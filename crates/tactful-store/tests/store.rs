@@ -125,11 +125,11 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
         room.older_own
     );
     assert!(room.aliases.is_empty(), "docs:2 was never confirmed");
-    let unsent: Vec<&str> = restored.unsent.iter().map(|u| u.out.id.as_str()).collect();
+    let unsent: Vec<&str> = restored.unsent.iter().map(|u| u.id.as_str()).collect();
     assert_eq!(unsent, ["docs:2"]);
-    assert_eq!(restored.unsent[0].out.text, "second");
+    assert_eq!(restored.unsent[0].text, "second");
     assert_eq!(
-        restored.unsent[0].out.reply_to.as_ref().map(MsgId::as_str),
+        restored.unsent[0].reply_to.as_ref().map(MsgId::as_str),
         Some("h3")
     );
     let pending: Vec<u64> = restored.pending.iter().map(|t| t.turn.0).collect();

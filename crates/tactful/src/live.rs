@@ -140,9 +140,13 @@ impl Service {
                     &personas,
                 )?;
                 // Before the runtime starts: replies it sends again must come
-                // after. (The web room owns every room no other platform
-                // claims, so it comes last.)
-                web.restore(shown.into_iter().filter(|m| !m.room.as_str().starts_with("irc:")));
+                // after. The web room owns every room no other platform
+                // claims (so it comes last), and shows only those.
+                web.restore(
+                    shown
+                        .into_iter()
+                        .filter(|m| !platforms.iter().any(|p| p.owns(&m.room))),
+                );
                 platforms.push(Arc::new(web.clone()));
                 Some(web)
             }
