@@ -16,7 +16,8 @@
 //! kicks in.
 //!
 //! Room ids are `irc:#channel` for channels and `irc:dm:<persona>:<nick>`
-//! for private conversations.
+//! for private conversations; people are `irc:<nick>` (for
+//! `allowed_users`), shown by their nick.
 
 pub mod text;
 
@@ -232,16 +233,26 @@ impl Shared {
 
     /// A PRIVMSG reached persona `i`'s connection.
     fn heard(&self, i: usize, persona: &IrcPersona, own_nick: &str, from: &str, target: &str, body: &str) {
-        let ours = self
-            .live
-            .lock()
-            .is_ok_and(|live| live.values().any(|(_, nick)| text::nick_eq(nick, from)))
-            || self
-                .settings
+        // Each persona's nick as the network knows it now: the one its
+        // connection got (maybe `nick_`), else the configured one. A
+        // configured nick held by someone else is that person's.
+        let nicks: Vec<(String, PersonaId, bool)> = {
+            let Ok(live) = self.live.lock() else {
+                return;
+            };
+            self.settings
                 .personas
                 .iter()
-                .any(|p| text::nick_eq(&p.nick, from));
-        if ours {
+                .map(|p| match live.get(&p.id) {
+                    Some((_, nick)) => (nick.clone(), p.id.clone(), true),
+                    None => (p.nick.clone(), p.id.clone(), false),
+                })
+                .collect()
+        };
+        if nicks
+            .iter()
+            .any(|(nick, _, live)| *live && text::nick_eq(nick, from))
+        {
             return; // A persona's own line: the engine heard it when it was sent.
         }
         let body = match body.strip_prefix('\u{1}') {
@@ -268,21 +279,10 @@ impl Shared {
         } else {
             return;
         };
-        let nicks: Vec<(String, PersonaId)> = {
-            let live = self.live.lock().map(|l| l.clone()).unwrap_or_default();
-            self.settings
-                .personas
-                .iter()
-                .flat_map(|p| {
-                    let current = live.get(&p.id).map(|(_, n)| n.clone());
-                    std::iter::once((p.nick.clone(), p.id.clone())).chain(current.map(|n| (n, p.id.clone())))
-                })
-                .collect()
-        };
-        let names: Vec<&str> = nicks.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = nicks.iter().map(|(n, _, _)| n.as_str()).collect();
         let mut mentions: Vec<UserId> = Vec::new();
         for n in text::mentioned(&body, &names) {
-            if let Some((_, id)) = nicks.iter().find(|(nick, _)| nick == n)
+            if let Some((_, id, _)) = nicks.iter().find(|(nick, _, _)| nick == n)
                 && !mentions.iter().any(|m| m.as_str() == id.as_str())
             {
                 mentions.push(UserId::new(id.as_str()));
@@ -300,7 +300,9 @@ impl Shared {
             room,
             thread: None,
             sender: Sender {
-                id: UserId::new(from),
+                // Namespaced: anyone may take a nick equal to a persona's id,
+                // and must not be taken for the persona.
+                id: UserId::new(format!("irc:{from}")),
                 name: Arc::from(from),
                 is_bot: false,
             },

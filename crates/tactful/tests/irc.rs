@@ -277,6 +277,22 @@ async fn a_taken_nick_falls_back_and_a_restarted_server_is_rejoined() {
     alice.send("PRIVMSG #tactful :docs_: how do I reset it?").await;
     let (text, _) = alice.said_by("docs_", "#tactful").await;
     assert_eq!(text, "alice: Hold the button for 5 s.");
+    // The person holding "docs" is a person, not the persona: heard, and
+    // "docs" in text names them, not the persona.
+    squatter
+        .send("PRIVMSG #tactful :docs here, Chef[bot]: anything to eat?")
+        .await;
+    let (text, _) = alice.said_by("Chef[bot]", "#tactful").await;
+    assert_eq!(text, "Soup is ready.");
+    alice
+        .send("PRIVMSG #tactful :docs: how do I reset it, as a person?")
+        .await;
+    squatter.send("PRIVMSG #tactful :docs_: how do I reset it?").await;
+    let (text, _) = alice.said_by("docs_", "#tactful").await;
+    assert_eq!(
+        text, "docs: Hold the button for 5 s.",
+        "the question to the person named docs was not taken for the persona"
+    );
 
     // The server goes away and comes back on the same port: the personas
     // reconnect by themselves (and docs gets its own nick back).
