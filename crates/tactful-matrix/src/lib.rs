@@ -1,0 +1,669 @@
+//! Matrix for tactful: every persona is a Matrix account of its own.
+//!
+//! Each persona logs in (password or access token) and runs its own sync
+//! loop with `matrix-sdk`; the personas see each other as bots. What a sync
+//! brings is handed to the runtime in order, and only then is the sync
+//! token saved behind it ([`RuntimeHandle::save_state`]), so after a
+//! restart the next sync starts exactly after the last message the store
+//! holds: nothing is answered twice, nothing is missed.
+//!
+//! - The very first sync of an account (no saved token) is backlog: it is
+//!   recorded as context and never answered. So is the history of a room a
+//!   persona has just joined, up to its own join.
+//! - A room several personas share is heard once: the first persona to
+//!   see an event hands it in.
+//! - Invites are accepted from `invites_from` (users or whole servers) and
+//!   to `rooms`, and ignored otherwise; `rooms` are joined at start.
+//! - A two-member room, or one marked `m.direct`, is a DM with the persona
+//!   in it.
+//! - Replies are real Matrix replies (`m.in_reply_to`, with the mention of
+//!   the author), thread messages stay in their thread, streaming edits
+//!   are `m.replace`, a silent turn redacts its placeholder.
+//! - When the homeserver goes away, each loop retries with exponential
+//!   backoff from the token it holds: the messages sent meanwhile arrive
+//!   with the next sync.
+//!
+//! Room ids are `matrix:<room id>`; people are their Matrix user ids
+//! (`@alice:example.org`, for `allowed_users`); message ids are event ids.
+//! Encrypted rooms are not supported: their messages are not readable
+//! without end-to-end encryption, which this build leaves out.
+
+pub mod event;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use matrix_sdk::authentication::matrix::MatrixSession;
+use matrix_sdk::config::{SyncSettings, SyncToken};
+use matrix_sdk::room::edit::EditedContent;
+use matrix_sdk::room::reply::{EnforceThread, Reply};
+use matrix_sdk::ruma::api::client::filter::{FilterDefinition, RoomEventFilter};
+use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
+use matrix_sdk::ruma::events::room::member::MembershipState;
+use matrix_sdk::ruma::events::room::message::{
+    AddMentions, Relation, RoomMessageEventContent, RoomMessageEventContentWithoutRelation,
+};
+use matrix_sdk::ruma::events::{
+    AnySyncMessageLikeEvent, AnySyncStateEvent, AnySyncTimelineEvent, Mentions, SyncMessageLikeEvent,
+    SyncStateEvent,
+};
+use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
+use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
+use tactful_core::{MsgId, PersonaId, RoomId};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle};
+
+use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
+
+/// How many recent event ids are remembered to hear a shared room once.
+const REMEMBERED_EVENTS: usize = 4096;
+
+/// Events per room and sync: enough that a short outage leaves no gap.
+const TIMELINE_LIMIT: u32 = 100;
+
+/// How a persona proves who it is.
+#[derive(Clone)]
+pub enum MatrixAuth {
+    /// Logs in with the account's password (a device named after the
+    /// persona, the same on every start).
+    Password(String),
+    /// Uses an access token made elsewhere.
+    AccessToken(String),
+}
+
+/// One persona's Matrix account.
+#[derive(Clone)]
+pub struct MatrixPersona {
+    /// The persona.
+    pub id: PersonaId,
+    /// Its full Matrix user id, `@name:server`.
+    pub user_id: String,
+    /// Its credentials.
+    pub auth: MatrixAuth,
+}
+
+/// `[platforms.matrix]` and the personas' accounts.
+#[derive(Clone)]
+pub struct MatrixSettings {
+    /// The homeserver's base URL (`https://matrix.example.org`).
+    pub homeserver: String,
+    /// Whose invites are accepted: user ids (`@alice:example.org`) or whole
+    /// servers (`example.org`).
+    pub invites_from: Vec<String>,
+    /// Rooms (ids or aliases) every persona joins at start and accepts
+    /// invites to.
+    pub rooms: Vec<String>,
+    /// The personas on Matrix.
+    pub personas: Vec<MatrixPersona>,
+    /// Where the SDK keeps each account's room state between starts
+    /// (`None`: in memory, re-read from the server on start).
+    pub state_dir: Option<PathBuf>,
+    /// The longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// How long one sync request waits for news.
+    pub sync_timeout: Duration,
+}
+
+impl std::fmt::Debug for MatrixSettings {
+    // Passwords and tokens never reach a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixSettings")
+            .field("homeserver", &self.homeserver)
+            .field("invites_from", &self.invites_from)
+            .field("rooms", &self.rooms)
+            .field(
+                "personas",
+                &self.personas.iter().map(|p| &p.user_id).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// The store key of an account's sync token.
+pub fn state_key(user_id: &str) -> String {
+    format!("matrix:sync:{user_id}")
+}
+
+/// The Matrix platform: a [`Platform`] for the runtime and the sync loops.
+#[derive(Clone)]
+pub struct MatrixPlatform {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for MatrixPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatrixPlatform")
+            .field("settings", &self.shared.settings)
+            .finish()
+    }
+}
+
+struct Shared {
+    settings: MatrixSettings,
+    known: Vec<KnownPersona>,
+    clients: Mutex<HashMap<PersonaId, Client>>,
+    /// Saved sync tokens, by persona, taken by its loop at start.
+    saved: Mutex<HashMap<PersonaId, String>>,
+    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
+    runtime: Mutex<Option<RuntimeHandle>>,
+    synced: AtomicUsize,
+}
+
+impl MatrixPlatform {
+    /// A Matrix platform; nothing connects before [`MatrixPlatform::start`].
+    /// `saved` is the platform state the store holds (sync tokens under
+    /// [`state_key`]).
+    pub fn new(settings: MatrixSettings, saved: &HashMap<String, String>) -> MatrixPlatform {
+        let known = settings
+            .personas
+            .iter()
+            .map(|p| KnownPersona {
+                id: p.id.clone(),
+                user_id: p.user_id.clone(),
+                names: vec![localpart(&p.user_id).to_owned()],
+            })
+            .collect();
+        let tokens = settings
+            .personas
+            .iter()
+            .filter_map(|p| Some((p.id.clone(), saved.get(&state_key(&p.user_id))?.clone())))
+            .collect();
+        MatrixPlatform {
+            shared: Arc::new(Shared {
+                settings,
+                known,
+                clients: Mutex::new(HashMap::new()),
+                saved: Mutex::new(tokens),
+                seen: Mutex::new((HashSet::new(), VecDeque::new())),
+                runtime: Mutex::new(None),
+                synced: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Where heard messages go.
+    pub fn connect_runtime(&self, handle: RuntimeHandle) {
+        if let Ok(mut r) = self.shared.runtime.lock() {
+            *r = Some(handle);
+        }
+    }
+
+    /// Logs every persona in and starts its sync loop (each retrying on
+    /// its own until the returned tasks are aborted).
+    pub fn start(&self) -> Vec<tokio::task::JoinHandle<()>> {
+        (0..self.shared.settings.personas.len())
+            .map(|i| {
+                let shared = self.shared.clone();
+                tokio::spawn(async move { shared.keep_syncing(i).await })
+            })
+            .collect()
+    }
+
+    /// How many personas have finished their first sync (for readiness).
+    pub fn synced(&self) -> usize {
+        self.shared.synced.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a persona could not get going; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+enum SessionError {
+    #[error("the homeserver URL {0:?} is not usable: {1}")]
+    Build(String, String),
+    #[error("login as {0} failed: {1}")]
+    Login(String, String),
+    #[error("the access token belongs to {found}, not {want}")]
+    WrongUser { want: String, found: String },
+    #[error("sync failed: {0}")]
+    Sync(String),
+}
+
+impl Shared {
+    async fn keep_syncing(self: Arc<Self>, i: usize) {
+        let persona = self.settings.personas[i].clone();
+        let mut backoff = Duration::from_millis(500);
+        let client = loop {
+            match self.login(&persona).await {
+                Ok(c) => break c,
+                Err(e) => {
+                    tracing::warn!(persona = %persona.id, "Matrix: {e}; retrying in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.settings.max_backoff);
+                }
+            }
+        };
+        tracing::info!(persona = %persona.id, user = %persona.user_id, "logged in to Matrix");
+        if let Ok(mut clients) = self.clients.lock() {
+            clients.insert(persona.id.clone(), client.clone());
+        }
+        self.join_configured(&persona, &client).await;
+        let mut token = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.id));
+        let mut first = true;
+        backoff = Duration::from_millis(500);
+        loop {
+            match self.sync(&persona, &client, token.as_deref(), first).await {
+                Ok(next) => {
+                    if first {
+                        first = false;
+                        self.synced.fetch_add(1, Ordering::SeqCst);
+                        tracing::info!(persona = %persona.id, rooms = client.joined_rooms().len(), "Matrix sync is live");
+                    }
+                    token = Some(next);
+                    backoff = Duration::from_millis(500);
+                }
+                Err(e) => {
+                    tracing::warn!(persona = %persona.id, "Matrix: {e}; retrying in {backoff:?}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(self.settings.max_backoff);
+                }
+            }
+        }
+    }
+
+    async fn login(&self, persona: &MatrixPersona) -> Result<Client, SessionError> {
+        let s = &self.settings;
+        let mut builder = Client::builder().homeserver_url(&s.homeserver);
+        if let Some(dir) = &s.state_dir {
+            let name: String = persona
+                .user_id
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            builder = builder.sqlite_store(dir.join(name), None);
+        }
+        let client = builder
+            .build()
+            .await
+            .map_err(|e| SessionError::Build(s.homeserver.clone(), e.to_string()))?;
+        match &persona.auth {
+            MatrixAuth::Password(password) => {
+                // The same device on every start: no pile of devices on the
+                // account.
+                let device = format!("TACTFUL_{}", persona.id.as_str().to_uppercase());
+                client
+                    .matrix_auth()
+                    .login_username(&persona.user_id, password)
+                    .device_id(&device)
+                    .initial_device_display_name(&format!("tactful ({})", persona.id))
+                    .send()
+                    .await
+                    .map_err(|e| SessionError::Login(persona.user_id.clone(), e.to_string()))?;
+            }
+            MatrixAuth::AccessToken(token) => {
+                let user_id: OwnedUserId = persona
+                    .user_id
+                    .as_str()
+                    .try_into()
+                    .map_err(|e| SessionError::Login(persona.user_id.clone(), format!("{e}")))?;
+                let session = MatrixSession {
+                    meta: SessionMeta {
+                        user_id,
+                        device_id: "TACTFUL".into(),
+                    },
+                    tokens: SessionTokens {
+                        access_token: token.clone(),
+                        refresh_token: None,
+                    },
+                };
+                client
+                    .matrix_auth()
+                    .restore_session(session, Default::default())
+                    .await
+                    .map_err(|e| SessionError::Login(persona.user_id.clone(), e.to_string()))?;
+                let me = client
+                    .whoami()
+                    .await
+                    .map_err(|e| SessionError::Login(persona.user_id.clone(), e.to_string()))?;
+                if me.user_id.as_str() != persona.user_id {
+                    return Err(SessionError::WrongUser {
+                        want: persona.user_id.clone(),
+                        found: me.user_id.to_string(),
+                    });
+                }
+            }
+        }
+        Ok(client)
+    }
+
+    /// Joins `rooms` (ids or aliases); failures are logged, not fatal.
+    async fn join_configured(&self, persona: &MatrixPersona, client: &Client) {
+        for r in &self.settings.rooms {
+            let Ok(id) = <&RoomOrAliasId>::try_from(r.as_str()) else {
+                tracing::warn!(persona = %persona.id, room = %r, "Matrix: not a room id or alias");
+                continue;
+            };
+            if let Err(e) = client.join_room_by_id_or_alias(id, &[]).await {
+                tracing::warn!(persona = %persona.id, room = %r, "Matrix: cannot join: {e}");
+            }
+        }
+    }
+
+    /// One sync: hands its messages in, accepts invites, then saves the
+    /// token behind them. Returns the next token.
+    async fn sync(
+        &self,
+        persona: &MatrixPersona,
+        client: &Client,
+        token: Option<&str>,
+        first: bool,
+    ) -> Result<String, SessionError> {
+        let mut timeline = RoomEventFilter::default();
+        timeline.limit = Some(UInt::from(TIMELINE_LIMIT));
+        let mut filter = FilterDefinition::default();
+        filter.room.timeline = timeline;
+        let mut settings = SyncSettings::default()
+            .filter(Filter::FilterDefinition(filter))
+            .timeout(if first {
+                Duration::ZERO
+            } else {
+                self.settings.sync_timeout
+            });
+        settings = match token {
+            Some(t) => settings.token(t).full_state(first),
+            None => settings.token(SyncToken::NoToken),
+        };
+        let response = client
+            .sync_once(settings)
+            .await
+            .map_err(|e| SessionError::Sync(e.to_string()))?;
+        // With no token at all this is the account's history: context only.
+        let backlog_only = token.is_none();
+        for (room_id, update) in &response.rooms.joined {
+            let Some(room) = client.get_room(room_id) else {
+                continue;
+            };
+            // Events before this persona's own join are the room's history.
+            let join_at = update.timeline.events.iter().rposition(|e| {
+                matches!(
+                    e.raw().deserialize(),
+                    Ok(AnySyncTimelineEvent::State(AnySyncStateEvent::RoomMember(SyncStateEvent::Original(m))))
+                        if m.state_key.as_str() == persona.user_id
+                            && m.content.membership == MembershipState::Join
+                )
+            });
+            for (n, ev) in update.timeline.events.iter().enumerate() {
+                let backlog = backlog_only || join_at.is_some_and(|j| n < j);
+                self.heard(persona, &room, ev.raw(), backlog).await;
+            }
+        }
+        for room in client.invited_rooms() {
+            self.consider_invite(persona, room).await;
+        }
+        if let Ok(r) = self.runtime.lock()
+            && let Some(handle) = r.as_ref()
+        {
+            handle.save_state(state_key(&persona.user_id), response.next_batch.clone());
+        }
+        Ok(response.next_batch)
+    }
+
+    /// One timeline event seen by `persona` in `room`.
+    async fn heard(
+        &self,
+        persona: &MatrixPersona,
+        room: &Room,
+        raw: &matrix_sdk::ruma::serde::Raw<AnySyncTimelineEvent>,
+        backlog: bool,
+    ) {
+        let ev = match raw.deserialize() {
+            Ok(AnySyncTimelineEvent::MessageLike(AnySyncMessageLikeEvent::RoomMessage(
+                SyncMessageLikeEvent::Original(ev),
+            ))) => ev,
+            Ok(_) => return, // State, reactions, redactions: not conversation.
+            Err(e) => {
+                tracing::warn!(persona = %persona.id, room = %room.room_id(), "Matrix: skipped an event that does not parse: {e}");
+                return;
+            }
+        };
+        // The personas' own events: the engine heard them when they were sent.
+        if self.known.iter().any(|p| p.user_id == ev.sender.as_str()) {
+            return;
+        }
+        if !self.first_sight(ev.event_id.as_str()) {
+            return;
+        }
+        let (is_dm, dm_to) = if self.is_dm(room).await {
+            (true, Some(persona.id.clone()))
+        } else {
+            (false, None)
+        };
+        let name = match room.get_member_no_sync(&ev.sender).await {
+            Ok(Some(m)) => m.display_name().map(str::to_owned),
+            _ => None,
+        };
+        let seen = Seen {
+            room: room_id(room.room_id().as_str()),
+            is_dm,
+            dm_to,
+            sender_name: name.as_deref(),
+            personas: &self.known,
+        };
+        let Some(msg) = to_message(&ev, &seen) else {
+            return;
+        };
+        if let Ok(r) = self.runtime.lock()
+            && let Some(handle) = r.as_ref()
+        {
+            if backlog {
+                handle.backlog(msg);
+            } else {
+                handle.inbound(msg);
+            }
+        }
+    }
+
+    /// Whether this is the first persona to see `event` (a shared room is
+    /// heard once).
+    fn first_sight(&self, event: &str) -> bool {
+        let Ok(mut seen) = self.seen.lock() else {
+            return false;
+        };
+        let (set, order) = &mut *seen;
+        if !set.insert(event.to_owned()) {
+            return false;
+        }
+        order.push_back(event.to_owned());
+        if order.len() > REMEMBERED_EVENTS
+            && let Some(old) = order.pop_front()
+        {
+            set.remove(&old);
+        }
+        true
+    }
+
+    /// A DM: marked `m.direct`, or just this persona and one other member.
+    async fn is_dm(&self, room: &Room) -> bool {
+        if room.is_direct().await.unwrap_or(false) {
+            return true;
+        }
+        room.joined_members_count() + room.invited_members_count() == 2
+    }
+
+    /// Accepts an invite from an allowed inviter or to a configured room.
+    async fn consider_invite(&self, persona: &MatrixPersona, room: Room) {
+        if room.state() != RoomState::Invited {
+            return;
+        }
+        let inviter = match room.invite_details().await {
+            Ok(invite) => invite.inviter_id.to_string(),
+            Err(e) => {
+                tracing::warn!(persona = %persona.id, room = %room.room_id(), "Matrix: cannot read an invite: {e}");
+                return;
+            }
+        };
+        let room_ok = self.settings.rooms.iter().any(|r| {
+            r == room.room_id().as_str() || room.canonical_alias().is_some_and(|a| a.as_str() == r)
+        });
+        if !(room_ok || invited_by_allowed(&self.settings.invites_from, &inviter)) {
+            tracing::info!(persona = %persona.id, room = %room.room_id(), %inviter, "Matrix: ignored an invite (not in platforms.matrix.invites_from)");
+            return;
+        }
+        match room.join().await {
+            Ok(()) => {
+                tracing::info!(persona = %persona.id, room = %room.room_id(), %inviter, "Matrix: joined on invite")
+            }
+            Err(e) => tracing::warn!(persona = %persona.id, room = %room.room_id(), "Matrix: cannot join: {e}"),
+        }
+    }
+
+    fn client(&self, persona: &PersonaId) -> Result<Client, PlatformError> {
+        self.clients
+            .lock()
+            .ok()
+            .and_then(|c| c.get(persona).cloned())
+            .ok_or_else(|| PlatformError(format!("{persona} is not logged in to Matrix right now")))
+    }
+
+    fn room(&self, persona: &PersonaId, room: &RoomId) -> Result<Room, PlatformError> {
+        let client = self.client(persona)?;
+        let id = matrix_room(room)
+            .and_then(|r| OwnedRoomId::try_from(r).ok())
+            .ok_or_else(|| PlatformError(format!("{room} is not a Matrix room")))?;
+        client
+            .get_room(&id)
+            .filter(|r| r.state() == RoomState::Joined)
+            .ok_or_else(|| PlatformError(format!("{persona} is not in {room}: invite it there")))
+    }
+}
+
+/// Whether `inviter` is in `invites_from` (a user id, or its server).
+pub fn invited_by_allowed(invites_from: &[String], inviter: &str) -> bool {
+    let server = inviter.split_once(':').map(|(_, s)| s);
+    invites_from.iter().any(|allowed| {
+        let allowed = allowed.trim();
+        allowed == inviter || Some(allowed.trim_start_matches(':')) == server
+    })
+}
+
+fn event_id(id: &MsgId) -> Result<OwnedEventId, PlatformError> {
+    OwnedEventId::try_from(id.as_str()).map_err(|_| PlatformError(format!("{id} is not a Matrix event id")))
+}
+
+impl Platform for MatrixPlatform {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            can_edit: true,
+            can_delete: true,
+            native_replies: true,
+            // Events are capped at 64 KiB of JSON; this leaves room for the
+            // envelope and escaping.
+            max_message_chars: 16_000,
+        }
+    }
+
+    fn owns(&self, room: &RoomId) -> bool {
+        matrix_room(room).is_some()
+    }
+
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        Box::pin(async move {
+            let room = self.shared.room(msg.persona, msg.room)?;
+            let body = RoomMessageEventContentWithoutRelation::text_plain(msg.text);
+            let content: RoomMessageEventContent = match msg.reply_to {
+                Some(target) => {
+                    let reply = Reply {
+                        event_id: event_id(target)?,
+                        enforce_thread: EnforceThread::MaybeThreaded,
+                        add_mentions: AddMentions::Yes,
+                    };
+                    room.make_reply_event(body.add_mentions(Mentions::new()), reply)
+                        .await
+                        .map_err(|e| PlatformError(format!("cannot reply to {target}: {e}")))?
+                }
+                None => {
+                    let relation = match msg.thread {
+                        Some(root) => {
+                            let root = event_id(&MsgId::new(root.as_str()))?;
+                            Some(Relation::Thread(matrix_sdk::ruma::events::relation::Thread::plain(
+                                root.clone(),
+                                root,
+                            )))
+                        }
+                        None => None,
+                    };
+                    body.add_mentions(Mentions::new()).with_relation(relation)
+                }
+            };
+            let sent = room
+                .send(content)
+                .await
+                .map_err(|e| PlatformError(format!("sending to {} failed: {e}", msg.room)))?;
+            Ok(MsgId::new(sent.response.event_id.as_str()))
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let r = self.shared.room(persona, room)?;
+            let edit = r
+                .make_edit_event(
+                    &event_id(id)?,
+                    EditedContent::RoomMessage(RoomMessageEventContentWithoutRelation::text_plain(text)),
+                )
+                .await
+                .map_err(|e| PlatformError(format!("cannot edit {id}: {e}")))?;
+            r.send(edit)
+                .await
+                .map_err(|e| PlatformError(format!("editing {id} in {room} failed: {e}")))?;
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let r = self.shared.room(persona, room)?;
+            r.redact(&event_id(id)?, None, None)
+                .await
+                .map_err(|e| PlatformError(format!("redacting {id} in {room} failed: {e}")))?;
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invites_from_users_or_servers() {
+        let allowed = vec!["@alice:hs.test".to_owned(), "team.org".to_owned(), ":corp.example".to_owned()];
+        assert!(invited_by_allowed(&allowed, "@alice:hs.test"));
+        assert!(!invited_by_allowed(&allowed, "@mallory:hs.test"));
+        assert!(invited_by_allowed(&allowed, "@anyone:team.org"));
+        assert!(invited_by_allowed(&allowed, "@x:corp.example"));
+        assert!(!invited_by_allowed(&[], "@alice:hs.test"));
+    }
+
+    #[test]
+    fn settings_debug_shows_no_secret() {
+        let s = MatrixSettings {
+            homeserver: "http://127.0.0.1:8008".into(),
+            invites_from: vec![],
+            rooms: vec![],
+            personas: vec![MatrixPersona {
+                id: "chef".into(),
+                user_id: "@chef:hs.test".into(),
+                auth: MatrixAuth::Password("hunter2".into()),
+            }],
+            state_dir: None,
+            max_backoff: Duration::from_secs(60),
+            sync_timeout: Duration::from_secs(30),
+        };
+        let shown = format!("{s:?}");
+        assert!(shown.contains("@chef:hs.test") && !shown.contains("hunter2"), "{shown}");
+    }
+}
