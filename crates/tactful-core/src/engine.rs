@@ -589,6 +589,23 @@ impl Engine {
         self.turns.len()
     }
 
+    /// Work started or scheduled that may still end in a message: turns in
+    /// flight, and ambient buffers armed to flush or waiting to. Zero means
+    /// nothing will be said until the next message arrives.
+    pub fn pending_work(&self) -> usize {
+        let waiting = self
+            .rooms
+            .values()
+            .flat_map(|r| r.members.iter())
+            .filter(|m| {
+                m.ambient
+                    .as_deref()
+                    .is_some_and(|a| a.due.is_some() || a.waiting.is_some() || a.queued)
+            })
+            .count();
+        self.turns.len() + waiting
+    }
+
     /// How many ambient flushes are running.
     pub fn flushes_running(&self) -> usize {
         self.flushes_running

@@ -30,7 +30,7 @@
 
 pub mod event;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -156,7 +156,7 @@ impl MatrixPlatform {
     /// A Matrix platform; nothing connects before [`MatrixPlatform::start`].
     /// `saved` is the platform state the store holds (sync tokens under
     /// [`state_key`]).
-    pub fn new(settings: MatrixSettings, saved: &HashMap<String, String>) -> MatrixPlatform {
+    pub fn new(settings: MatrixSettings, saved: &BTreeMap<String, String>) -> MatrixPlatform {
         let known = settings
             .personas
             .iter()

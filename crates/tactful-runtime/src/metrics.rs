@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tactful_core::{Output, Timestamp, TurnId};
@@ -35,6 +36,8 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 pub struct Metrics {
     registry: Registry,
     messages_in: Counter,
+    backlog: Counter,
+    busy: Gauge,
     decisions: Family<Labels, Counter>,
     agent_calls: Family<Labels, Counter>,
     agent_seconds: Histograms,
@@ -61,6 +64,8 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tactful");
         let messages_in = Counter::default();
+        let backlog = Counter::default();
+        let busy = Gauge::default();
         let decisions = Family::<Labels, Counter>::default();
         let agent_calls = Family::<Labels, Counter>::default();
         let agent_seconds: Histograms = Family::new_with_constructor(seconds_histogram);
@@ -71,6 +76,16 @@ impl Metrics {
             "messages_in",
             "Messages received from platforms",
             messages_in.clone(),
+        );
+        registry.register(
+            "backlog",
+            "Messages from before the service started, recorded as context only",
+            backlog.clone(),
+        );
+        registry.register(
+            "busy",
+            "Work in progress: turns running, ambient batches waiting, delivery jobs queued",
+            busy.clone(),
         );
         registry.register(
             "decisions",
@@ -105,6 +120,8 @@ impl Metrics {
         Metrics {
             registry,
             messages_in,
+            backlog,
+            busy,
             decisions,
             agent_calls,
             agent_seconds,
@@ -152,7 +169,13 @@ impl Metrics {
                     ]))
                     .inc_by(usage.completion_tokens);
             }
-            TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } | TraceEvent::Backlog { .. } => {}
+            TraceEvent::Backlog { .. } => {
+                self.backlog.inc();
+            }
+            TraceEvent::Busy { work } => {
+                self.busy.set(i64::try_from(*work).unwrap_or(i64::MAX));
+            }
+            TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } => {}
             TraceEvent::Engine(output) => self.observe_output(output),
         }
     }

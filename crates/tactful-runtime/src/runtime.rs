@@ -103,6 +103,14 @@ pub enum TraceEvent {
         /// Replies decided but unconfirmed, sent again.
         unsent: usize,
     },
+    /// The work in progress changed: turns running, ambient batches waiting
+    /// to flush and delivery jobs queued. Zero means every room is quiet
+    /// until the next message (operators watch it as `tactful_busy`; tests
+    /// wait for it instead of sleeping).
+    Busy {
+        /// How many pieces of work are in progress.
+        work: usize,
+    },
     /// A reply was delivered: the engine's id for it and the platform's.
     /// Sent after the engine learned the platform id.
     Delivered {
@@ -120,7 +128,9 @@ enum Event {
     Backlog(Message),
     State(String, String),
     AgentDone(TurnId, AgentResult),
-    Sent(RoomId, MsgId, MsgId),
+    /// A room worker finished a job other than a streaming edit; with the
+    /// ids when it delivered a reply.
+    Done(RoomId, Option<(MsgId, MsgId)>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -230,6 +240,8 @@ impl Runtime {
             persist,
             batch: Batch::default(),
             names,
+            deliveries: 0,
+            busy: 0,
         };
         let task = tokio::spawn(driver.run(rx, restart));
         Ok(Runtime {
@@ -288,6 +300,10 @@ struct Driver {
     counters: Counters,
     /// Persona display names, for saving replies as the room heard them.
     names: HashMap<PersonaId, Arc<str>>,
+    /// Delivery jobs queued and not yet done.
+    deliveries: usize,
+    /// The work in progress last traced.
+    busy: usize,
 }
 
 /// Streams an agent's text to the room's delivery worker as it arrives.
@@ -328,8 +344,8 @@ impl Driver {
                 .ops
                 .extend(restart.ended.into_iter().map(Op::TurnEnded));
             for out in restart.unsent {
-                let tx = self.room(&out.room);
-                let _ = tx.send((DeliveryEvent::Send(Box::new(out)), None));
+                let room = out.room.clone();
+                self.deliver(&room, DeliveryEvent::Send(Box::new(out)), None);
             }
             // Resumed turns are waiting in the engine's outputs.
             self.drain();
@@ -375,17 +391,20 @@ impl Driver {
                         self.turns.remove(&turn);
                         self.engine.handle_agent_result(wall_clock(), turn, result);
                     }
-                    Some(Event::Sent(room, local, platform)) => {
-                        self.engine.handle_sent(&room, &local, platform.clone());
-                        if self.persist.is_some() {
-                            self.batch.ops.push(Op::Delivered {
-                                room: room.clone(),
-                                local: local.clone(),
-                                platform: platform.clone(),
-                            });
-                        }
-                        if let Some(trace) = &self.trace {
-                            let _ = trace.send(TraceEvent::Delivered { room, local, platform });
+                    Some(Event::Done(room, sent)) => {
+                        self.deliveries = self.deliveries.saturating_sub(1);
+                        if let Some((local, platform)) = sent {
+                            self.engine.handle_sent(&room, &local, platform.clone());
+                            if self.persist.is_some() {
+                                self.batch.ops.push(Op::Delivered {
+                                    room: room.clone(),
+                                    local: local.clone(),
+                                    platform: platform.clone(),
+                                });
+                            }
+                            if let Some(trace) = &self.trace {
+                                let _ = trace.send(TraceEvent::Delivered { room, local, platform });
+                            }
                         }
                     }
                     Some(Event::Shutdown(done)) => {
@@ -403,6 +422,13 @@ impl Driver {
                 }
             }
             self.drain();
+            let busy = self.engine.pending_work() + self.deliveries;
+            if busy != self.busy {
+                self.busy = busy;
+                if let Some(trace) = &self.trace {
+                    let _ = trace.send(TraceEvent::Busy { work: busy });
+                }
+            }
             if closing.is_some() && self.turns.is_empty() {
                 break;
             }
@@ -414,7 +440,7 @@ impl Driver {
         }
         // Deliveries confirmed during the wait above are saved too.
         while let Ok(event) = rx.try_recv() {
-            if let Event::Sent(room, local, platform) = event {
+            if let Event::Done(room, Some((local, platform))) = event {
                 self.batch.ops.push(Op::Delivered {
                     room,
                     local,
@@ -459,6 +485,22 @@ impl Driver {
         persist.save(batch);
     }
 
+    /// Queues a job for `room`'s delivery worker, counted as work in
+    /// progress until the worker reports it done. Returns the worker's
+    /// queue (streaming edits go there directly, uncounted).
+    fn deliver(
+        &mut self,
+        room: &RoomId,
+        event: DeliveryEvent,
+        saved: Option<oneshot::Receiver<()>>,
+    ) -> mpsc::UnboundedSender<Job> {
+        let tx = self.room(room);
+        if tx.send((event, saved)).is_ok() {
+            self.deliveries += 1;
+        }
+        tx
+    }
+
     fn room(&mut self, room: &RoomId) -> mpsc::UnboundedSender<Job> {
         if let Some((tx, _)) = self.rooms.get(room) {
             return tx.clone();
@@ -479,8 +521,10 @@ impl Driver {
                     // Not sent before it is saved: see `persist`.
                     let _ = saved.await;
                 }
-                if let Some((local, platform)) = delivery.handle(event).await {
-                    let _ = engine.send(Event::Sent(room_id.clone(), local, platform));
+                let counted = !matches!(event, DeliveryEvent::Partial { .. });
+                let sent = delivery.handle(event).await;
+                if counted || sent.is_some() {
+                    let _ = engine.send(Event::Done(room_id.clone(), sent));
                 }
             }
         });
@@ -536,15 +580,14 @@ impl Driver {
                     self.batch.acks.push(ack);
                     saved
                 });
-                let tx = self.room(&out.room);
-                let _ = tx.send((DeliveryEvent::Send(out), saved));
+                let room = out.room.clone();
+                self.deliver(&room, DeliveryEvent::Send(out), saved);
             }
             Output::Silent(end, _) | Output::Withheld(end, _) | Output::Error(end, _) => {
                 if saving {
                     self.batch.ops.push(Op::TurnEnded(end.turn));
                 }
-                let tx = self.room(&end.room);
-                let _ = tx.send((DeliveryEvent::Quiet { turn: end.turn }, None));
+                self.deliver(&end.room, DeliveryEvent::Quiet { turn: end.turn }, None);
             }
             Output::Cancelled(end, reason) => {
                 if let Some(task) = self.turns.remove(&end.turn) {
@@ -554,8 +597,7 @@ impl Driver {
                     self.batch.ops.push(Op::TurnEnded(end.turn));
                 }
                 tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
-                let tx = self.room(&end.room);
-                let _ = tx.send((DeliveryEvent::Quiet { turn: end.turn }, None));
+                self.deliver(&end.room, DeliveryEvent::Quiet { turn: end.turn }, None);
             }
             Output::Ambient(_) | Output::Dropped { .. } => {}
         }
@@ -571,17 +613,13 @@ impl Driver {
         // Only replies stream into a placeholder: ambient batches are
         // usually silent and gate answers are never shown.
         let room = (req.kind == TurnKind::Reply).then(|| {
-            let tx = self.room(&req.room);
-            let _ = tx.send((
-                DeliveryEvent::Start {
-                    turn,
-                    persona: req.persona.clone(),
-                    thread: req.thread.clone(),
-                    silence_token: req.silence_token.clone(),
-                },
-                None,
-            ));
-            tx
+            let start = DeliveryEvent::Start {
+                turn,
+                persona: req.persona.clone(),
+                thread: req.thread.clone(),
+                silence_token: req.silence_token.clone(),
+            };
+            self.deliver(&req.room, start, None)
         });
         let done = self.tx.clone();
         let trace = self.trace.clone();

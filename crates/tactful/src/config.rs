@@ -105,6 +105,8 @@ pub struct Platforms {
     pub web: Option<WebSettings>,
     /// `[platforms.irc]`: an IRC network, one nick per persona.
     pub irc: Option<tactful_irc::IrcSettings>,
+    /// `[platforms.matrix]`: a Matrix homeserver, one account per persona.
+    pub matrix: Option<tactful_matrix::MatrixSettings>,
 }
 
 /// `[platforms.web]`.
@@ -292,6 +294,7 @@ struct RawServer {
 struct RawPlatforms {
     web: Option<RawWeb>,
     irc: Option<RawIrc>,
+    matrix: Option<RawMatrix>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -320,6 +323,25 @@ struct RawPersona {
     #[serde(default)]
     aliases: Vec<EnvString>,
     irc: Option<RawPersonaIrc>,
+    matrix: Option<RawPersonaMatrix>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPersonaMatrix {
+    user_id: Spanned<EnvString>,
+    password: Option<EnvString>,
+    access_token: Option<EnvString>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMatrix {
+    homeserver: Spanned<EnvString>,
+    #[serde(default)]
+    invites_from: Vec<EnvString>,
+    #[serde(default)]
+    rooms: Vec<Spanned<EnvString>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -694,6 +716,93 @@ fn irc_settings(
     })
 }
 
+/// `[platforms.matrix]` and each persona's `matrix = { user_id, password |
+/// access_token }`. Personas without a `matrix` table are not on Matrix.
+fn matrix_settings(
+    m: RawMatrix,
+    personas: &[RawPersona],
+    check: &Checker<'_>,
+) -> Result<tactful_matrix::MatrixSettings, ConfigError> {
+    let homeserver = m.homeserver.get_ref().0.trim().trim_end_matches('/').to_owned();
+    if !(homeserver.starts_with("https://") || homeserver.starts_with("http://")) || homeserver.len() < 9 {
+        return Err(check.at(
+            m.homeserver.span(),
+            format!("`platforms.matrix.homeserver` = {homeserver:?} must be the homeserver's URL, like \"https://matrix.example.org\""),
+        ));
+    }
+    let mut rooms = Vec::new();
+    for r in &m.rooms {
+        let room = r.get_ref().0.trim();
+        if !(room.starts_with('!') || room.starts_with('#')) || room.len() < 2 {
+            return Err(check.at(
+                r.span(),
+                format!("`platforms.matrix.rooms` has {room:?}: give a room id (!abc...) or an alias (#room:server)"),
+            ));
+        }
+        rooms.push(room.to_owned());
+    }
+    let mut out = Vec::new();
+    for (i, p) in personas.iter().enumerate() {
+        let Some(pm) = &p.matrix else {
+            continue;
+        };
+        let user_id = pm.user_id.get_ref().0.trim().to_owned();
+        let valid = user_id
+            .strip_prefix('@')
+            .and_then(|r| r.split_once(':'))
+            .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty());
+        if !valid {
+            return Err(check.at(
+                pm.user_id.span(),
+                format!("`persona[{i}].matrix.user_id` = {user_id:?} is not a Matrix user id: write it in full, like \"@bot:example.org\""),
+            ));
+        }
+        if out.iter().any(|o: &tactful_matrix::MatrixPersona| o.user_id == user_id) {
+            return Err(check.at(
+                pm.user_id.span(),
+                format!("`persona[{i}].matrix.user_id`: {user_id} is another persona's account already; each persona needs its own"),
+            ));
+        }
+        let secret = |s: &Option<EnvString>| s.as_ref().map(|v| v.0.clone()).filter(|v| !v.is_empty());
+        let auth = match (secret(&pm.password), secret(&pm.access_token)) {
+            (Some(pw), None) => tactful_matrix::MatrixAuth::Password(pw),
+            (None, Some(token)) => tactful_matrix::MatrixAuth::AccessToken(token),
+            (Some(_), Some(_)) => {
+                return Err(check.at(
+                    pm.user_id.span(),
+                    format!("`persona[{i}].matrix` has both `password` and `access_token`: keep one"),
+                ));
+            }
+            (None, None) => {
+                return Err(check.at(
+                    pm.user_id.span(),
+                    format!("`persona[{i}].matrix` needs `password` or `access_token` (from the environment: \"${{VAR}}\")"),
+                ));
+            }
+        };
+        out.push(tactful_matrix::MatrixPersona {
+            id: p.id.get_ref().0.as_str().into(),
+            user_id,
+            auth,
+        });
+    }
+    if out.is_empty() {
+        return Err(check.at(
+            m.homeserver.span(),
+            "[platforms.matrix] is set but no persona has an account: add `matrix = { user_id = \"@bot:example.org\", password = \"${BOT_PASSWORD}\" }` to a persona",
+        ));
+    }
+    Ok(tactful_matrix::MatrixSettings {
+        homeserver,
+        invites_from: m.invites_from.into_iter().map(|v| v.0.trim().to_owned()).collect(),
+        rooms,
+        personas: out,
+        state_dir: None,
+        max_backoff: Duration::from_secs(60),
+        sync_timeout: Duration::from_secs(30),
+    })
+}
+
 /// An IRC nick: a letter or special first, then letters, digits, `-` and
 /// specials; 30 characters at most (most networks allow that many).
 fn is_valid_nick(nick: &str) -> bool {
@@ -847,9 +956,18 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     }
 
     let mut platforms = Platforms::default();
-    let (raw_web, raw_irc) = raw.platforms.map_or((None, None), |p| (p.web, p.irc));
+    let (raw_web, raw_irc, raw_matrix) = raw.platforms.map_or((None, None, None), |p| (p.web, p.irc, p.matrix));
     if let Some(irc) = raw_irc {
         platforms.irc = Some(irc_settings(irc, &raw.persona, check)?);
+    }
+    if let Some(matrix) = raw_matrix {
+        platforms.matrix = Some(matrix_settings(matrix, &raw.persona, check)?);
+    } else if let Some((i, p)) = raw.persona.iter().enumerate().find(|(_, p)| p.matrix.is_some()) {
+        let span = p.matrix.as_ref().map_or(0..0, |m| m.user_id.span());
+        return Err(check.at(
+            span,
+            format!("`persona[{i}].matrix` is set but there is no [platforms.matrix] table: add one with `homeserver = \"https://...\"`"),
+        ));
     }
     if let Some(web) = raw_web {
         let listen = match &web.listen {

@@ -13,6 +13,7 @@ use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
 use tactful_irc::IrcPlatform;
+use tactful_matrix::MatrixPlatform;
 use tactful_runtime::{DeliveryConfig, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock};
 use tactful_web::{WebConfig, WebPlatform};
 use tokio::sync::mpsc;
@@ -100,9 +101,10 @@ impl Service {
     /// Starts every configured platform and persona, restoring from the
     /// store.
     pub async fn start(config: &Config) -> anyhow::Result<Service> {
-        if config.platforms.web.is_none() && config.platforms.irc.is_none() {
+        let p = &config.platforms;
+        if p.web.is_none() && p.irc.is_none() && p.matrix.is_none() {
             bail!(
-                "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\") or [platforms.irc]"
+                "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\"), [platforms.irc] or [platforms.matrix]"
             );
         }
         let agents: HashMap<String, Arc<dyn Agent>> = config
@@ -125,6 +127,22 @@ impl Service {
         if let Some(irc) = &irc {
             platforms.push(Arc::new(irc.clone()));
         }
+        let matrix = match config.platforms.matrix.clone() {
+            Some(mut settings) => {
+                // The SDK's room state lives beside the store, so a restart
+                // syncs only what changed.
+                if config.store.as_os_str() != ":memory:" {
+                    settings.state_dir = Some(config.store.with_extension("matrix"));
+                }
+                let saved = store
+                    .platform_state()
+                    .context("cannot read the Matrix sync tokens from the store")?;
+                let matrix = MatrixPlatform::new(settings, &saved);
+                platforms.push(Arc::new(matrix.clone()));
+                Some(matrix)
+            }
+            None => None,
+        };
         let web = match &config.platforms.web {
             Some(settings) => {
                 let shown = store
@@ -189,6 +207,10 @@ impl Service {
         if let Some(irc) = &irc {
             irc.connect_runtime(runtime.handle());
             tasks.extend(irc.start());
+        }
+        if let Some(matrix) = &matrix {
+            matrix.connect_runtime(runtime.handle());
+            tasks.extend(matrix.start());
         }
         let metrics_server = match config.server {
             Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
