@@ -5,14 +5,16 @@ line on stdin, one answer per line on stdout. Every answer is
 {"ok": ...} or {"error": "..."}; the script itself never decides whether a
 test passed, it only acts and reports what the homeserver holds.
 
-Commands (all with "as": the acting user's localpart, except login):
+Commands (all with "as": the acting user's localpart, except the first two):
+  register  {user, password, secret}: a new account, by shared secret
   login     {user, password}
   create    {as, invite: [user ids], direct: bool, name} -> room id
   join      {as, room}
   send      {as, room, body, mentions: [user ids] | null, reply_to, thread}
             -> event id; mentions null leaves m.mentions out of the event
-  messages  {as, room} -> the room's messages, oldest first: event_id,
-            sender, body, reply_to, thread, redacted, edit_of
+  messages  {as, room} -> the room's messages as a client shows them,
+            oldest first (edits applied): event_id, sender, body, reply_to,
+            thread, redacted, mentions
   members   {as, room} -> joined user ids
 """
 
@@ -20,10 +22,30 @@ import asyncio
 import json
 import sys
 
-from nio import AsyncClient, MessageDirection, RoomMessagesError
+from nio import AsyncClient
 
 HOMESERVER = sys.argv[1]
 clients = {}
+
+
+async def register(cmd):
+    """Registers a user with the homeserver's shared secret (Synapse's admin
+    API, as its register_new_matrix_user does, without a process each)."""
+    import hashlib
+    import hmac
+    import urllib.request
+
+    url = f"{HOMESERVER}/_synapse/admin/v1/register"
+    with urllib.request.urlopen(url) as r:
+        nonce = json.load(r)["nonce"]
+    mac = hmac.new(cmd["secret"].encode(), digestmod=hashlib.sha1)
+    mac.update(f"{nonce}\0{cmd['user']}\0{cmd['password']}\0notadmin".encode())
+    body = json.dumps(
+        {"nonce": nonce, "username": cmd["user"], "password": cmd["password"], "admin": False, "mac": mac.hexdigest()}
+    ).encode()
+    req = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)["user_id"]
 
 
 async def login(cmd):
@@ -70,16 +92,23 @@ async def send(cmd):
 
 
 async def messages(cmd):
+    # What the homeserver holds, read over the client-server API with the
+    # person's own token (newest first, then reversed).
+    import urllib.parse
+    import urllib.request
+
     client = clients[cmd["as"]]
+    room = urllib.parse.quote(cmd["room"], safe="")
     out, start = [], None
     while True:
-        resp = await client.room_messages(
-            cmd["room"], start=start, direction=MessageDirection.back, limit=100
-        )
-        if isinstance(resp, RoomMessagesError):
-            raise RuntimeError(f"messages failed: {resp}")
-        for ev in resp.chunk:
-            src = ev.source
+        query = {"dir": "b", "limit": "100"}
+        if start:
+            query["from"] = start
+        url = f"{HOMESERVER}/_matrix/client/v3/rooms/{room}/messages?{urllib.parse.urlencode(query)}"
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {client.access_token}"})
+        with urllib.request.urlopen(req) as r:
+            page = json.load(r)
+        for src in page.get("chunk", []):
             if src.get("type") != "m.room.message":
                 continue
             content = src.get("content", {})
@@ -94,13 +123,20 @@ async def messages(cmd):
                     "redacted": "redacted_because" in src.get("unsigned", {}) or not content,
                     "edit_of": rel.get("event_id") if rel.get("rel_type") == "m.replace" else None,
                     "mentions": content.get("m.mentions", {}).get("user_ids", []),
+                    "new_body": content.get("m.new_content", {}).get("body"),
                 }
             )
-        if not resp.chunk or not resp.end or resp.end == start:
+        if not page.get("chunk") or not page.get("end"):
             break
-        start = resp.end
+        start = page["end"]
     out.reverse()
-    return out
+    # As a client shows them: an edit replaces its original's text (the
+    # latest edit wins) and is not a message of its own.
+    by_id = {m["event_id"]: m for m in out}
+    for m in out:
+        if m["edit_of"] in by_id and m["new_body"] is not None:
+            by_id[m["edit_of"]]["body"] = m["new_body"]
+    return [m for m in out if not m["edit_of"]]
 
 
 async def members(cmd):
@@ -109,6 +145,7 @@ async def members(cmd):
 
 
 COMMANDS = {
+    "register": register,
     "login": login,
     "create": create,
     "join": join,

@@ -15,14 +15,15 @@
 //!   and stays in the body; a directive on a later line is body text;
 //! - keys are trimmed and compared without case; unknown keys are ignored
 //!   (and reported, so typos like `reply-to` show in the trace);
-//! - `reply_to` takes 1–64 characters from ASCII letters, digits, `.`, `-`,
-//!   `_` (message ids of Discord, Slack, Matrix-style local ids...); an
+//! - `reply_to` takes 1–255 characters from ASCII letters, digits and
+//!   `.-_$:+/=@!` (the message ids of Discord, Slack, IRC, and Matrix event
+//!   ids like `$Zx9…` or `$local:server`); an
 //!   invalid value is dropped and reported; when the key repeats, the last
 //!   valid value wins;
 //! - CRLF line endings are handled like LF.
 
 /// The longest `reply_to` value accepted.
-pub const MAX_REPLY_TO_LEN: usize = 64;
+pub const MAX_REPLY_TO_LEN: usize = 255;
 
 /// What a directive header said.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -42,7 +43,7 @@ pub fn valid_reply_to(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= MAX_REPLY_TO_LEN
         && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+            .all(|b| b.is_ascii_alphanumeric() || b".-_$:+/=@!".contains(&b))
 }
 
 /// Splits agent output into its directive header and the body that follows.
@@ -139,10 +140,20 @@ mod tests {
         assert_eq!(d.reply_to.as_deref(), Some("good.id-1_x"));
         assert_eq!(d.invalid_reply_to, ["bad id"]);
         assert_eq!(body, "hi");
-        let long = "x".repeat(65);
+        let long = "x".repeat(256);
         let (d, _) = parse(&format!("[[reply_to:{long}]]\nhi"));
         assert_eq!(d.reply_to, None);
         let (d, _) = parse("[[reply_to:]]\nhi");
+        assert_eq!(d.reply_to, None);
+    }
+
+    #[test]
+    fn matrix_event_ids_are_valid_targets() {
+        for id in ["$Zx9-abc_DEF123", "$old+style/base64=", "$local:example.org"] {
+            let (d, _) = parse(&format!("[[reply_to:{id}]]\nhi"));
+            assert_eq!(d.reply_to.as_deref(), Some(id));
+        }
+        let (d, _) = parse("[[reply_to:a]b]]\nhi");
         assert_eq!(d.reply_to, None);
     }
 

@@ -196,9 +196,8 @@ pub fn names_in(text: &str, name: &str) -> bool {
     let hay = text.to_lowercase();
     let needle = name.to_lowercase();
     let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
-    hay.match_indices(&needle).any(|(at, m)| {
-        !word(hay[..at].chars().next_back()) && !word(hay[at + m.len()..].chars().next())
-    })
+    hay.match_indices(&needle)
+        .any(|(at, m)| !word(hay[..at].chars().next_back()) && !word(hay[at + m.len()..].chars().next()))
 }
 
 /// Drops the `> <@someone> quoted` lines a reply fallback puts before the
@@ -351,16 +350,15 @@ mod tests {
 
     #[test]
     fn notices_are_bots_and_media_is_described() {
-        let m = convert(serde_json::json!({ "msgtype": "m.notice", "body": "build passed" }))
-            .expect("a message");
+        let m =
+            convert(serde_json::json!({ "msgtype": "m.notice", "body": "build passed" })).expect("a message");
         assert!(m.sender.is_bot);
         let m = convert(serde_json::json!({
             "msgtype": "m.image", "body": "cat.png", "url": "mxc://hs.test/abc"
         }))
         .expect("a message");
         assert_eq!(&*m.text, "[image: cat.png]");
-        let m = convert(serde_json::json!({ "msgtype": "m.emote", "body": "waves" }))
-            .expect("a message");
+        let m = convert(serde_json::json!({ "msgtype": "m.emote", "body": "waves" })).expect("a message");
         assert_eq!(&*m.text, "* Alice waves");
     }
 

@@ -61,6 +61,9 @@ use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_messa
 /// How many recent event ids are remembered to hear a shared room once.
 const REMEMBERED_EVENTS: usize = 4096;
 
+/// How long a send waits for its persona to log in.
+const LOGIN_WAIT: Duration = Duration::from_secs(60);
+
 /// Events per room and sync: enough that a short outage leaves no gap.
 const TIMELINE_LIMIT: u32 = 100;
 
@@ -145,6 +148,8 @@ struct Shared {
     settings: MatrixSettings,
     known: Vec<KnownPersona>,
     clients: Mutex<HashMap<PersonaId, Client>>,
+    /// Woken when a persona logs in.
+    logged_in: tokio::sync::Notify,
     /// Saved sync tokens, by persona, taken by its loop at start.
     saved: Mutex<HashMap<PersonaId, String>>,
     seen: Mutex<(HashSet<String>, VecDeque<String>)>,
@@ -176,6 +181,7 @@ impl MatrixPlatform {
                 settings,
                 known,
                 clients: Mutex::new(HashMap::new()),
+                logged_in: tokio::sync::Notify::new(),
                 saved: Mutex::new(tokens),
                 seen: Mutex::new((HashSet::new(), VecDeque::new())),
                 runtime: Mutex::new(None),
@@ -239,6 +245,7 @@ impl Shared {
         if let Ok(mut clients) = self.clients.lock() {
             clients.insert(persona.id.clone(), client.clone());
         }
+        self.logged_in.notify_waiters();
         self.join_configured(&persona, &client).await;
         let mut token = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.id));
         let mut first = true;
@@ -265,7 +272,15 @@ impl Shared {
 
     async fn login(&self, persona: &MatrixPersona) -> Result<Client, SessionError> {
         let s = &self.settings;
-        let mut builder = Client::builder().homeserver_url(&s.homeserver);
+        // Network failures are retried with backoff (the SDK does not by
+        // default): a reply decided while the homeserver restarts is sent
+        // when it is back, with the same transaction id, so never twice.
+        let retries = matrix_sdk::config::RequestConfig::new()
+            .retry_limit(10)
+            .max_retry_time(Duration::from_secs(10));
+        let mut builder = Client::builder()
+            .homeserver_url(&s.homeserver)
+            .request_config(retries);
         if let Some(dir) = &s.state_dir {
             let name: String = persona
                 .user_id
@@ -494,9 +509,10 @@ impl Shared {
                 return;
             }
         };
-        let room_ok = self.settings.rooms.iter().any(|r| {
-            r == room.room_id().as_str() || room.canonical_alias().is_some_and(|a| a.as_str() == r)
-        });
+        let room_ok =
+            self.settings.rooms.iter().any(|r| {
+                r == room.room_id().as_str() || room.canonical_alias().is_some_and(|a| a.as_str() == r)
+            });
         if !(room_ok || invited_by_allowed(&self.settings.invites_from, &inviter)) {
             tracing::info!(persona = %persona.id, room = %room.room_id(), %inviter, "Matrix: ignored an invite (not in platforms.matrix.invites_from)");
             return;
@@ -505,20 +521,32 @@ impl Shared {
             Ok(()) => {
                 tracing::info!(persona = %persona.id, room = %room.room_id(), %inviter, "Matrix: joined on invite")
             }
-            Err(e) => tracing::warn!(persona = %persona.id, room = %room.room_id(), "Matrix: cannot join: {e}"),
+            Err(e) => {
+                tracing::warn!(persona = %persona.id, room = %room.room_id(), "Matrix: cannot join: {e}")
+            }
         }
     }
 
-    fn client(&self, persona: &PersonaId) -> Result<Client, PlatformError> {
-        self.clients
-            .lock()
-            .ok()
-            .and_then(|c| c.get(persona).cloned())
-            .ok_or_else(|| PlatformError(format!("{persona} is not logged in to Matrix right now")))
+    /// The persona's client, waiting a while for its login: replies that
+    /// were decided before a restart are sent again at start, before the
+    /// accounts have logged in.
+    async fn client(&self, persona: &PersonaId) -> Result<Client, PlatformError> {
+        let deadline = tokio::time::Instant::now() + LOGIN_WAIT;
+        loop {
+            let login = self.logged_in.notified();
+            if let Some(c) = self.clients.lock().ok().and_then(|c| c.get(persona).cloned()) {
+                return Ok(c);
+            }
+            if tokio::time::timeout_at(deadline, login).await.is_err() {
+                return Err(PlatformError(format!(
+                    "{persona} is not logged in to Matrix right now"
+                )));
+            }
+        }
     }
 
-    fn room(&self, persona: &PersonaId, room: &RoomId) -> Result<Room, PlatformError> {
-        let client = self.client(persona)?;
+    async fn room(&self, persona: &PersonaId, room: &RoomId) -> Result<Room, PlatformError> {
+        let client = self.client(persona).await?;
         let id = matrix_room(room)
             .and_then(|r| OwnedRoomId::try_from(r).ok())
             .ok_or_else(|| PlatformError(format!("{room} is not a Matrix room")))?;
@@ -560,7 +588,7 @@ impl Platform for MatrixPlatform {
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         Box::pin(async move {
-            let room = self.shared.room(msg.persona, msg.room)?;
+            let room = self.shared.room(msg.persona, msg.room).await?;
             let body = RoomMessageEventContentWithoutRelation::text_plain(msg.text);
             let content: RoomMessageEventContent = match msg.reply_to {
                 Some(target) => {
@@ -577,10 +605,9 @@ impl Platform for MatrixPlatform {
                     let relation = match msg.thread {
                         Some(root) => {
                             let root = event_id(&MsgId::new(root.as_str()))?;
-                            Some(Relation::Thread(matrix_sdk::ruma::events::relation::Thread::plain(
-                                root.clone(),
-                                root,
-                            )))
+                            Some(Relation::Thread(
+                                matrix_sdk::ruma::events::relation::Thread::plain(root.clone(), root),
+                            ))
                         }
                         None => None,
                     };
@@ -603,7 +630,7 @@ impl Platform for MatrixPlatform {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            let r = self.shared.room(persona, room)?;
+            let r = self.shared.room(persona, room).await?;
             let edit = r
                 .make_edit_event(
                     &event_id(id)?,
@@ -625,7 +652,7 @@ impl Platform for MatrixPlatform {
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            let r = self.shared.room(persona, room)?;
+            let r = self.shared.room(persona, room).await?;
             r.redact(&event_id(id)?, None, None)
                 .await
                 .map_err(|e| PlatformError(format!("redacting {id} in {room} failed: {e}")))?;
@@ -640,7 +667,11 @@ mod tests {
 
     #[test]
     fn invites_from_users_or_servers() {
-        let allowed = vec!["@alice:hs.test".to_owned(), "team.org".to_owned(), ":corp.example".to_owned()];
+        let allowed = vec![
+            "@alice:hs.test".to_owned(),
+            "team.org".to_owned(),
+            ":corp.example".to_owned(),
+        ];
         assert!(invited_by_allowed(&allowed, "@alice:hs.test"));
         assert!(!invited_by_allowed(&allowed, "@mallory:hs.test"));
         assert!(invited_by_allowed(&allowed, "@anyone:team.org"));
@@ -664,6 +695,9 @@ mod tests {
             sync_timeout: Duration::from_secs(30),
         };
         let shown = format!("{s:?}");
-        assert!(shown.contains("@chef:hs.test") && !shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("@chef:hs.test") && !shown.contains("hunter2"),
+            "{shown}"
+        );
     }
 }

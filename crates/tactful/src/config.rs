@@ -757,7 +757,10 @@ fn matrix_settings(
                 format!("`persona[{i}].matrix.user_id` = {user_id:?} is not a Matrix user id: write it in full, like \"@bot:example.org\""),
             ));
         }
-        if out.iter().any(|o: &tactful_matrix::MatrixPersona| o.user_id == user_id) {
+        if out
+            .iter()
+            .any(|o: &tactful_matrix::MatrixPersona| o.user_id == user_id)
+        {
             return Err(check.at(
                 pm.user_id.span(),
                 format!("`persona[{i}].matrix.user_id`: {user_id} is another persona's account already; each persona needs its own"),
@@ -794,7 +797,11 @@ fn matrix_settings(
     }
     Ok(tactful_matrix::MatrixSettings {
         homeserver,
-        invites_from: m.invites_from.into_iter().map(|v| v.0.trim().to_owned()).collect(),
+        invites_from: m
+            .invites_from
+            .into_iter()
+            .map(|v| v.0.trim().to_owned())
+            .collect(),
         rooms,
         personas: out,
         state_dir: None,
@@ -956,7 +963,9 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     }
 
     let mut platforms = Platforms::default();
-    let (raw_web, raw_irc, raw_matrix) = raw.platforms.map_or((None, None, None), |p| (p.web, p.irc, p.matrix));
+    let (raw_web, raw_irc, raw_matrix) = raw
+        .platforms
+        .map_or((None, None, None), |p| (p.web, p.irc, p.matrix));
     if let Some(irc) = raw_irc {
         platforms.irc = Some(irc_settings(irc, &raw.persona, check)?);
     }

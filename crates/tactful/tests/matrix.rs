@@ -1,0 +1,597 @@
+//! tactful on a real Matrix homeserver: Synapse from PyPI on 127.0.0.1,
+//! people played by matrix-nio (`tests/matrix/humans.py`), `tactful run`
+//! with five personas as five Matrix accounts.
+//!
+//! Nothing here sleeps and hopes: every wait polls the homeserver or
+//! tactful's `/metrics` (`tactful_busy` is 0 once every decided turn,
+//! batch and delivery is done) within a bound.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Reaper;
+use serde_json::{Value, json};
+
+const SECRET: &str = "tactful-test-shared-secret";
+const SERVER: &str = "localhost";
+
+/// The virtualenv with Synapse and matrix-nio that scripts/test makes.
+fn venv() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let candidates = [
+        std::env::var_os("TACTFUL_MATRIX_VENV").map(PathBuf::from),
+        Some(root.join("target/matrix-venv")),
+    ];
+    let found = candidates
+        .into_iter()
+        .flatten()
+        .find(|v| v.join("bin/python").exists() && v.join(".tactful-installed").exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("TACTFUL_REQUIRE_PEERS").is_none(),
+            "Synapse and matrix-nio are missing but scripts/test should have installed them"
+        );
+        eprintln!(
+            "skipping: no virtualenv with Synapse and matrix-nio (scripts/test makes one under the build folder)"
+        );
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A Synapse homeserver in a folder of its own.
+struct Synapse {
+    venv: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    process: Option<Reaper>,
+}
+
+impl Synapse {
+    fn start(venv: PathBuf, dir: &Path) -> Synapse {
+        let dir = dir.join("synapse");
+        std::fs::create_dir_all(&dir).expect("synapse dir");
+        let port = free_port();
+        let log_config = dir.join("log.yaml");
+        std::fs::write(
+            &log_config,
+            "version: 1\nformatters:\n  f:\n    format: '%(asctime)s %(levelname)s %(name)s %(message)s'\n\
+             handlers:\n  file:\n    class: logging.FileHandler\n    formatter: f\n    filename: "
+                .to_owned()
+                + &dir.join("homeserver.log").display().to_string()
+                + "\nroot:\n  level: WARNING\n  handlers: [file]\ndisable_existing_loggers: false\n",
+        )
+        .expect("log config");
+        let limits = "{per_second: 1000, burst_count: 1000}";
+        let config = format!(
+            "server_name: \"{SERVER}\"\n\
+             pid_file: {dir}/homeserver.pid\n\
+             listeners:\n  - port: {port}\n    bind_addresses: ['127.0.0.1']\n    type: http\n    tls: false\n    x_forwarded: false\n    resources:\n      - names: [client]\n        compress: false\n\
+             database:\n  name: sqlite3\n  args:\n    database: {dir}/homeserver.db\n\
+             log_config: {log}\n\
+             media_store_path: {dir}/media\n\
+             signing_key_path: {dir}/signing.key\n\
+             trusted_key_servers: []\n\
+             suppress_key_server_warning: true\n\
+             registration_shared_secret: \"{SECRET}\"\n\
+             enable_registration: false\n\
+             report_stats: false\n\
+             default_room_version: \"12\"\n\
+             rc_message: {limits}\n\
+             rc_registration: {limits}\n\
+             rc_login:\n  address: {limits}\n  account: {limits}\n  failed_attempts: {limits}\n\
+             rc_joins:\n  local: {limits}\n  remote: {limits}\n\
+             rc_invites:\n  per_room: {limits}\n  per_user: {limits}\n  per_issuer: {limits}\n\
+             rc_admin_redaction: {limits}\n",
+            dir = dir.display(),
+            log = log_config.display(),
+        );
+        std::fs::write(dir.join("homeserver.yaml"), config).expect("synapse config");
+        let keys = Command::new(venv.join("bin/python"))
+            .args(["-m", "synapse.app.homeserver", "--generate-keys", "-c"])
+            .arg(dir.join("homeserver.yaml"))
+            .stdout(Stdio::null())
+            .status()
+            .expect("synapse generates keys");
+        assert!(keys.success(), "synapse --generate-keys failed");
+        let mut s = Synapse {
+            venv,
+            dir,
+            port,
+            process: None,
+        };
+        s.run();
+        s
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Starts the server and waits until it answers.
+    fn run(&mut self) {
+        let child = Command::new(self.venv.join("bin/python"))
+            .args(["-m", "synapse.app.homeserver", "-c"])
+            .arg(self.dir.join("homeserver.yaml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("synapse starts");
+        self.process = Some(Reaper(child));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !http_ok(self.port, "/_matrix/client/versions") {
+            assert!(
+                Instant::now() < deadline,
+                "synapse did not answer on {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Kills the server outright (SIGKILL: no clean shutdown).
+    fn kill(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            let _ = p.0.kill();
+            let _ = p.0.wait();
+        }
+    }
+}
+
+/// Whether GET `path` on 127.0.0.1:`port` answers 200.
+fn http_ok(port: u16, path: &str) -> bool {
+    http_get(port, path).is_some_and(|(status, _)| status == 200)
+}
+
+fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split(' ').nth(1)?.parse().ok()?;
+    Some((
+        status,
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    ))
+}
+
+/// The people: a matrix-nio process spoken to in JSON lines.
+struct Humans {
+    _child: Reaper,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Humans {
+    fn start(venv: &Path, homeserver: &str) -> Humans {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/matrix/humans.py");
+        let mut child: Child = Command::new(venv.join("bin/python"))
+            .arg(script)
+            .arg(homeserver)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("humans.py starts");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        Humans {
+            _child: Reaper(child),
+            stdin,
+            stdout,
+        }
+    }
+
+    fn call(&mut self, cmd: Value) -> Value {
+        writeln!(self.stdin, "{cmd}").expect("write to humans.py");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read from humans.py");
+        let answer: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("humans.py said {line:?}: {e}"));
+        match answer.get("ok") {
+            Some(v) => v.clone(),
+            None => panic!("{cmd} failed: {}", answer["error"]),
+        }
+    }
+
+    fn register(&mut self, user: &str) {
+        self.call(json!({"op": "register", "user": user, "password": password(user), "secret": SECRET}));
+    }
+
+    fn login(&mut self, user: &str) {
+        self.call(json!({"op": "login", "user": user, "password": password(user)}));
+    }
+
+    fn send(&mut self, who: &str, room: &str, body: &str, mentions: &[&str]) -> String {
+        let mentions: Vec<String> = mentions.iter().map(|m| mxid(m)).collect();
+        let v = self.call(json!({"op": "send", "as": who, "room": room, "body": body, "mentions": mentions}));
+        v.as_str().expect("an event id").to_owned()
+    }
+
+    fn messages(&mut self, who: &str, room: &str) -> Vec<Value> {
+        let v = self.call(json!({"op": "messages", "as": who, "room": room}));
+        v.as_array().expect("a list").clone()
+    }
+
+    /// Polls until `want` holds for the room's messages (60 s at most).
+    fn wait_messages(
+        &mut self,
+        who: &str,
+        room: &str,
+        what: &str,
+        want: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let m = self.messages(who, room);
+            if want(&m) {
+                return m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the room has {m:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn wait_members(&mut self, who: &str, room: &str, users: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = self.call(json!({"op": "members", "as": who, "room": room}));
+            let have: Vec<&str> = v
+                .as_array()
+                .expect("list")
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if users.iter().all(|u| have.contains(&mxid(u).as_str())) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{users:?} never joined {room}: {have:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn password(user: &str) -> String {
+    format!("pw-{user}-secret")
+}
+
+fn mxid(user: &str) -> String {
+    format!("@{user}:{SERVER}")
+}
+
+/// The messages `user` posted that are still shown (not redacted).
+fn shown_by<'a>(messages: &'a [Value], user: &str) -> Vec<&'a Value> {
+    let id = mxid(user);
+    messages
+        .iter()
+        .filter(|m| m["sender"] == id.as_str() && m["redacted"] == false)
+        .collect()
+}
+
+const PERSONAS: [&str; 5] = ["helper", "gatekeeper", "ambient", "ping", "pong"];
+
+fn config(homeserver: &str, store: &Path, banter: &str, metrics_port: u16) -> String {
+    let mut personas = String::new();
+    for p in PERSONAS {
+        personas += &format!(
+            "[[persona]]\nid = \"{p}\"\nagent = \"{p}\"\nmatrix = {{ user_id = \"{id}\", password = \"{pw}\" }}\n\n",
+            id = mxid(p),
+            pw = password(p)
+        );
+    }
+    format!(
+        r##"
+[store]
+path = "{store}"
+
+[server]
+listen = "127.0.0.1:{metrics_port}"
+
+[platforms.matrix]
+homeserver = "{homeserver}"
+invites_from = ["{SERVER}"]
+
+{personas}
+[agents.helper]
+kind = "script"
+rules = [
+  {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the reset button for 5 s." }},
+  {{ when = "(?i)wifi", reply = "[[reply_to:{{msg_id}}]]\nThe wifi password is on the fridge." }},
+  {{ when = "", reply = "Happy to help, {{from_name}}." }},
+]
+
+[agents.gatekeeper]
+kind = "script"
+rules = [{{ when = "\\?", reply = "Gatekeeper says: try the drawer." }}]
+
+[agents.gate]
+kind = "script"
+rules = [{{ when = "\\?", reply = "REPLY" }}, {{ when = "", reply = "SKIP" }}]
+
+[agents.ambient]
+kind = "script"
+rules = [{{ when = "\\?", reply = "Ambient says: the keys are in the drawer." }}]
+
+[agents.ping]
+kind = "script"
+rules = [{{ when = "", reply = "ping!" }}]
+
+[agents.pong]
+kind = "script"
+rules = [{{ when = "", reply = "pong!" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[rooms.default.personas.gatekeeper]
+mode = "all"
+reply_gate = {{ enabled = true, agent = "gate" }}
+
+[rooms.default.personas.ambient]
+mode = "ambient"
+ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
+
+[rooms."matrix:{banter}"]
+mode = "all"
+ignore_bots = false
+max_bot_turns = 3
+
+[rooms."matrix:{banter}".personas.helper]
+mode = "observe"
+
+[rooms."matrix:{banter}".personas.gatekeeper]
+mode = "observe"
+
+[rooms."matrix:{banter}".personas.ambient]
+mode = "observe"
+"##,
+        store = store.display(),
+    )
+}
+
+/// A metric's value from `/metrics` (summed over its label sets).
+fn metric(port: u16, name: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics")?;
+    let mut total = None;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let (key, value) = line.rsplit_once(' ')?;
+        let key = key.split('{').next()?;
+        if key == name {
+            *total.get_or_insert(0.0) += value.parse::<f64>().ok()?;
+        }
+    }
+    total
+}
+
+/// Waits until tactful has heard at least `heard` live messages and has
+/// nothing in progress: every decision made, every turn ended, every reply
+/// delivered.
+fn settle(port: u16, heard: f64) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let got = metric(port, "tactful_messages_in_total").unwrap_or(0.0);
+        let busy = metric(port, "tactful_busy").unwrap_or(1.0);
+        if got >= heard && busy == 0.0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tactful never settled: heard {got} of {heard}, busy {busy}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn start_tactful(dir: &Path, config: &str) -> Reaper {
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, config).expect("config");
+    Reaper(
+        Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&cfg)
+            .env(
+                "TACTFUL_LOG",
+                "info,tactful_runtime=debug,matrix_sdk=warn,matrix_sdk_base=warn",
+            )
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("tactful starts"),
+    )
+}
+
+#[test]
+fn personas_behave_in_a_real_matrix_room() {
+    let Some(venv) = venv() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut synapse = Synapse::start(venv.clone(), dir.path());
+    let mut people = Humans::start(&venv, &synapse.url());
+    for user in ["alice", "bob"].iter().chain(PERSONAS.iter()) {
+        people.register(user);
+    }
+    people.login("alice");
+    people.login("bob");
+
+    // Before tactful ever runs: a room with a question for helper, and the
+    // personas invited. That question is history, never answered.
+    let invite: Vec<String> = ["bob", "helper", "gatekeeper", "ambient"]
+        .iter()
+        .map(|u| mxid(u))
+        .collect();
+    let room = people.call(json!({"op": "create", "as": "alice", "invite": invite, "name": "team"}));
+    let room = room.as_str().expect("room id").to_owned();
+    people.call(json!({"op": "join", "as": "bob", "room": room}));
+    let old = people.send("alice", &room, "helper, what is the wifi password?", &["helper"]);
+    let invite: Vec<String> = ["ping", "pong"].iter().map(|u| mxid(u)).collect();
+    let banter = people.call(json!({"op": "create", "as": "alice", "invite": invite, "name": "banter"}));
+    let banter = banter.as_str().expect("room id").to_owned();
+
+    let metrics = free_port();
+    let store = dir.path().join("tactful.db");
+    let config = config(&synapse.url(), &store, &banter, metrics);
+    let mut tactful = start_tactful(dir.path(), &config);
+    people.wait_members("alice", &room, &["helper", "gatekeeper", "ambient"]);
+    people.wait_members("alice", &banter, &["ping", "pong"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(metrics, "tactful_backlog_total").unwrap_or(0.0) < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the question from before start was never recorded as backlog"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut heard = 0.0;
+
+    // An @mention: exactly one reply, from helper, as a Matrix reply.
+    let q = people.send("alice", &room, "helper, how do I reset the router?", &["helper"]);
+    heard += 1.0;
+    people.wait_messages("alice", &room, "helper's reply", |m| {
+        shown_by(m, "helper").iter().any(|r| r["reply_to"] == q.as_str())
+    });
+    settle(metrics, heard);
+    let m = people.messages("alice", &room);
+    let replies = shown_by(&m, "helper");
+    assert_eq!(replies.len(), 1, "one reply from helper: {replies:#?}");
+    assert_eq!(replies[0]["body"], "Hold the reset button for 5 s.");
+    assert_eq!(replies[0]["reply_to"], q.as_str(), "a real Matrix reply");
+    assert!(
+        replies[0]["mentions"]
+            .as_array()
+            .is_some_and(|u| u.iter().any(|u| u == mxid("alice").as_str())),
+        "the reply mentions its author: {:?}",
+        replies[0]
+    );
+    assert!(shown_by(&m, "gatekeeper").is_empty() && shown_by(&m, "ambient").is_empty());
+    assert!(
+        !replies.iter().any(|r| r["reply_to"] == old.as_str()),
+        "the question from before start is not answered"
+    );
+
+    // Chatter: the gate says SKIP, the ambient batch stays silent.
+    people.send("bob", &room, "nice weather today", &[]);
+    heard += 1.0;
+    settle(metrics, heard);
+    let m = people.messages("alice", &room);
+    assert_eq!(shown_by(&m, "helper").len(), 1, "chatter gets no reply");
+    assert!(shown_by(&m, "gatekeeper").is_empty() && shown_by(&m, "ambient").is_empty());
+
+    // An open question: gatekeeper (all + gate) and ambient would both
+    // answer; the floor lets one speak.
+    people.send("bob", &room, "does anyone know where the spare keys are?", &[]);
+    heard += 1.0;
+    people.wait_messages("alice", &room, "an answer to the open question", |m| {
+        shown_by(m, "gatekeeper").len() + shown_by(m, "ambient").len() >= 1
+    });
+    settle(metrics, heard);
+    let m = people.messages("alice", &room);
+    let answers = shown_by(&m, "gatekeeper").len() + shown_by(&m, "ambient").len();
+    assert_eq!(answers, 1, "one answer across the personas: {m:#?}");
+
+    // Two personas that answer bots: the rally stops at max_bot_turns.
+    people.send("alice", &banter, "serve!", &[]);
+    heard += 1.0;
+    settle(metrics, heard);
+    let m = people.messages("alice", &banter);
+    let rally = shown_by(&m, "ping").len() + shown_by(&m, "pong").len();
+    assert_eq!(
+        rally, 3,
+        "max_bot_turns = 3 bot messages in a row, then quiet: {m:#?}"
+    );
+
+    // A DM: answered without a mention.
+    let dm = people.call(json!({"op": "create", "as": "bob", "invite": [mxid("helper")], "direct": true}));
+    let dm = dm.as_str().expect("room id").to_owned();
+    people.wait_members("bob", &dm, &["helper"]);
+    people.send("bob", &dm, "got a minute?", &[]);
+    heard += 1.0;
+    let m = people.wait_messages("bob", &dm, "helper's DM answer", |m| {
+        shown_by(m, "helper")
+            .iter()
+            .any(|r| r["body"] == "Happy to help, bob.")
+    });
+    assert_eq!(shown_by(&m, "helper").len(), 1, "one answer in the DM: {m:#?}");
+
+    // The homeserver dies right after a question and comes back: the
+    // question is answered once, and the conversation goes on.
+    let q = people.send("alice", &room, "helper: reset it again?", &["helper"]);
+    heard += 1.0;
+    synapse.kill();
+    synapse.run();
+    people.wait_messages("alice", &room, "the answer after the homeserver restart", |m| {
+        shown_by(m, "helper").iter().any(|r| r["reply_to"] == q.as_str())
+    });
+    let q2 = people.send("alice", &room, "helper: and the wifi?", &["helper"]);
+    heard += 1.0;
+    people.wait_messages("alice", &room, "the next answer", |m| {
+        shown_by(m, "helper").iter().any(|r| r["reply_to"] == q2.as_str())
+    });
+    settle(metrics, heard);
+    let m = people.messages("alice", &room);
+    for question in [&q, &q2] {
+        let n = shown_by(&m, "helper")
+            .iter()
+            .filter(|r| r["reply_to"] == question.as_str())
+            .count();
+        assert_eq!(n, 1, "answered exactly once across the restart: {m:#?}");
+    }
+
+    // tactful restarts: nothing is answered again; a message sent while it
+    // was down is heard and answered after.
+    let before = people.messages("alice", &room);
+    drop(tactful);
+    let q3 = people.send("alice", &room, "helper: reset, while you were away?", &["helper"]);
+    tactful = start_tactful(dir.path(), &config);
+    people.wait_messages(
+        "alice",
+        &room,
+        "the answer to the message sent while tactful was down",
+        |m| shown_by(m, "helper").iter().any(|r| r["reply_to"] == q3.as_str()),
+    );
+    settle(metrics, 1.0);
+    let after = people.messages("alice", &room);
+    for p in ["helper", "gatekeeper", "ambient"] {
+        let extra = shown_by(&after, p).len() - shown_by(&before, p).len();
+        let want = usize::from(p == "helper");
+        assert_eq!(
+            extra, want,
+            "{p} said {extra} new things after the restart: {after:#?}"
+        );
+    }
+    let m = people.messages("alice", &banter);
+    assert_eq!(
+        shown_by(&m, "ping").len() + shown_by(&m, "pong").len(),
+        3,
+        "the rally did not restart"
+    );
+    drop(tactful);
+}
