@@ -104,9 +104,52 @@ pub struct Platforms {
     /// `[platforms.web]`: the built-in web room.
     pub web: Option<WebSettings>,
     /// `[platforms.irc]`: an IRC network, one nick per persona.
+    #[cfg(feature = "irc")]
     pub irc: Option<tactful_irc::IrcSettings>,
     /// `[platforms.matrix]`: a Matrix homeserver, one account per persona.
+    #[cfg(feature = "matrix")]
     pub matrix: Option<tactful_matrix::MatrixSettings>,
+}
+
+impl Platforms {
+    /// Whether any platform is configured.
+    pub fn any(&self) -> bool {
+        #[allow(unused_mut)]
+        let mut any = self.web.is_some();
+        #[cfg(feature = "irc")]
+        {
+            any |= self.irc.is_some();
+        }
+        #[cfg(feature = "matrix")]
+        {
+            any |= self.matrix.is_some();
+        }
+        any
+    }
+
+    /// One line per chat network served (not the web room), for the
+    /// startup message.
+    pub fn describe(&self) -> Vec<String> {
+        #[allow(unused_mut)]
+        let mut lines = Vec::new();
+        #[cfg(feature = "irc")]
+        if let Some(i) = &self.irc {
+            let nicks: Vec<&str> = i.personas.iter().map(|p| p.nick.as_str()).collect();
+            lines.push(format!(
+                "on IRC at {}:{} in {} as {}",
+                i.server,
+                i.port,
+                i.channels.join(", "),
+                nicks.join(", ")
+            ));
+        }
+        #[cfg(feature = "matrix")]
+        if let Some(m) = &self.matrix {
+            let users: Vec<&str> = m.personas.iter().map(|p| p.user_id.as_str()).collect();
+            lines.push(format!("on Matrix at {} as {}", m.homeserver, users.join(", ")));
+        }
+        lines
+    }
 }
 
 /// `[platforms.web]`.
@@ -328,6 +371,7 @@ struct RawPersona {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "matrix"), allow(dead_code))]
 struct RawPersonaMatrix {
     user_id: Spanned<EnvString>,
     password: Option<EnvString>,
@@ -336,6 +380,7 @@ struct RawPersonaMatrix {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "matrix"), allow(dead_code))]
 struct RawMatrix {
     homeserver: Spanned<EnvString>,
     #[serde(default)]
@@ -346,6 +391,7 @@ struct RawMatrix {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "irc"), allow(dead_code))]
 struct RawPersonaIrc {
     nick: Option<Spanned<EnvString>>,
     password: Option<EnvString>,
@@ -353,6 +399,7 @@ struct RawPersonaIrc {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "irc"), allow(dead_code))]
 struct RawIrc {
     server: Spanned<EnvString>,
     port: Option<u16>,
@@ -650,6 +697,7 @@ impl Config {
 }
 
 /// `[platforms.irc]` and each persona's `irc = { nick, password }`.
+#[cfg(feature = "irc")]
 fn irc_settings(
     irc: RawIrc,
     personas: &[RawPersona],
@@ -718,6 +766,7 @@ fn irc_settings(
 
 /// `[platforms.matrix]` and each persona's `matrix = { user_id, password |
 /// access_token }`. Personas without a `matrix` table are not on Matrix.
+#[cfg(feature = "matrix")]
 fn matrix_settings(
     m: RawMatrix,
     personas: &[RawPersona],
@@ -810,8 +859,17 @@ fn matrix_settings(
     })
 }
 
+/// The error for a platform table this build leaves out.
+#[cfg(not(all(feature = "irc", feature = "matrix")))]
+fn not_built(platform: &str, feature: &str) -> String {
+    format!(
+        "this tactful was built without {platform}: build it with the cargo feature `{feature}` (on by default)"
+    )
+}
+
 /// An IRC nick: a letter or special first, then letters, digits, `-` and
 /// specials; 30 characters at most (most networks allow that many).
+#[cfg(feature = "irc")]
 fn is_valid_nick(nick: &str) -> bool {
     let special = |c: char| "[]\\`^{}|_".contains(c);
     let mut chars = nick.chars();
@@ -966,11 +1024,29 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     let (raw_web, raw_irc, raw_matrix) = raw
         .platforms
         .map_or((None, None, None), |p| (p.web, p.irc, p.matrix));
+    if raw_irc.is_none()
+        && let Some((i, p)) = raw.persona.iter().enumerate().find(|(_, p)| p.irc.is_some())
+    {
+        return Err(check.at(
+            p.id.span(),
+            format!("`persona[{i}].irc` is set but there is no [platforms.irc] table: add one with `server` and `channels`"),
+        ));
+    }
     if let Some(irc) = raw_irc {
-        platforms.irc = Some(irc_settings(irc, &raw.persona, check)?);
+        #[cfg(feature = "irc")]
+        {
+            platforms.irc = Some(irc_settings(irc, &raw.persona, check)?);
+        }
+        #[cfg(not(feature = "irc"))]
+        return Err(check.at(irc.server.span(), not_built("IRC", "irc")));
     }
     if let Some(matrix) = raw_matrix {
-        platforms.matrix = Some(matrix_settings(matrix, &raw.persona, check)?);
+        #[cfg(feature = "matrix")]
+        {
+            platforms.matrix = Some(matrix_settings(matrix, &raw.persona, check)?);
+        }
+        #[cfg(not(feature = "matrix"))]
+        return Err(check.at(matrix.homeserver.span(), not_built("Matrix", "matrix")));
     } else if let Some((i, p)) = raw.persona.iter().enumerate().find(|(_, p)| p.matrix.is_some()) {
         let span = p.matrix.as_ref().map_or(0..0, |m| m.user_id.span());
         return Err(check.at(
@@ -1864,5 +1940,77 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
         assert!(expand_env("${A", &env).is_err());
         assert!(expand_env("${}", &env).is_err());
         assert!(expand_env("${B}", &env).is_err());
+    }
+}
+
+#[cfg(all(test, feature = "matrix"))]
+mod matrix_tests {
+    use super::*;
+
+    const BASE: &str = r#"
+[[persona]]
+id = "docs"
+agent = "main"
+matrix = { user_id = "@docs:example.org", password = "pw" }
+
+[agents.main]
+kind = "script"
+rules = []
+"#;
+
+    fn parse(src: &str) -> Result<Config, ConfigError> {
+        Config::parse(src, Path::new("t.toml"), &|_| None)
+    }
+
+    #[test]
+    fn a_matrix_account_per_persona() {
+        let c = parse(&format!(
+            "{BASE}\n[platforms.matrix]\nhomeserver = \"https://matrix.example.org/\"\ninvites_from = [\"example.org\"]\nrooms = [\"#team:example.org\"]\n"
+        ))
+        .expect("valid");
+        let m = c.platforms.matrix.clone().expect("matrix");
+        assert_eq!(m.homeserver, "https://matrix.example.org");
+        assert_eq!(m.personas[0].user_id, "@docs:example.org");
+        assert!(matches!(&m.personas[0].auth, tactful_matrix::MatrixAuth::Password(p) if p == "pw"));
+        assert_eq!(m.rooms, ["#team:example.org"]);
+        assert_eq!(
+            c.platforms.describe(),
+            ["on Matrix at https://matrix.example.org as @docs:example.org"]
+        );
+    }
+
+    #[test]
+    fn matrix_mistakes_name_key_and_line() {
+        let e = parse(&format!(
+            "{BASE}\n[platforms.matrix]\nhomeserver = \"matrix.example.org\"\n"
+        ))
+        .expect_err("no scheme");
+        assert_eq!(e.position.map(|p| p.0), Some(12), "{e}");
+        assert!(e.message.contains("platforms.matrix.homeserver"), "{e}");
+
+        let e = parse(BASE).expect_err("no platform table");
+        assert!(e.message.contains("no [platforms.matrix] table"), "{e}");
+
+        let bad_user = BASE.replace("@docs:example.org", "docs");
+        let e = parse(&format!(
+            "{bad_user}\n[platforms.matrix]\nhomeserver = \"https://m.example.org\"\n"
+        ))
+        .expect_err("bad user id");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        assert!(e.message.contains("persona[0].matrix.user_id"), "{e}");
+
+        let both = BASE.replace("password = \"pw\"", "password = \"pw\", access_token = \"t\"");
+        let e = parse(&format!(
+            "{both}\n[platforms.matrix]\nhomeserver = \"https://m.example.org\"\n"
+        ))
+        .expect_err("both secrets");
+        assert!(e.message.contains("keep one"), "{e}");
+        assert!(!e.message.contains("\"pw\""), "no secret in the message: {e}");
+
+        let e = parse(&format!(
+            "{BASE}\n[platforms.matrix]\nhomeserver = \"https://m.example.org\"\nrooms = [\"team\"]\n"
+        ))
+        .expect_err("bad room");
+        assert_eq!(e.position.map(|p| p.0), Some(13), "{e}");
     }
 }

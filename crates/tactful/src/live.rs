@@ -12,7 +12,9 @@ use anyhow::{Context as _, bail};
 use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
+#[cfg(feature = "irc")]
 use tactful_irc::IrcPlatform;
+#[cfg(feature = "matrix")]
 use tactful_matrix::MatrixPlatform;
 use tactful_runtime::{DeliveryConfig, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock};
 use tactful_web::{WebConfig, WebPlatform};
@@ -101,8 +103,7 @@ impl Service {
     /// Starts every configured platform and persona, restoring from the
     /// store.
     pub async fn start(config: &Config) -> anyhow::Result<Service> {
-        let p = &config.platforms;
-        if p.web.is_none() && p.irc.is_none() && p.matrix.is_none() {
+        if !config.platforms.any() {
             bail!(
                 "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\"), [platforms.irc] or [platforms.matrix]"
             );
@@ -123,10 +124,13 @@ impl Service {
         let store =
             Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
         let mut platforms: Vec<Arc<dyn Platform>> = Vec::new();
+        #[cfg(feature = "irc")]
         let irc = config.platforms.irc.clone().map(IrcPlatform::new);
+        #[cfg(feature = "irc")]
         if let Some(irc) = &irc {
             platforms.push(Arc::new(irc.clone()));
         }
+        #[cfg(feature = "matrix")]
         let matrix = match config.platforms.matrix.clone() {
             Some(mut settings) => {
                 // The SDK's room state lives beside the store, so a restart
@@ -204,10 +208,12 @@ impl Service {
             web_addr = Some(addr);
             tasks.push(server);
         }
+        #[cfg(feature = "irc")]
         if let Some(irc) = &irc {
             irc.connect_runtime(runtime.handle());
             tasks.extend(irc.start());
         }
+        #[cfg(feature = "matrix")]
         if let Some(matrix) = &matrix {
             matrix.connect_runtime(runtime.handle());
             tasks.extend(matrix.start());

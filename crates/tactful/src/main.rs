@@ -141,22 +141,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => {
             let c = load_config(&config)?;
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            let irc = c.platforms.irc.as_ref().map(|i| {
-                let nicks: Vec<&str> = i.personas.iter().map(|p| p.nick.as_str()).collect();
-                format!(
-                    "tactful: on IRC at {}:{} in {} as {} (Ctrl-C to stop)",
-                    i.server,
-                    i.port,
-                    i.channels.join(", "),
-                    nicks.join(", ")
-                )
-            });
+            let networks = c.platforms.describe();
             runtime.block_on(tactful::live::run(&c, |at| {
                 if let Some(web) = at.web {
                     say(&format!("tactful: web room at http://{web}/ (Ctrl-C to stop)"));
                 }
-                if let Some(line) = irc {
-                    say(&line);
+                for line in &networks {
+                    say(&format!("tactful: {line} (Ctrl-C to stop)"));
                 }
                 if let Some(s) = at.server {
                     say(&format!(

@@ -2,6 +2,8 @@
 //! played by a plain IRC client over a socket, `tactful run` with two
 //! personas as two nicks.
 
+#![cfg(feature = "irc")]
+
 mod common;
 
 use std::path::Path;

@@ -6,6 +6,8 @@
 //! tactful's `/metrics` (`tactful_busy` is 0 once every decided turn,
 //! batch and delivery is done) within a bound.
 
+#![cfg(feature = "matrix")]
+
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
