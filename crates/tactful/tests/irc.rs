@@ -10,20 +10,12 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::Reaper;
+use common::{Reaper, free_port};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 const NGIRCD: &str = "/usr/sbin/ngircd";
-
-/// A free port on 127.0.0.1 (the listener is closed again before use).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 /// ngircd in the foreground with a config of our own: loopback only, no
 /// PAM, DNS or ident lookups, no flood penalty growth.

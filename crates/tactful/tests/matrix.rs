@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Reaper;
+use common::{Reaper, free_port};
 use serde_json::{Value, json};
 
 const SECRET: &str = "tactful-test-shared-secret";
@@ -42,13 +42,6 @@ fn venv() -> Option<PathBuf> {
         );
     }
     found
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// A Synapse homeserver in a folder of its own.

@@ -160,3 +160,12 @@ pub async fn id_of(ws: &mut Socket, text: &str) -> String {
     .await
     .expect("the message is echoed")
 }
+
+/// A free port on 127.0.0.1 (the listener is closed again before use), for
+/// the real servers the tests start.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
