@@ -49,9 +49,10 @@ fn header_incomplete(partial: &str) -> bool {
         return !t.contains("]]");
     }
     // A complete header ends at a line break or where text starts; a body
-    // that is empty, or itself begins a new `[[`, may still be header.
+    // that is empty, a lone `[` (half of the next `[[`), or itself begins a
+    // new `[[` may still be header.
     let rest = body.trim_start_matches([' ', '\t']);
-    rest.is_empty() || (rest.starts_with("[[") && header_incomplete(rest))
+    rest.is_empty() || rest == "[" || (rest.starts_with("[[") && header_incomplete(rest))
 }
 
 /// What of `partial` (the answer so far) may be shown, given the room's
@@ -103,7 +104,17 @@ pub fn split_message(text: &str, limit: usize) -> Vec<String> {
     let mut current_len = 0usize;
     let mut fence: Option<String> = None;
     for line in text.split_inclusive('\n') {
-        let is_fence_line = line.trim_start().starts_with("```");
+        let is_fence_line = is_fence(line);
+        // A fence line is never cut: a cut one would open in one part and
+        // close in the next. One too long for a part loses the end of its
+        // info string (the language name is what matters).
+        let shortened;
+        let line = if is_fence_line && line.chars().count() > piece_max {
+            shortened = shorten_fence(line, piece_max);
+            shortened.as_str()
+        } else {
+            line
+        };
         let mut rest = line;
         while !rest.is_empty() {
             let take = if rest.chars().count() <= piece_max {
@@ -152,6 +163,22 @@ pub fn split_message(text: &str, limit: usize) -> Vec<String> {
     parts
 }
 
+/// Whether a line opens or closes a code block, as renderers read it.
+fn is_fence(line: &str) -> bool {
+    line.trim_start().starts_with("```")
+}
+
+/// A fence line cut to at most `max` characters (line break kept): its
+/// indentation dropped and its info string clipped.
+fn shorten_fence(line: &str, max: usize) -> String {
+    let newline = if line.ends_with('\n') { "\n" } else { "" };
+    let fence = line.trim();
+    let keep = max.saturating_sub(newline.len()).max(3);
+    let mut out: String = fence.chars().take(keep).collect();
+    out.push_str(newline);
+    out
+}
+
 /// The fence state after a fence line: a bare fence closes an open block;
 /// any fence line opens one when none is open.
 fn toggle_fence(open: &Option<String>, fence_line: &str) -> Option<String> {
@@ -163,13 +190,30 @@ fn toggle_fence(open: &Option<String>, fence_line: &str) -> Option<String> {
 }
 
 /// Byte index at most `max_chars` characters into `s`: the last space
-/// before it if there is one past the middle, else exactly there.
+/// before it if there is one past the middle, else exactly there. Never
+/// where the rest would start with ```` ``` ````: a part starting with
+/// backticks from the middle of a line would read as a fence.
 fn cut_point(s: &str, max_chars: usize) -> usize {
     let hard = s.char_indices().nth(max_chars).map_or(s.len(), |(i, _)| i);
-    match s[..hard].rfind(' ') {
+    let first = s.chars().next().map_or(0, char::len_utf8);
+    let cut = match s[..hard].rfind(' ') {
         Some(i) if i > hard / 2 => i + 1,
-        _ => hard.max(s.chars().next().map_or(0, char::len_utf8)),
+        _ => hard.max(first),
+    };
+    let mut at = cut;
+    while at > first && is_fence(&s[at..]) {
+        at = s[..at].char_indices().next_back().map_or(0, |(i, _)| i);
     }
+    if is_fence(&s[at..]) {
+        // Backticks from the second character on: cut after the whole run
+        // if it fits (a run longer than a part cannot be kept whole).
+        let after_run = s.len() - s[at..].trim_start().trim_start_matches('`').len();
+        if s[..after_run].chars().count() <= max_chars {
+            return after_run;
+        }
+        return hard.max(first);
+    }
+    at
 }
 
 /// Streaming edits at most once per interval.
@@ -246,6 +290,18 @@ mod tests {
         // Without silence the prefix is just text.
         assert_eq!(visible("N", None), Visible::Show("N"));
         assert_eq!(visible("[[reply_to:m1]]\nNO_", TOKEN), Visible::Hold);
+        // The spellings silence accepts are held while they form.
+        for p in ["[ N", "[ NO_REP", "[\nNO", "  [\n no_reply"] {
+            assert_eq!(visible(p, TOKEN), Visible::Hold, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn a_lone_bracket_after_a_header_is_held_without_silence() {
+        for p in ["[[reply_to:m1]]\n[", "[[reply_to:m1]] [", "[[reply_to:m1]]\n\t["] {
+            assert_eq!(visible(p, None), Visible::Hold, "{p:?}");
+        }
+        assert_eq!(visible("[[reply_to:m1]]\n[x", None), Visible::Show("[x"));
     }
 
     #[test]
@@ -282,6 +338,29 @@ mod tests {
         let parts = split_message(&text, 16);
         assert_eq!(parts.concat(), text);
         assert!(parts.iter().all(|p| p.chars().count() <= 16));
+    }
+
+    #[test]
+    fn no_part_starts_with_backticks_from_the_middle_of_a_line() {
+        // Without care the cut falls right before the backticks.
+        let text = format!("{}```x and more words here", "a".repeat(20));
+        for limit in 16..40 {
+            for p in split_message(&text, limit) {
+                assert!(!p.trim_start().starts_with("```"), "limit {limit}: {p:?}");
+                assert!(p.chars().count() <= limit);
+            }
+        }
+    }
+
+    #[test]
+    fn a_fence_line_longer_than_a_part_still_opens_and_closes() {
+        let text = format!("```{}\ncode\n```\nafter", "x".repeat(100));
+        let parts = split_message(&text, 30);
+        for p in &parts {
+            assert_eq!(p.matches("```").count() % 2, 0, "{parts:?}");
+            assert!(p.chars().count() <= 30);
+        }
+        assert!(parts.concat().contains("code"));
     }
 
     #[test]

@@ -5,32 +5,69 @@
 //! which merely mentions the token is still delivered, and a blank answer is
 //! not silence: it is an error, because a model that returns nothing has
 //! failed rather than decided.
+//!
+//! [`is_silence`] (a finished answer) and [`could_become_silence`] (a
+//! streaming one) read the text through one definition, [`SilenceForm`], so
+//! every spelling that counts as silence is also held back while it
+//! streams: `[ NO_REPLY ]` and `[\nNO_REPLY]` never show a `[ N…` first.
 
 /// The silence token used when a room does not configure its own.
 pub const DEFAULT_TOKEN: &str = "NO_REPLY";
 
+/// An answer read as a possible silence token: optional surrounding
+/// whitespace, an optional `[`, the word, an optional `]`.
+struct SilenceForm<'a> {
+    /// The word inside, trimmed.
+    word: &'a str,
+    /// Whether it opened with `[`.
+    opened: bool,
+    /// Whether it closed with `]`.
+    closed: bool,
+}
+
+impl<'a> SilenceForm<'a> {
+    fn of(text: &'a str) -> SilenceForm<'a> {
+        let t = text.trim();
+        let (opened, t) = match t.strip_prefix('[') {
+            Some(rest) => (true, rest.trim_start()),
+            None => (false, t),
+        };
+        let (closed, t) = match t.strip_suffix(']') {
+            Some(rest) => (true, rest.trim_end()),
+            None => (false, t),
+        };
+        SilenceForm {
+            word: t,
+            opened,
+            closed,
+        }
+    }
+}
+
 /// Whether `body` (directives already stripped) is a deliberate silence
 /// under `token`: the whole trimmed text is the token, ignoring case, bare
-/// or as `[TOKEN]`.
+/// or as `[TOKEN]` (spaces and line breaks inside the brackets allowed).
 pub fn is_silence(body: &str, token: &str) -> bool {
-    let t = body.trim();
-    let t = t
-        .strip_prefix('[')
-        .and_then(|s| s.strip_suffix(']'))
-        .map_or(t, str::trim);
-    !t.is_empty() && t.eq_ignore_ascii_case(token.trim())
+    let f = SilenceForm::of(body);
+    let token = token.trim();
+    f.opened == f.closed && !f.word.is_empty() && !token.is_empty() && f.word.eq_ignore_ascii_case(token)
 }
 
 /// Whether `partial` (the start of a streamed answer) could still turn out
 /// to be the silence token, so a live platform should hold it back instead
-/// of showing `NO_` to the room.
+/// of showing `NO_` to the room. True for every prefix of every answer
+/// [`is_silence`] accepts (property-tested).
 pub fn could_become_silence(partial: &str, token: &str) -> bool {
-    let t = partial.trim_start();
-    let t = t.strip_prefix('[').unwrap_or(t);
-    let t = t.trim_end();
-    let t = t.strip_suffix(']').unwrap_or(t);
+    let f = SilenceForm::of(partial);
+    if f.closed {
+        // A closing bracket ends the answer's silence form: it is complete.
+        return is_silence(partial, token);
+    }
     let token = token.trim();
-    t.len() <= token.len() && token.get(..t.len()).is_some_and(|p| p.eq_ignore_ascii_case(t))
+    f.word.len() <= token.len()
+        && token
+            .get(..f.word.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(f.word))
 }
 
 #[cfg(test)]
@@ -69,8 +106,30 @@ mod tests {
         for s in ["", "N", "no_", "[NO_REP", "NO_REPLY", "[NO_REPLY]"] {
             assert!(could_become_silence(s, DEFAULT_TOKEN), "{s:?}");
         }
-        for s in ["NO_REPLY!", "Now", "Hello"] {
+        for s in ["NO_REPLY!", "Now", "Hello", "NO_REPLY]", "[NO_REPLY] x"] {
             assert!(!could_become_silence(s, DEFAULT_TOKEN), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn spaced_and_broken_brackets_are_one_rule() {
+        for s in [
+            "[ NO_REPLY ]",
+            "[\nNO_REPLY]",
+            "[NO_REPLY\n]",
+            " \n[ no_reply\t] ",
+        ] {
+            assert!(is_silence(s, DEFAULT_TOKEN), "{s:?}");
+            for (i, _) in s.char_indices() {
+                assert!(
+                    could_become_silence(&s[..i], DEFAULT_TOKEN),
+                    "{:?} of {s:?}",
+                    &s[..i]
+                );
+            }
+        }
+        for s in ["[NO_REPLY", "NO_REPLY]", "[]", "[ ]"] {
+            assert!(!is_silence(s, DEFAULT_TOKEN), "{s:?}");
         }
     }
 }

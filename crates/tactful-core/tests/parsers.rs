@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use tactful_core::addressing::{parse_command, text_mentions};
+use tactful_core::delivery::{Visible, visible};
 use tactful_core::directives::{self, valid_reply_to};
 use tactful_core::silence::{DEFAULT_TOKEN, is_silence};
 use tactful_core::transcript::{MAX_NAME_CHARS, sanitize_name};
@@ -101,6 +102,28 @@ proptest! {
     }
 
     #[test]
+    fn a_silent_answer_never_shows_while_it_streams(
+        header in prop::sample::select(vec!["", "[[reply_to:m1]]\n", "[[reply_to:m1]] ", "[[a:b]][[c:d]]\r\n"]),
+        spaces in prop::collection::vec("[ \t\n]{0,2}", 4),
+        bracketed in any::<bool>(),
+        upper in prop::collection::vec(any::<bool>(), 8),
+    ) {
+        let token: String = DEFAULT_TOKEN
+            .chars()
+            .zip(&upper)
+            .map(|(c, u)| if *u { c } else { c.to_ascii_lowercase() })
+            .collect();
+        let (open, close) = if bracketed { ("[", "]") } else { ("", "") };
+        let answer = format!("{header}{}{open}{}{token}{}{close}{}", spaces[0], spaces[1], spaces[2], spaces[3]);
+        let (_, body) = directives::parse(&answer);
+        prop_assert!(is_silence(body, DEFAULT_TOKEN), "{:?}", answer);
+        for (i, _) in answer.char_indices().chain([(answer.len(), ' ')]) {
+            let shown = visible(&answer[..i], Some(DEFAULT_TOKEN));
+            prop_assert_eq!(shown, Visible::Hold, "{:?} of {:?}", &answer[..i], answer);
+        }
+    }
+
+    #[test]
     fn sanitised_names_are_one_safe_line(s in tricky()) {
         let n = sanitize_name(&s);
         prop_assert!(n.chars().count() <= MAX_NAME_CHARS);
@@ -134,8 +157,14 @@ mod splitting {
         prop::collection::vec(
             prop_oneof![
                 prose().prop_map(|p| format!("{p}\n")),
+                // Backticks in the middle of a line are text, not a fence.
+                ("[a-z ]{0,30}", "[a-z ]{0,30}").prop_map(|(a, b)| format!("{a}```{b}\n")),
                 (
-                    prop::sample::select(vec!["", "rust", "sh"]),
+                    prop_oneof![
+                        prop::sample::select(vec!["", "rust", "sh"]).prop_map(str::to_owned),
+                        // An info string longer than a part.
+                        "[a-z]{150,300}",
+                    ],
                     prop::collection::vec("[a-z(){};]{0,40}", 0..12)
                 )
                     .prop_map(|(lang, lines)| format!("```{lang}\n{}\n```\n", lines.join("\n"))),
@@ -143,6 +172,19 @@ mod splitting {
             0..6,
         )
         .prop_map(|v| v.concat())
+    }
+
+    /// Whether a code block is open after `text`, reading fence lines the
+    /// way the splitter (and Markdown renderers) do.
+    fn open_after(text: &str) -> bool {
+        let mut open = false;
+        for line in text.lines() {
+            let t = line.trim();
+            if t.starts_with("```") {
+                open = if open { t != "```" } else { true };
+            }
+        }
+        open
     }
 
     proptest! {
@@ -159,9 +201,12 @@ mod splitting {
 
         #[test]
         fn code_fences_balance_in_every_part(text in fenced(), limit in 24usize..200) {
-            for p in split_message(&text, limit) {
+            let parts = split_message(&text, limit);
+            for (i, p) in parts.iter().enumerate() {
                 prop_assert!(p.chars().count() <= limit, "{} > {limit}: {p:?}", p.chars().count());
-                prop_assert_eq!(p.matches("```").count() % 2, 0, "unbalanced part: {:?}", p);
+                let last = i + 1 == parts.len();
+                let expected = last && open_after(&text);
+                prop_assert_eq!(open_after(p), expected, "part {} of {:?}: {:?}", i, parts, p);
             }
         }
     }

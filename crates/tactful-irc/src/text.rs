@@ -66,12 +66,21 @@ pub fn mentioned<'a>(text: &str, nicks: &[&'a str]) -> Vec<&'a str> {
     found
 }
 
+/// Whether `c` may not travel inside an IRC message: CR and LF end the
+/// line on the wire (a lone `\r` would let the rest of the text run as a
+/// command of its own), NUL is forbidden by the protocol.
+fn ends_irc_line(c: char) -> bool {
+    matches!(c, '\r' | '\n' | '\0')
+}
+
 /// Cuts `text` into IRC lines of at most `max` bytes: one per line of the
-/// text (blank lines dropped), long lines broken at the last space that
-/// fits, or at a character boundary when a word is longer than a line.
+/// text (blank lines dropped; `\r`, `\n`, `\r\n` and NUL all end a
+/// line), long lines broken at the last space that fits, or at a character
+/// boundary when a word is longer than a line. No line it returns holds a
+/// character the protocol reads as the end of a line.
 pub fn split_lines(text: &str, max: usize) -> Vec<String> {
     let mut out = Vec::new();
-    for line in text.lines() {
+    for line in text.split(ends_irc_line) {
         let mut rest = line.trim_end();
         if rest.trim().is_empty() {
             continue;
@@ -128,5 +137,14 @@ mod tests {
         let accents: usize = lines.iter().map(|l| l.matches('é').count()).sum();
         assert_eq!(accents, 300, "no character is split or lost");
         assert!(max_text_bytes("#tactful") < 512 - 100);
+    }
+
+    #[test]
+    fn carriage_returns_and_nul_end_lines_instead_of_travelling() {
+        let lines = split_lines("first part\rQUIT :bye\nsecond\r\nthird\0fourth", 100);
+        assert_eq!(lines, ["first part", "QUIT :bye", "second", "third", "fourth"]);
+        for l in split_lines(&"a\rb ".repeat(200), 50) {
+            assert!(!l.contains(ends_irc_line) && l.len() <= 50, "{l:?}");
+        }
     }
 }
