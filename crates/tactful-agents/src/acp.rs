@@ -33,12 +33,11 @@ use agent_client_protocol::{Agent as AcpPeer, ByteStreams, Client};
 use futures::future::BoxFuture;
 use tactful_core::prompt::{self, Role};
 use tactful_core::{PersonaId, RoomId, TurnRequest};
-use tokio::io::AsyncReadExt;
 use tokio::sync::{Mutex, mpsc, oneshot, watch};
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
-use crate::process::spawn_piped;
-use crate::{Agent, AgentError, AgentReply, Deltas, tail};
+use crate::process::{Spawned, read_tail, spawn_piped};
+use crate::{Agent, AgentError, AgentReply, Collected, Deltas};
 
 /// How an ACP agent is started and kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +72,9 @@ struct Conn {
     exited: watch::Receiver<Option<String>>,
     task: tokio::task::JoinHandle<()>,
 }
+
+/// How much of an agent's stderr is kept (the end) while it is drained.
+const STDERR_KEEP: usize = 64 * 1024;
 
 /// How long a failed request waits for the process's exit to be known, so
 /// the error can say how it died.
@@ -205,10 +207,10 @@ impl AcpAgent {
     /// self-reported name and version.
     async fn connect(&self) -> Result<(Arc<Conn>, String), AgentError> {
         let c = &self.config;
-        let mut child = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
+        let Spawned { mut child, group } = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
-        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
 
         let routes: Arc<StdMutex<HashMap<SessionId, mpsc::UnboundedSender<String>>>> = Arc::default();
         let (exit_tx, exited) = watch::channel(None);
@@ -246,10 +248,11 @@ impl AcpAgent {
                     Ok(())
                 });
             tokio::pin!(connection);
-            // The process owns the child: dropping it kills the agent.
+            // The task owns the process and its group: aborting it (the
+            // connection dropped) kills the agent and every child it started.
+            let _group = group;
             let process = async move {
-                let mut err = Vec::new();
-                let _ = stderr.read_to_end(&mut err).await;
+                let err = read_tail(stderr, STDERR_KEEP).await;
                 (child.wait().await, err)
             };
             tokio::pin!(process);
@@ -266,7 +269,7 @@ impl AcpAgent {
             let note = match exit {
                 Some((status, err)) => {
                     let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
-                    let err = tail(&String::from_utf8_lossy(&err), 600);
+                    let err = err.quote(600);
                     format!("{command} exited with {status}; stderr: {err}")
                 }
                 None => format!("the connection to {command} ended"),
@@ -415,22 +418,26 @@ impl AcpAgent {
         );
         let response = conn.cx.send_request(request).block_task();
         tokio::pin!(response);
-        let mut text = String::new();
+        let mut text = Collected::new(turn.max_reply_chars);
         let idle = self.config.inactivity_timeout;
         let outcome = loop {
             tokio::select! {
                 Some(piece) = rx.recv() => {
-                    deltas.delta(&piece);
-                    text.push_str(&piece);
+                    if !text.push(&piece, deltas) {
+                        // More than a reply may hold: stop the agent's work.
+                        let _ = conn.cx.send_notification(CancelNotification::new(session.clone()));
+                        break Ok(AgentReply { text: text.into_text(), usage: None });
+                    }
                 }
                 done = &mut response => {
                     // Chunks sent before the response are already queued.
                     while let Ok(piece) = rx.try_recv() {
-                        deltas.delta(&piece);
-                        text.push_str(&piece);
+                        if !text.push(&piece, deltas) {
+                            break;
+                        }
                     }
                     break match done {
-                        Ok(_) => Ok(AgentReply { text, usage: None }),
+                        Ok(_) => Ok(AgentReply { text: text.into_text(), usage: None }),
                         Err(e) => Err(conn.failure("session/prompt", e).await),
                     };
                 }

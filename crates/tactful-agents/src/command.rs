@@ -3,7 +3,9 @@
 //! The turn goes to the program's stdin as JSON ([`crate::turn_json`]); the
 //! program prints its answer on stdout and exits 0. A non-zero exit, or no
 //! exit within `timeout_ms`, is an error outcome carrying the tail of its
-//! stderr. The simplest way to plug anything into tactful: a shell script,
+//! stderr. The program runs in a process group of its own, ended with the
+//! turn (children included); output past what a reply may hold stops it
+//! (the engine then cuts the reply and says so). The simplest way to plug anything into tactful: a shell script,
 //! a Python file calling a local model, a CLI agent in one-shot mode.
 
 use std::collections::BTreeMap;
@@ -13,13 +15,15 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::TurnRequest;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
-use crate::process::spawn_piped;
-use crate::{Agent, AgentError, AgentReply, Deltas, tail, turn_json};
+use crate::process::{Spawned, output_cap, read_capped, read_tail, spawn_piped, utf8_prefix};
+use crate::{Agent, AgentError, AgentReply, Deltas, turn_json};
 
 /// The longest stderr tail quoted in an error.
 const STDERR_TAIL: usize = 600;
+/// How much of stderr is kept while it is drained.
+const STDERR_KEEP: usize = 64 * 1024;
 
 /// How a command agent is started.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,10 +58,11 @@ impl CommandAgent {
         let c = &self.config;
         let input = serde_json::to_vec(&turn_json::turn_json(turn, &self.contract))
             .map_err(|e| AgentError::Protocol(e.to_string()))?;
-        let mut child = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
+        let Spawned { mut child, group } = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
-        let mut stdout = child.stdout.take().expect("stdout is piped");
-        let mut stderr = child.stderr.take().expect("stderr is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let cap = output_cap(turn.max_reply_chars);
         // Write, read and wait concurrently: a program that prints before it
         // has read all its input must not deadlock on a full pipe.
         let write = async move {
@@ -66,33 +71,44 @@ impl CommandAgent {
             let _ = stdin.write_all(&input).await;
             drop(stdin);
         };
-        let read_out = async move {
-            let mut buf = Vec::new();
-            stdout.read_to_end(&mut buf).await.map(|_| buf)
-        };
-        let read_err = async move {
-            let mut buf = Vec::new();
-            stderr.read_to_end(&mut buf).await.map(|_| buf)
+        // Past the cap the rest of the output is of no use: the group is
+        // killed at once instead of draining (and keeping) megabytes.
+        let out_then_stop = async {
+            let ((), out) = tokio::join!(write, read_capped(stdout, cap));
+            if out.as_ref().is_ok_and(|o| o.overflowed) {
+                group.kill();
+            }
+            out
         };
         let all = async {
-            let ((), out, err, status) = tokio::join!(write, read_out, read_err, child.wait());
-            (out, err, status)
+            let (out, err) = tokio::join!(out_then_stop, read_tail(stderr, STDERR_KEEP));
+            (out, err, child.wait().await)
         };
+        // On timeout the group guard kills the program and its children.
         let (out, err, status) = tokio::time::timeout(c.timeout, all)
             .await
             .map_err(|_| AgentError::Timeout(c.timeout))?;
-        let status = status.map_err(|e| AgentError::Connection(e.to_string()))?;
-        let err = String::from_utf8_lossy(&err.unwrap_or_default()).into_owned();
-        if !status.success() {
-            return Err(AgentError::Exit {
-                command: c.command.clone(),
-                status: status.to_string(),
-                stderr_tail: tail(&err, STDERR_TAIL),
-            });
-        }
         let out = out.map_err(|e| AgentError::Connection(e.to_string()))?;
-        let text = String::from_utf8(out)
-            .map_err(|_| AgentError::Protocol(format!("{} wrote output that is not UTF-8", c.command)))?;
+        if out.overflowed {
+            tracing::warn!(
+                command = %c.command,
+                cap,
+                "the command printed more than a reply may hold; it was stopped and its answer cut"
+            );
+        } else {
+            let status = status.map_err(|e| AgentError::Connection(e.to_string()))?;
+            if !status.success() {
+                return Err(AgentError::Exit {
+                    command: c.command.clone(),
+                    status: status.to_string(),
+                    stderr_tail: err.quote(STDERR_TAIL),
+                });
+            }
+        }
+        let text = utf8_prefix(&out.bytes)
+            .filter(|_| out.overflowed || std::str::from_utf8(&out.bytes).is_ok())
+            .ok_or_else(|| AgentError::Protocol(format!("{} wrote output that is not UTF-8", c.command)))?
+            .to_owned();
         Ok(AgentReply { text, usage: None })
     }
 }

@@ -139,6 +139,46 @@ pub trait Agent: Send + Sync + fmt::Debug {
     ) -> BoxFuture<'a, Result<AgentReply, AgentError>>;
 }
 
+/// An answer's text as it streams in, bounded: past the reply limit
+/// (`max_reply_chars` of the turn, as bytes with room to spare) the rest is
+/// not kept, so a runaway model costs a bounded amount of memory. The
+/// engine cuts the reply to its limit and says so in the trace.
+pub(crate) struct Collected {
+    text: String,
+    cap: usize,
+}
+
+impl Collected {
+    /// Collects up to the output cap of a reply of `max_chars` characters.
+    pub(crate) fn new(max_chars: usize) -> Self {
+        Collected {
+            text: String::new(),
+            cap: process::output_cap(max_chars),
+        }
+    }
+
+    /// Keeps `piece` (what fits of it) and passes it on to `deltas`.
+    /// Returns `false` once the cap is reached: stop reading.
+    pub(crate) fn push(&mut self, piece: &str, deltas: &mut dyn Deltas) -> bool {
+        let room = self.cap.saturating_sub(self.text.len());
+        let mut take = piece.len().min(room);
+        while !piece.is_char_boundary(take) {
+            take -= 1;
+        }
+        let kept = &piece[..take];
+        if !kept.is_empty() {
+            self.text.push_str(kept);
+            deltas.delta(kept);
+        }
+        take == piece.len()
+    }
+
+    /// The text kept.
+    pub(crate) fn into_text(self) -> String {
+        self.text
+    }
+}
+
 /// The last `max` bytes of `s`, cut on a character boundary and trimmed, for
 /// error messages that quote a subprocess's stderr or a provider's body.
 pub fn tail(s: &str, max: usize) -> String {

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
@@ -21,12 +22,24 @@ use serde_json::{Value, json};
 use tactful_core::TurnRequest;
 use tactful_core::prompt::{self, Role};
 
-use crate::{Agent, AgentError, AgentReply, Deltas, Usage, tail};
+use crate::{Agent, AgentError, AgentReply, Collected, Deltas, Usage, tail};
 
-/// The first retry waits this long; each next one twice as long.
+/// The first retry waits this long; each next one twice as long. A
+/// `Retry-After` shorter than this (`0` included) does not make it shorter:
+/// a provider answering "retry now" must not get a request per millisecond.
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 /// No single wait is longer than this (a `Retry-After` included).
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Retries per turn, whatever time is left: a provider failing every
+/// request gets at most this many more.
+const MAX_RETRIES: u32 = 4;
+/// How much of an error body is read for its message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// How much of an answer's event stream is read at most; the answer text
+/// itself is capped by the turn's `max_reply_chars`.
+const MAX_STREAM_BYTES: usize = 32 * 1024 * 1024;
+/// The longest line of an event stream read.
+const MAX_LINE_BYTES: usize = 1024 * 1024;
 
 /// How to reach a Chat Completions endpoint.
 #[derive(Clone, Debug, PartialEq)]
@@ -156,15 +169,13 @@ impl OpenAiAgent {
             };
             let status = response.status();
             if status.is_success() {
-                return read_stream(response, deadline, timeout, deltas).await;
+                return read_stream(response, deadline, timeout, deltas, turn.max_reply_chars).await;
             }
             let retry_after = response.headers().get(RETRY_AFTER).and_then(parse_retry_after);
             let message = provider_message(response).await;
             if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-                let wait = retry_after
-                    .unwrap_or(FIRST_BACKOFF * 2u32.saturating_pow(attempt))
-                    .min(MAX_BACKOFF);
-                if Instant::now() + wait < deadline {
+                let wait = backoff(attempt, retry_after);
+                if attempt < MAX_RETRIES && Instant::now() + wait < deadline {
                     tracing::debug!(
                         status = status.as_u16(),
                         ?wait,
@@ -175,10 +186,12 @@ impl OpenAiAgent {
                     attempt += 1;
                     continue;
                 }
-                let message = format!(
-                    "{message} (gave up after {} attempts: no time left to retry)",
-                    attempt + 1
-                );
+                let why = if attempt < MAX_RETRIES {
+                    "no time left to retry"
+                } else {
+                    "the retry budget is spent"
+                };
+                let message = format!("{message} (gave up after {} attempts: {why})", attempt + 1);
                 return Err(AgentError::Http {
                     status: status.as_u16(),
                     message,
@@ -190,6 +203,16 @@ impl OpenAiAgent {
             });
         }
     }
+}
+
+/// How long to wait before retry number `attempt + 1`: the exponential
+/// backoff, or the provider's `Retry-After` when that is longer, never more
+/// than [`MAX_BACKOFF`].
+fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let exponential = FIRST_BACKOFF.saturating_mul(2u32.saturating_pow(attempt));
+    retry_after
+        .map_or(exponential, |r| r.max(exponential))
+        .min(MAX_BACKOFF)
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is rare from APIs and is
@@ -205,7 +228,25 @@ fn parse_retry_after(v: &HeaderValue) -> Option<Duration> {
 /// The provider's error message: `error.message` in the usual JSON body,
 /// else the start of the body.
 async fn provider_message(response: reqwest::Response) -> String {
-    let body = response.text().await.unwrap_or_default();
+    // Only the start of the body is read: an endpoint answering with
+    // hundreds of megabytes must not have them held in memory.
+    let mut bytes = Vec::new();
+    let mut stream = response.bytes_stream();
+    let mut cut = false;
+    while let Some(Ok(chunk)) = stream.next().await {
+        let room = MAX_ERROR_BODY - bytes.len();
+        if chunk.len() >= room {
+            bytes.extend_from_slice(&chunk[..room]);
+            cut = true;
+            break;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    let body = String::from_utf8_lossy(&bytes);
+    if cut {
+        let start: String = body.chars().take(300).collect();
+        return format!("{start}… (an error body of more than {MAX_ERROR_BODY} bytes, cut)");
+    }
     serde_json::from_str::<Value>(&body)
         .ok()
         .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
@@ -222,9 +263,36 @@ async fn read_stream(
     deadline: Instant,
     timeout: Duration,
     deltas: &mut dyn Deltas,
+    max_reply_chars: usize,
 ) -> Result<AgentReply, AgentError> {
-    let mut events = response.bytes_stream().eventsource();
-    let mut text = String::new();
+    // Every byte of the stream counts against its cap, so even one event
+    // that never ends (no blank line) cannot grow without bound.
+    // A line that never ends is cut off early too: the event parser
+    // rescans its buffer on every chunk, so one huge line is slow as well
+    // as big.
+    let read = AtomicUsize::new(0);
+    let line = AtomicUsize::new(0);
+    let read_too_much =
+        || read.load(Ordering::Relaxed) > MAX_STREAM_BYTES || line.load(Ordering::Relaxed) > MAX_LINE_BYTES;
+    let mut events = response
+        .bytes_stream()
+        .take_while(|chunk| {
+            let (n, tail) = chunk.as_ref().map_or((0, None), |c| {
+                (
+                    c.len(),
+                    c.iter().rposition(|&b| b == b'\n').map(|i| c.len() - i - 1),
+                )
+            });
+            let total = read.fetch_add(n, Ordering::Relaxed) + n;
+            let open = match tail {
+                Some(after_newline) => after_newline,
+                None => line.load(Ordering::Relaxed) + n,
+            };
+            line.store(open, Ordering::Relaxed);
+            futures::future::ready(total <= MAX_STREAM_BYTES && open <= MAX_LINE_BYTES)
+        })
+        .eventsource();
+    let mut text = Collected::new(max_reply_chars);
     let mut usage = None;
     let mut finished = false;
     loop {
@@ -234,7 +302,15 @@ async fn read_stream(
             .map_err(|_| AgentError::Timeout(timeout))?;
         let Some(event) = next else {
             if finished {
-                return Ok(AgentReply { text, usage });
+                return Ok(AgentReply {
+                    text: text.into_text(),
+                    usage,
+                });
+            }
+            if read_too_much() {
+                return Err(AgentError::Protocol(format!(
+                    "the answer's stream passed {MAX_STREAM_BYTES} bytes, or a line of it {MAX_LINE_BYTES}, without finishing"
+                )));
             }
             return Err(AgentError::Connection(
                 "the stream ended before the answer was complete".to_owned(),
@@ -243,7 +319,10 @@ async fn read_stream(
         let event = event.map_err(|e| AgentError::Connection(format!("the stream broke: {e}")))?;
         let data = event.data.trim();
         if data == "[DONE]" {
-            return Ok(AgentReply { text, usage });
+            return Ok(AgentReply {
+                text: text.into_text(),
+                usage,
+            });
         }
         if data.is_empty() {
             continue;
@@ -259,9 +338,18 @@ async fn read_stream(
         if let Some(choice) = chunk["choices"].get(0) {
             if let Some(piece) = choice["delta"]["content"].as_str()
                 && !piece.is_empty()
+                && !text.push(piece, deltas)
             {
-                text.push_str(piece);
-                deltas.delta(piece);
+                // Longer than a reply may be: stop reading (dropping the
+                // response ends the request, and the tokens it would cost).
+                tracing::warn!(
+                    max_reply_chars,
+                    "the model's answer passed the reply limit; stopped reading"
+                );
+                return Ok(AgentReply {
+                    text: text.into_text(),
+                    usage,
+                });
             }
             if choice["finish_reason"].is_string() {
                 finished = true;

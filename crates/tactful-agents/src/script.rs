@@ -182,6 +182,7 @@ mod tests {
             room_bots: vec![],
             flush_trigger: None,
             addressed: true,
+            max_reply_chars: tactful_core::policy::DEFAULT_MAX_REPLY_CHARS,
         }
     }
 

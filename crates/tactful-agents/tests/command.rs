@@ -91,9 +91,13 @@ async fn a_slow_program_is_killed_at_the_timeout() {
     let err = a.run(&turn(), &mut NoDeltas).await.expect_err("timeout");
     assert_eq!(err, AgentError::Timeout(Duration::from_millis(300)));
     assert!(start.elapsed() < Duration::from_secs(5));
-    // The process is gone (or a zombie awaiting its reaper), not sleeping on.
-    let pid = std::fs::read_to_string(&pidfile).expect("pid").trim().to_owned();
-    let mut alive = true;
+    let pid = std::fs::read_to_string(&pidfile).expect("pid");
+    assert!(ends(pid.trim()).await, "the timed-out program was killed");
+}
+
+/// Whether process `pid` ends (is gone, or a zombie awaiting its reaper)
+/// within 2 s: the kill is synchronous, this only waits for the kernel.
+async fn ends(pid: &str) -> bool {
     for _ in 0..50 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let state = stat
@@ -102,12 +106,68 @@ async fn a_slow_program_is_killed_at_the_timeout() {
             .and_then(|r| r.split_whitespace().next())
             .unwrap_or("");
         if stat.is_empty() || state == "Z" {
-            alive = false;
-            break;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(40)).await;
     }
-    assert!(!alive, "the timed-out program was killed");
+    false
+}
+
+#[tokio::test]
+async fn a_timed_out_program_takes_its_children_with_it() {
+    let pidfile = temp("child-pid");
+    let a = sh(
+        r#"sleep 1000 & echo $! > "$PIDFILE"; sleep 1000"#,
+        &[("PIDFILE", pidfile.to_str().expect("utf-8 path"))],
+        Duration::from_millis(300),
+    );
+    let err = a.run(&turn(), &mut NoDeltas).await.expect_err("timeout");
+    assert!(matches!(err, AgentError::Timeout(_)), "{err}");
+    let child = std::fs::read_to_string(&pidfile).expect("the child's pid");
+    assert!(ends(child.trim()).await, "the agent's own child was killed too");
+}
+
+#[tokio::test]
+async fn endless_output_is_cut_at_the_reply_cap_and_the_program_stopped() {
+    let pidfile = temp("flood-pid");
+    // 50 MB on stdout, then it would linger.
+    let a = sh(
+        r#"echo $$ > "$PIDFILE"; head -c 50000000 /dev/zero | tr '\0' x; sleep 1000"#,
+        &[("PIDFILE", pidfile.to_str().expect("utf-8 path"))],
+        Duration::from_secs(30),
+    );
+    let mut t = turn();
+    t.max_reply_chars = 1000;
+    let mut streamed = String::new();
+    let started = Instant::now();
+    let reply = a.run(&t, &mut streamed).await.expect("the start of the answer");
+    assert_eq!(
+        reply.text.len(),
+        1000 * 4 + 4096,
+        "read up to the output cap only"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "not read to the end");
+    let pid = std::fs::read_to_string(&pidfile).expect("pid");
+    assert!(ends(pid.trim()).await, "the flooding program was stopped");
+}
+
+#[tokio::test]
+async fn a_flood_on_stderr_is_drained_but_only_its_end_kept() {
+    let a = sh(
+        "cat >/dev/null; head -c 100000000 /dev/zero | tr '\\0' e >&2; echo 'the real reason' >&2; exit 1",
+        &[],
+        Duration::from_secs(60),
+    );
+    let err = a.run(&turn(), &mut NoDeltas).await.expect_err("exit 1");
+    let AgentError::Exit { stderr_tail, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert!(stderr_tail.ends_with("the real reason"), "{stderr_tail}");
+    assert!(
+        stderr_tail.starts_with("[100000016 bytes, the end shown]"),
+        "{stderr_tail}"
+    );
+    assert!(stderr_tail.len() < 1000, "{} bytes", stderr_tail.len());
 }
 
 #[tokio::test]
@@ -135,6 +195,8 @@ async fn output_before_input_is_read_does_not_deadlock() {
         &[],
         Duration::from_secs(10),
     );
-    let reply = a.run(&turn(), &mut NoDeltas).await.expect("a reply");
+    let mut t = turn();
+    t.max_reply_chars = 1_000_000;
+    let reply = a.run(&t, &mut NoDeltas).await.expect("a reply");
     assert_eq!(reply.text.len(), 1_000_000);
 }

@@ -286,3 +286,96 @@ async fn a_refused_connection_is_a_clear_error() {
         .expect_err("refused");
     assert!(matches!(err, AgentError::Connection(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn retry_after_zero_still_backs_off_and_the_retries_are_budgeted() {
+    // A provider that says "retry now" forever: without a floor on the wait
+    // this was hundreds of requests in one turn.
+    let flood = Reply::Status {
+        code: 429,
+        headers: vec![("retry-after", "0")],
+        body: r#"{"error":{"message":"Rate limit reached"}}"#.to_owned(),
+    };
+    let server = TestServer::start(vec![flood.clone(); 300]).await;
+    let a = agent(&server.base_url(), Duration::from_secs(3));
+    let err = a
+        .run(&turn(), &mut tactful_agents::NoDeltas)
+        .await
+        .expect_err("gives up");
+    let n = server.requests().len();
+    assert!((2..=4).contains(&n), "{n} requests in 3 s");
+    assert!(matches!(err, AgentError::Http { status: 429, .. }), "{err}");
+
+    // With all the time in the world, the budget still ends it.
+    let server = TestServer::start(vec![
+        Reply::Status {
+            code: 503,
+            headers: vec![("retry-after", "0.01")],
+            body: "{}".to_owned()
+        };
+        300
+    ])
+    .await;
+    let a = agent(&server.base_url(), Duration::from_secs(600));
+    let started = Instant::now();
+    let err = a
+        .run(&turn(), &mut tactful_agents::NoDeltas)
+        .await
+        .expect_err("gives up");
+    assert_eq!(server.requests().len(), 5, "the first try and 4 retries");
+    assert!(err.to_string().contains("retry budget"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn a_huge_error_body_is_read_only_in_part() {
+    let server = TestServer::start(vec![Reply::Flood {
+        code: 400,
+        content_type: "application/json",
+        bytes: 200 * 1024 * 1024,
+    }])
+    .await;
+    let a = agent(&server.base_url(), Duration::from_secs(30));
+    let started = Instant::now();
+    let err = a
+        .run(&turn(), &mut tactful_agents::NoDeltas)
+        .await
+        .expect_err("an HTTP error");
+    let text = err.to_string();
+    assert!(text.contains("cut"), "{}", &text[..text.len().min(400)]);
+    assert!(text.len() < 1000, "a short message: {} bytes", text.len());
+    // 200 MB over loopback would take seconds; stopping early does not.
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn an_answer_longer_than_a_reply_is_cut_and_an_endless_event_is_refused() {
+    let piece = "word ".repeat(200);
+    let mut events = vec![chunk(r#"{"role":"assistant","content":""}"#, None)];
+    for _ in 0..200 {
+        events.push(chunk(&serde_json::json!({ "content": piece }).to_string(), None));
+    }
+    events.push(chunk("{}", Some("stop")));
+    events.push("[DONE]".to_owned());
+    let server = TestServer::start(vec![Reply::Sse { events }]).await;
+    let a = agent(&server.base_url(), Duration::from_secs(30));
+    let mut t = turn();
+    t.max_reply_chars = 1000;
+    let mut streamed = String::new();
+    let reply = a.run(&t, &mut streamed).await.expect("a reply");
+    assert_eq!(reply.text.len(), 1000 * 4 + 4096, "read up to the output cap");
+    assert_eq!(streamed, reply.text, "nothing past the cap is streamed either");
+
+    let server = TestServer::start(vec![Reply::Flood {
+        code: 200,
+        content_type: "text/event-stream",
+        bytes: 64 * 1024 * 1024,
+    }])
+    .await;
+    let a = agent(&server.base_url(), Duration::from_secs(60));
+    let err = a
+        .run(&turn(), &mut tactful_agents::NoDeltas)
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("without finishing"), "{err}");
+}

@@ -153,6 +153,10 @@ pub struct Outgoing {
     pub notice: bool,
     /// Whether the room is a direct conversation.
     pub is_dm: bool,
+    /// When the answer was longer than `max_reply_chars`: its length in
+    /// characters before it was cut (the text ends with the truncation
+    /// mark).
+    pub truncated_from: Option<usize>,
 }
 
 impl Outgoing {
@@ -820,6 +824,7 @@ impl Engine {
             room_bots,
             flush_trigger,
             addressed: kind == TurnKind::Reply && !unaddressed,
+            max_reply_chars: policy.max_reply_chars,
         };
         let gate_timer = (kind == TurnKind::Gate).then(|| {
             let timeout = policy
@@ -965,6 +970,7 @@ impl Engine {
         *n += 1;
         let spec = &self.personas[turn.persona.0 as usize];
         let id = MsgId::new(format!("{}:{n}", spec.id));
+        let (text, truncated_from) = cap_reply(body, turn.policy.max_reply_chars);
         let outgoing = Outgoing {
             at: now,
             turn: turn_id,
@@ -973,7 +979,7 @@ impl Engine {
             room: turn.room.clone(),
             thread: turn.thread.clone(),
             id,
-            text: body.to_owned(),
+            text,
             reply_to,
             dropped_reply_to,
             invalid_reply_to: d.invalid_reply_to,
@@ -981,6 +987,7 @@ impl Engine {
             msgs: turn.msgs(),
             notice,
             is_dm: turn.is_dm,
+            truncated_from,
         };
         let echo = outgoing.as_heard(spec.name.clone());
         self.out.push_back(Output::Send(Box::new(outgoing)));
@@ -1389,6 +1396,26 @@ impl Engine {
             }
         }
     }
+}
+
+/// `body` cut to at most `max` characters, the truncation mark included,
+/// with its original length when it was cut. The cut falls on a line break
+/// or a space in the last fifth when there is one, so a word is not
+/// chopped.
+fn cap_reply(body: &str, max: usize) -> (String, Option<usize>) {
+    let Some((hard, _)) = body.char_indices().nth(max) else {
+        return (body.to_owned(), None);
+    };
+    let total = max + body[hard..].chars().count();
+    let keep = max.saturating_sub(crate::policy::TRUNCATED_MARK.chars().count());
+    let end = body.char_indices().nth(keep).map_or(body.len(), |(i, _)| i);
+    let soft = body[..end]
+        .rfind(['\n', ' '])
+        .filter(|&i| i >= end - end / 5)
+        .unwrap_or(end);
+    let mut text = body[..soft].trim_end().to_owned();
+    text.push_str(crate::policy::TRUNCATED_MARK);
+    (text, Some(total))
 }
 
 fn persona_of(personas: &[PersonaSpec], user: &str) -> Option<PersonaIdx> {

@@ -157,7 +157,17 @@ pub struct RoomPolicy {
     /// What the room sees when an addressed turn fails. Ambient, gate and
     /// unaddressed turns always fail silently.
     pub on_error: OnError,
+    /// The longest reply sent, in characters. A longer answer is cut and
+    /// ends with [`TRUNCATED_MARK`]: a runaway agent must not flood the
+    /// room (50 MB of output would be thousands of posts) or the store.
+    pub max_reply_chars: usize,
 }
+
+/// The default [`RoomPolicy::max_reply_chars`].
+pub const DEFAULT_MAX_REPLY_CHARS: usize = 20_000;
+
+/// What ends a reply cut at [`RoomPolicy::max_reply_chars`].
+pub const TRUNCATED_MARK: &str = "\n…(truncated)";
 
 impl Default for RoomPolicy {
     fn default() -> Self {
@@ -176,6 +186,7 @@ impl Default for RoomPolicy {
             reply_gate: None,
             floor_max_speakers: 1,
             on_error: OnError::Notice,
+            max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
         }
     }
 }
@@ -252,6 +263,8 @@ pub struct PolicyPatch {
     pub floor_max_speakers: Option<u32>,
     /// See [`RoomPolicy::on_error`].
     pub on_error: Option<OnError>,
+    /// See [`RoomPolicy::max_reply_chars`].
+    pub max_reply_chars: Option<usize>,
 }
 
 impl PolicyPatch {
@@ -290,6 +303,9 @@ impl PolicyPatch {
         }
         if let Some(v) = self.on_error {
             p.on_error = v;
+        }
+        if let Some(v) = self.max_reply_chars {
+            p.max_reply_chars = v;
         }
         if let Some(v) = self.mode {
             p.mode = v;

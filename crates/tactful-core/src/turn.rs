@@ -128,6 +128,10 @@ pub struct TurnRequest {
     /// to it): a backend may answer "I don't know" then, where it would
     /// stay silent on a message meant for anyone.
     pub addressed: bool,
+    /// The longest reply the engine will send, in characters: a backend
+    /// may stop reading (and paying for) output past it. The engine cuts
+    /// longer answers itself, so reading a little more is harmless.
+    pub max_reply_chars: usize,
 }
 
 #[cfg(test)]

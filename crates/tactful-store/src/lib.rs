@@ -445,6 +445,7 @@ impl Store {
                 msgs: Vec::new(),
                 notice: r.get(8)?,
                 is_dm: r.get(9)?,
+                truncated_from: None,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

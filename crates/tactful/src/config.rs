@@ -537,6 +537,7 @@ struct RawRoom {
     reply_gate: Option<RawGate>,
     floor: Option<RawFloor>,
     on_error: Option<OnErrorName>,
+    max_reply_chars: Option<Spanned<usize>>,
     personas: Option<BTreeMap<Spanned<String>, Spanned<RawRoom>>>,
 }
 
@@ -1668,6 +1669,9 @@ fn patch(
             )?));
         }
         p.reply_gate = gp;
+    }
+    if let Some(v) = &t.max_reply_chars {
+        p.max_reply_chars = Some(at_least(v, 100, &format!("{key}.max_reply_chars"), check)?);
     }
     if let Some(f) = t.floor
         && let Some(v) = &f.max_speakers

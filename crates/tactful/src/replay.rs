@@ -447,6 +447,10 @@ fn send_line(s: &Outgoing) -> Value {
     if !s.unknown_directives.is_empty() {
         v["unknown_directives"] = json!(s.unknown_directives);
     }
+    if let Some(n) = s.truncated_from {
+        v["truncated_from"] = json!(n);
+        v["note"] = json!("the answer was longer than max_reply_chars and was cut");
+    }
     v
 }
 

@@ -55,6 +55,7 @@ pub fn turn() -> TurnRequest {
         room_bots: vec![],
         flush_trigger: None,
         addressed: true,
+        max_reply_chars: tactful_core::policy::DEFAULT_MAX_REPLY_CHARS,
     }
 }
 
@@ -72,6 +73,13 @@ pub enum Reply {
     },
     /// Read the request and never answer.
     Hang,
+    /// A status whose body is `bytes` bytes of `x` with no end of event or
+    /// JSON in sight, streamed without holding it (a misbehaving endpoint).
+    Flood {
+        code: u16,
+        content_type: &'static str,
+        bytes: usize,
+    },
 }
 
 /// A request as the server saw it.
@@ -127,6 +135,33 @@ impl TestServer {
                         head.push_str("\r\n");
                         let _ = sock.write_all(head.as_bytes()).await;
                         let _ = sock.write_all(body.as_bytes()).await;
+                        let _ = sock.shutdown().await;
+                    }
+                    Reply::Flood {
+                        code,
+                        content_type,
+                        bytes,
+                    } => {
+                        let head = format!(
+                            "HTTP/1.1 {code} X\r\ncontent-type: {content_type}\r\ncontent-length: {bytes}\r\nconnection: close\r\n\r\n"
+                        );
+                        let _ = sock.write_all(head.as_bytes()).await;
+                        let block = if content_type == "text/event-stream" {
+                            // One event that never ends.
+                            let mut b = b"data: ".to_vec();
+                            b.resize(64 * 1024, b'x');
+                            b
+                        } else {
+                            vec![b'x'; 64 * 1024]
+                        };
+                        let mut left = bytes;
+                        while left > 0 {
+                            let n = left.min(block.len());
+                            if sock.write_all(&block[..n]).await.is_err() {
+                                break;
+                            }
+                            left -= n;
+                        }
                         let _ = sock.shutdown().await;
                     }
                     Reply::Sse { events } => {

@@ -848,3 +848,22 @@ mod storms {
         }
     }
 }
+
+#[test]
+fn a_runaway_answer_is_cut_at_max_reply_chars_and_the_trace_says_so() {
+    let long = "word ".repeat(2_000);
+    let t = replay(
+        &answering(&long, "max_reply_chars = 500"),
+        &line(0.0, "alice", "@docs talk", ""),
+    );
+    let s = of_type(&t, "send");
+    assert_eq!(s.len(), 1, "one reply, not a flood: {t:#?}");
+    let text = s[0]["text"].as_str().expect("text");
+    assert!(text.chars().count() <= 500, "{}", text.chars().count());
+    assert!(text.ends_with("…(truncated)"), "{text}");
+    assert!(text.starts_with("word word"), "cut on a word: {text}");
+    assert_eq!(s[0]["truncated_from"], long.trim().chars().count());
+    // Within the limit nothing changes.
+    let t = replay(&answering("short", ""), &line(0.0, "alice", "@docs hi", ""));
+    assert!(of_type(&t, "send")[0].get("truncated_from").is_none());
+}
