@@ -65,6 +65,7 @@ pub mod policy;
 pub mod prompt;
 pub mod rate_limit;
 pub mod rng;
+pub mod secrets;
 pub mod silence;
 pub mod time;
 pub mod transcript;

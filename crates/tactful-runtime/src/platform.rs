@@ -22,10 +22,11 @@ pub struct Capabilities {
     pub max_message_chars: usize,
 }
 
-/// A platform call that failed. The text is logged; it must carry no
-/// secret.
+/// A platform call that failed. The text is logged: it is shown through
+/// [`tactful_core::secrets::redact`], since a server's error may quote a
+/// credential back.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
+#[error("{}", tactful_core::secrets::redact(.0))]
 pub struct PlatformError(pub String);
 
 /// A message to post.

@@ -640,7 +640,16 @@ impl Driver {
                     }
                     AgentResult::Output(reply.text)
                 }
-                Err(e) => e.into_result(),
+                Err(e) => {
+                    // The trace and the log get the reason, secrets masked:
+                    // an operator must be able to see why a turn failed.
+                    let reason = tactful_core::secrets::redact(&e.to_string()).into_owned();
+                    tracing::warn!(
+                        persona = %req.persona, room = %req.room, turn = %turn, agent = %req.agent,
+                        "agent turn failed: {reason}"
+                    );
+                    AgentResult::Failed(reason)
+                }
             };
             let _ = done.send(Event::AgentDone(turn, result));
         });

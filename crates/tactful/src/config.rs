@@ -74,6 +74,67 @@ fn locate(src: &str, offset: usize) -> ((usize, usize), String) {
     ((line, col), text)
 }
 
+/// What a masked secret value looks like in `tactful check` output.
+const SECRET_SHOWN: &str = "\"***\"";
+
+/// A config line with the values of secret keys masked.
+struct Masked {
+    line: String,
+    /// The column the caret points at, moved with the text.
+    col: usize,
+    /// The values taken out (raw, and unquoted when quoted), to take out of
+    /// the error message too.
+    values: Vec<String>,
+}
+
+/// Masks `key = value` pairs on one config line whose key names a secret
+/// (see [`tactful_core::secrets::is_secret_name`]), inline tables included:
+/// `matrix = { user_id = "@a:b", password = "hunter2" }`.
+fn mask_secrets(line: &str, col: usize) -> Masked {
+    static PAIR: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+        Regex::new(r#"([A-Za-z0-9_-]+|"[^"]*")\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}\]#]+)"#)
+            .expect("a valid pattern")
+    });
+    let mut out = String::with_capacity(line.len());
+    let mut values = Vec::new();
+    let mut shift: isize = 0;
+    let mut inside = None;
+    let mut last = 0;
+    for c in PAIR.captures_iter(line) {
+        let (Some(key), Some(value)) = (c.get(1), c.get(2)) else {
+            continue;
+        };
+        if !tactful_core::secrets::is_secret_name(key.as_str().trim_matches('"')) {
+            continue;
+        }
+        let raw = value.as_str();
+        values.push(raw.to_owned());
+        let unquoted = raw.trim_matches(|c| c == '"' || c == '\'');
+        if unquoted.chars().count() >= 3 {
+            values.push(unquoted.to_owned());
+        }
+        out.push_str(&line[last..value.start()]);
+        out.push_str(SECRET_SHOWN);
+        last = value.end();
+        // Columns are 1-based characters.
+        let start = line[..value.start()].chars().count() + 1;
+        let len = raw.chars().count();
+        if col >= start + len {
+            shift += SECRET_SHOWN.chars().count() as isize - len as isize;
+        } else if col > start {
+            inside = Some(start as isize + shift);
+        }
+    }
+    let new_col = inside.unwrap_or(col as isize + shift).max(1) as usize;
+    out.push_str(&line[last..]);
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    Masked {
+        line: out,
+        col: new_col,
+        values,
+    }
+}
+
 /// The whole configuration, ready to build an engine and its agents from.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -635,12 +696,18 @@ struct Checker<'a> {
 
 impl Checker<'_> {
     fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ConfigError {
-        let (pos, snippet) = locate(self.src, span.start);
+        let ((line, col), snippet) = locate(self.src, span.start);
+        // The line is shown for context: a literal secret on it must not be.
+        let masked = mask_secrets(&snippet, col);
+        let mut message = message.into();
+        for value in &masked.values {
+            message = message.replace(value.as_str(), SECRET_SHOWN);
+        }
         ConfigError {
             path: self.path.to_owned(),
-            position: Some(pos),
-            message: message.into(),
-            snippet: Some(snippet),
+            position: Some((line, masked.col)),
+            message,
+            snippet: Some(masked.line),
         }
     }
 
@@ -663,6 +730,49 @@ fn is_valid_handle(id: &str) -> bool {
 }
 
 impl Config {
+    /// Every secret value the config holds (API keys, tokens, passwords,
+    /// and environment or header values named like one), for
+    /// [`tactful_core::secrets::register`]: logs and errors mask them.
+    pub fn secrets(&self) -> Vec<String> {
+        let named = |m: &BTreeMap<String, String>| -> Vec<String> {
+            m.iter()
+                .filter(|(k, _)| tactful_core::secrets::is_secret_name(k))
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        let mut out = Vec::new();
+        for agent in self.agents.values() {
+            match agent {
+                AgentConfig::OpenAi(c) => {
+                    out.extend(c.api_key.clone());
+                    out.extend(named(&c.headers));
+                }
+                AgentConfig::Command(c) => out.extend(named(&c.env)),
+                AgentConfig::Acp(c) => out.extend(named(&c.env)),
+                AgentConfig::Script(_) | AgentConfig::Kb { .. } => {}
+            }
+        }
+        if let Some(web) = &self.platforms.web {
+            out.extend(web.auth_token.clone());
+        }
+        #[cfg(feature = "irc")]
+        if let Some(irc) = &self.platforms.irc {
+            out.extend(irc.personas.iter().filter_map(|p| p.password.clone()));
+        }
+        #[cfg(feature = "matrix")]
+        if let Some(m) = &self.platforms.matrix {
+            for p in &m.personas {
+                out.push(match &p.auth {
+                    tactful_matrix::MatrixAuth::Password(s) | tactful_matrix::MatrixAuth::AccessToken(s) => {
+                        s.clone()
+                    }
+                });
+            }
+        }
+        out.retain(|s| !s.trim().is_empty());
+        out
+    }
+
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let src = std::fs::read_to_string(path).map_err(|e| ConfigError {

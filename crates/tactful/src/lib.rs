@@ -4,5 +4,6 @@
 pub mod config;
 pub mod demo;
 pub mod live;
+pub mod logging;
 pub mod replay;
 pub mod scenario;

@@ -76,12 +76,7 @@ enum Command {
 struct InputError(String);
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TACTFUL_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .init();
+    tactful::logging::init();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -108,7 +103,16 @@ fn say(line: &str) {
 }
 
 fn load_config(path: &Path) -> anyhow::Result<Config> {
-    Config::load(path).map_err(|e| InputError(e.to_string()).into())
+    let c = Config::load(path).map_err(|e| InputError(e.to_string()))?;
+    register_secrets(&c);
+    Ok(c)
+}
+
+/// From here on, logs and errors mask the config's secrets.
+fn register_secrets(c: &Config) {
+    for s in c.secrets() {
+        tactful_core::secrets::register(&s);
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -116,6 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo { listen, store } => {
             let mut c = tactful::demo::config(listen, &|k| std::env::var(k).ok())
                 .map_err(|e| InputError(e.to_string()))?;
+            register_secrets(&c);
             c.store = match store {
                 Some(path) => path,
                 None => tactful::demo::default_store(&|k| std::env::var_os(k))?,
