@@ -60,7 +60,7 @@ mod tests {
     fn a_registered_secret_never_reaches_the_sink() {
         secrets::register("hunter2-logging-test");
         let mut w = RedactingWriter(Vec::new());
-        write!(w, "NICKSERV IDENTIFY hunter2-logging-test\n").expect("write");
+        writeln!(w, "NICKSERV IDENTIFY hunter2-logging-test").expect("write");
         let out = String::from_utf8(w.0).expect("utf-8");
         assert_eq!(out, format!("NICKSERV IDENTIFY {}\n", secrets::MASK));
     }
