@@ -45,7 +45,7 @@ use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
 mod restore;
 
-pub use restore::{Counters, MemberSnapshot, RoomSnapshot};
+pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
 
 use crate::turn::{AgentResult, FlushTrigger, GateVerdict, TurnKind, TurnRequest, parse_gate_answer};
 

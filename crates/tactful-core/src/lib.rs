@@ -74,7 +74,7 @@ pub mod turn;
 pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
     AmbientEvent, AmbientNote, CancelReason, ContextLimits, Counters, Engine, EngineConfig, EngineError,
-    MemberSnapshot, Outgoing, Output, RoomSnapshot, SilenceKind, TurnEnd, WaitReason,
+    MemberSnapshot, NotResumed, Outgoing, Output, RoomSnapshot, SilenceKind, TurnEnd, WaitReason,
 };
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};

@@ -294,7 +294,14 @@ fn a_turn_running_at_the_restart_is_asked_again_with_its_trigger() {
     let ids: Vec<MsgId> = pending.triggers.iter().map(|e| e.id.clone()).collect();
     let later = now + Duration::from_secs(5);
     let turn = b
-        .resume_turn(later, &"lobby".into(), &pending.persona, &ids, pending.addressed)
+        .resume_turn(
+            later,
+            &"lobby".into(),
+            &pending.persona,
+            &ids,
+            &[],
+            pending.addressed,
+        )
         .expect("the trigger is known");
     assert!(turn > pending.turn, "a resumed turn gets a fresh id");
     let Some(Output::CallAgent(req)) = b.poll_output() else {
@@ -311,15 +318,39 @@ fn a_turn_running_at_the_restart_is_asked_again_with_its_trigger() {
         })
         .collect();
     assert_eq!(sends, ["ada:1"], "reply ids continue from the saved counters");
-    assert!(
+    assert_eq!(
         b.resume_turn(
             later,
             &"lobby".into(),
             &pending.persona,
             &[MsgId::new("gone")],
+            &[],
             true
-        )
-        .is_none(),
+        ),
+        Err(tactful_core::NotResumed::NoTriggers),
         "a turn whose triggers are gone is not resumed"
     );
+    assert_eq!(
+        b.resume_turn(later, &"lobby".into(), &"nobody".into(), &ids, &[], true),
+        Err(tactful_core::NotResumed::UnknownPersona)
+    );
+    // A trigger that left the history window is taken from the store's copy.
+    let old = Message::new("m0", "lobby", "bob", "@ada an old question", now);
+    let turn = b
+        .resume_turn(
+            later,
+            &"lobby".into(),
+            &pending.persona,
+            std::slice::from_ref(&old.id),
+            std::slice::from_ref(&old),
+            true,
+        )
+        .expect("resumed from the stored message");
+    let call = std::iter::from_fn(|| b.poll_output()).find_map(|o| match o {
+        Output::CallAgent(req) if req.turn == turn => Some(req),
+        _ => None,
+    });
+    let call = call.expect("the agent is asked");
+    assert_eq!(call.triggers[0].text.as_ref(), "@ada an old question");
+    assert_eq!(call.triggers[0].author.as_str(), "bob");
 }

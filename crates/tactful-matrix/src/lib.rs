@@ -614,8 +614,13 @@ impl Platform for MatrixPlatform {
                     body.add_mentions(Mentions::new()).with_relation(relation)
                 }
             };
-            let sent = room
-                .send(content)
+            let mut send = room.send(content);
+            // The part's key as the transaction id: a part sent again after a
+            // crash is the same event to the homeserver, not a second one.
+            if let Some(key) = msg.key {
+                send = send.with_transaction_id(matrix_sdk::ruma::OwnedTransactionId::from(key));
+            }
+            let sent = send
                 .await
                 .map_err(|e| PlatformError(format!("sending to {} failed: {e}", msg.room)))?;
             Ok(MsgId::new(sent.response.event_id.as_str()))

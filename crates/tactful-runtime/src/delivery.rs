@@ -12,16 +12,25 @@
 //!   placeholder deleted after, so a failed send never loses the text;
 //! - a turn that ends without a reply deletes its placeholder;
 //! - every failed call is tried once more, then logged with its room.
+//!
+//! Crash safety: each part of a reply is sent with an idempotency key
+//! (`<store id>:<turn>:<part>`), which platforms that can deduplicate use
+//! (the web room, Matrix transaction ids), and each part's delivery is
+//! reported ([`Note::Part`]) so a restart resumes after the parts that went
+//! out. Placeholders are reported too ([`Note::Placeholder`]): after a
+//! crash an unsent reply turns its old placeholder into the reply, and a
+//! placeholder whose turn has no reply is removed.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tactful_core::delivery::{EditThrottle, Visible, split_message, visible};
-use tactful_core::{MsgId, Outgoing, PersonaId, RoomId, ThreadId, Timestamp, TurnId};
+use tactful_core::{MsgId, Outgoing, PersonaId, RoomId, ThreadId, TurnId};
 
 use crate::platform::{OutMessage, Platform, PlatformError};
+use crate::runtime::wall_clock;
 
 /// Delivery settings.
 #[derive(Clone, Debug)]
@@ -41,6 +50,45 @@ impl Default for DeliveryConfig {
     }
 }
 
+/// The text an agent has streamed so far, shared between the agent's task
+/// (which appends) and the room's worker (which reads when it can show
+/// it). Appending is amortised O(1) and the worker is told at most once
+/// per read, so a reply streamed in 200,000 pieces costs O(reply), not a
+/// copy of the whole text per piece.
+#[derive(Debug, Default)]
+pub struct Streamed {
+    text: Mutex<String>,
+    /// Set when text arrived that the worker was not yet told about.
+    unread: std::sync::atomic::AtomicBool,
+}
+
+impl Streamed {
+    /// Appends a piece; returns `true` when the worker should be told.
+    pub fn push(&self, piece: &str) -> bool {
+        if let Ok(mut t) = self.text.lock() {
+            t.push_str(piece);
+        }
+        !self.unread.swap(true, std::sync::atomic::Ordering::AcqRel)
+    }
+
+    /// Runs `f` on the text so far, marking it read.
+    fn read<T>(&self, f: impl FnOnce(&str) -> T) -> Option<T> {
+        self.unread.store(false, std::sync::atomic::Ordering::Release);
+        self.text.lock().ok().map(|t| f(&t))
+    }
+}
+
+/// After a restart: where a reply's delivery stopped.
+#[derive(Clone, Debug, Default)]
+pub struct Resume {
+    /// Parts that reached the platform already.
+    pub parts_done: usize,
+    /// The platform id of the first part, when it went out.
+    pub first_id: Option<MsgId>,
+    /// The turn's placeholder still on screen, to become the reply.
+    pub placeholder: Option<MsgId>,
+}
+
 /// What a room's delivery worker is asked to do.
 #[derive(Debug)]
 pub enum DeliveryEvent {
@@ -54,22 +102,54 @@ pub enum DeliveryEvent {
         thread: Option<ThreadId>,
         /// The silence token when silence is allowed.
         silence_token: Option<Arc<str>>,
+        /// Where the agent's text accumulates.
+        streamed: Arc<Streamed>,
     },
-    /// The agent's text so far.
+    /// More text streamed for a turn (read from its [`Streamed`]).
     Partial {
         /// The turn.
         turn: TurnId,
-        /// All text streamed so far.
-        text: String,
-        /// When.
-        now: Timestamp,
     },
-    /// The engine decided to send this.
-    Send(Box<Outgoing>),
+    /// The engine decided to send this; `resume` after a restart.
+    Send(Box<Outgoing>, Option<Resume>),
     /// The turn ended without a reply (silence, withheld, error, cancelled).
     Quiet {
         /// The turn.
         turn: TurnId,
+    },
+    /// A placeholder left from before a restart whose turn has no reply.
+    Discard {
+        /// The turn it stood for.
+        turn: TurnId,
+        /// Who posted it.
+        persona: PersonaId,
+        /// Its platform id.
+        id: MsgId,
+    },
+}
+
+/// What a worker reports back, to be saved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Note {
+    /// A placeholder was posted for a turn.
+    Placeholder {
+        /// The turn.
+        turn: TurnId,
+        /// Who posted it.
+        persona: PersonaId,
+        /// Its platform id.
+        id: MsgId,
+    },
+    /// A turn's placeholder became its reply or was removed.
+    PlaceholderGone(TurnId),
+    /// One part of a reply went out.
+    Part {
+        /// The engine's id of the reply.
+        local: MsgId,
+        /// Which part.
+        part: usize,
+        /// Its platform id.
+        platform: MsgId,
     },
 }
 
@@ -79,6 +159,7 @@ struct Stream {
     placeholder: Option<MsgId>,
     shown: String,
     throttle: EditThrottle,
+    streamed: Arc<Streamed>,
 }
 
 /// Tries a platform call twice; logs the final failure with the room.
@@ -104,21 +185,34 @@ pub struct RoomDelivery {
     platform: Arc<dyn Platform>,
     config: DeliveryConfig,
     streams: HashMap<TurnId, Stream>,
+    /// Makes idempotency keys unique to this store.
+    key_prefix: Arc<str>,
+    notes: Box<dyn Fn(Note) + Send + Sync>,
 }
 
 impl RoomDelivery {
-    /// Delivery for `room` through `platform`.
-    pub fn new(room: RoomId, platform: Arc<dyn Platform>, config: DeliveryConfig) -> Self {
+    /// Delivery for `room` through `platform`; `key_prefix` (the store's
+    /// id) makes part keys unique; `notes` receives what must be saved.
+    pub fn new(
+        room: RoomId,
+        platform: Arc<dyn Platform>,
+        config: DeliveryConfig,
+        key_prefix: Arc<str>,
+        notes: Box<dyn Fn(Note) + Send + Sync>,
+    ) -> Self {
         RoomDelivery {
             room,
             platform,
             config,
             streams: HashMap::new(),
+            key_prefix,
+            notes,
         }
     }
 
     /// Handles one event. For a send, returns the engine id of the reply
-    /// and the platform id it got, so the engine can learn the alias.
+    /// and the platform id its first part got, so the engine can learn the
+    /// alias.
     pub async fn handle(&mut self, event: DeliveryEvent) -> Option<(MsgId, MsgId)> {
         match event {
             DeliveryEvent::Start {
@@ -126,17 +220,23 @@ impl RoomDelivery {
                 persona,
                 thread,
                 silence_token,
+                streamed,
             } => {
-                self.start(turn, persona, thread, silence_token).await;
+                self.start(turn, persona, thread, silence_token, streamed).await;
                 None
             }
-            DeliveryEvent::Partial { turn, text, now } => {
-                self.partial(turn, &text, now).await;
+            DeliveryEvent::Partial { turn } => {
+                self.partial(turn).await;
                 None
             }
-            DeliveryEvent::Send(out) => self.send(*out).await,
+            DeliveryEvent::Send(out, resume) => self.send(*out, resume).await,
             DeliveryEvent::Quiet { turn } => {
                 self.quiet(turn).await;
+                None
+            }
+            DeliveryEvent::Discard { turn, persona, id } => {
+                self.remove_placeholder(&persona, &id).await;
+                (self.notes)(Note::PlaceholderGone(turn));
                 None
             }
         }
@@ -148,6 +248,7 @@ impl RoomDelivery {
         persona: PersonaId,
         thread: Option<ThreadId>,
         silence: Option<Arc<str>>,
+        streamed: Arc<Streamed>,
     ) {
         let caps = self.platform.capabilities();
         let placeholder = if caps.can_edit {
@@ -158,6 +259,7 @@ impl RoomDelivery {
                 thread: thread.as_ref(),
                 text: &text,
                 reply_to: None,
+                key: None,
             };
             twice("posting a placeholder", &self.room, || self.platform.send(msg))
                 .await
@@ -165,6 +267,13 @@ impl RoomDelivery {
         } else {
             None
         };
+        if let Some(id) = &placeholder {
+            (self.notes)(Note::Placeholder {
+                turn,
+                persona: persona.clone(),
+                id: id.clone(),
+            });
+        }
         self.streams.insert(
             turn,
             Stream {
@@ -173,23 +282,36 @@ impl RoomDelivery {
                 placeholder,
                 shown: String::new(),
                 throttle: EditThrottle::new(self.config.edit_interval),
+                streamed,
             },
         );
     }
 
-    async fn partial(&mut self, turn: TurnId, text: &str, now: Timestamp) {
+    async fn partial(&mut self, turn: TurnId) {
         let max = self.platform.capabilities().max_message_chars;
         let Some(s) = self.streams.get_mut(&turn) else {
             return;
         };
         let Some(placeholder) = s.placeholder.clone() else {
+            // Nothing to show it in: mark it read, keep nothing.
+            s.streamed.read(|_| ());
             return;
         };
-        let Visible::Show(body) = visible(text, s.silence_token.as_deref()) else {
+        let now = wall_clock();
+        if s.throttle.next_allowed().is_some_and(|t| now < t) {
+            // Too soon: a later piece (or the final send) shows it.
+            s.streamed.read(|_| ());
+            return;
+        }
+        let token = s.silence_token.clone();
+        let body = s.streamed.read(|text| match visible(text, token.as_deref()) {
+            // While streaming, show what fits in one message.
+            Visible::Show(body) => Some(body.chars().take(max).collect::<String>()),
+            Visible::Hold => None,
+        });
+        let Some(Some(body)) = body else {
             return;
         };
-        // While streaming, show what fits in one message.
-        let body: String = body.chars().take(max).collect();
         if body == s.shown || !s.throttle.try_edit(now) {
             return;
         }
@@ -213,6 +335,7 @@ impl RoomDelivery {
         }) = self.streams.remove(&turn)
         {
             self.remove_placeholder(&persona, &id).await;
+            (self.notes)(Note::PlaceholderGone(turn));
         }
     }
 
@@ -231,20 +354,62 @@ impl RoomDelivery {
         }
     }
 
-    async fn send(&mut self, out: Outgoing) -> Option<(MsgId, MsgId)> {
+    fn key(&self, out: &Outgoing, part: usize) -> String {
+        format!("{}:{}:{part}", self.key_prefix, out.turn.0)
+    }
+
+    async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
         let caps = self.platform.capabilities();
-        let stream = self.streams.remove(&out.turn);
-        let placeholder = stream.and_then(|s| s.placeholder);
+        let resume = resume.unwrap_or_default();
+        let placeholder = self
+            .streams
+            .remove(&out.turn)
+            .and_then(|s| s.placeholder)
+            .or(resume.placeholder.clone());
         let parts = split_message(&out.text, caps.max_message_chars);
-        let (first, rest) = parts
-            .split_first()
-            .expect("split_message returns at least one part");
+        let mut first_id = resume.first_id.clone();
+        if resume.parts_done == 0 {
+            first_id = self.send_first(&out, &parts[0], placeholder.as_ref()).await;
+            if let Some(id) = &first_id {
+                (self.notes)(Note::Part {
+                    local: out.id.clone(),
+                    part: 0,
+                    platform: id.clone(),
+                });
+            }
+        } else if let Some(ph) = placeholder.as_ref().filter(|ph| first_id.as_ref() != Some(*ph)) {
+            // The first part went out as a message of its own before the
+            // restart: the placeholder is a leftover. (When the placeholder
+            // became the first part, it stays.)
+            self.remove_placeholder(&out.persona, ph).await;
+        }
+        if placeholder.is_some() {
+            (self.notes)(Note::PlaceholderGone(out.turn));
+        }
+        for (i, part) in parts.iter().enumerate().skip(resume.parts_done.max(1)) {
+            let key = self.key(&out, i);
+            if let Ok(id) = self.post(&out, part, None, &key).await {
+                (self.notes)(Note::Part {
+                    local: out.id.clone(),
+                    part: i,
+                    platform: id,
+                });
+            }
+        }
+        first_id.map(|platform_id| (out.id, platform_id))
+    }
+
+    /// Delivers the first part: into the placeholder, or as a message of
+    /// its own; its platform id.
+    async fn send_first(&self, out: &Outgoing, first: &str, placeholder: Option<&MsgId>) -> Option<MsgId> {
+        let caps = self.platform.capabilities();
+        let key = self.key(out, 0);
         let reply_to = out.reply_to.as_ref().filter(|_| caps.native_replies);
-        let first_id = match (&placeholder, reply_to) {
+        match (placeholder, reply_to) {
             // A reply to a specific message cannot be an edit: send it as a
             // reply first, then remove the placeholder. If the send fails,
             // the placeholder keeps the text.
-            (Some(ph), Some(target)) => match self.post(&out, first, Some(target)).await {
+            (Some(ph), Some(target)) => match self.post(out, first, Some(target), &key).await {
                 Ok(id) => {
                     self.remove_placeholder(&out.persona, ph).await;
                     Some(id)
@@ -254,7 +419,7 @@ impl RoomDelivery {
             (Some(ph), None) => match self.edit_or_keep(&out.persona, ph, first).await {
                 Some(id) => Some(id),
                 None => {
-                    let id = self.post(&out, first, None).await.ok();
+                    let id = self.post(out, first, None, &key).await.ok();
                     if id.is_some() {
                         self.remove_placeholder(&out.persona, ph).await;
                     }
@@ -264,12 +429,8 @@ impl RoomDelivery {
             // Without a placeholder the platform gets the target even with
             // no native replies: it addresses the author its own way (IRC
             // prefixes their nick).
-            (None, _) => self.post(&out, first, out.reply_to.as_ref()).await.ok(),
-        };
-        for part in rest {
-            let _ = self.post(&out, part, None).await;
+            (None, _) => self.post(out, first, out.reply_to.as_ref(), &key).await.ok(),
         }
-        first_id.map(|platform_id| (out.id, platform_id))
     }
 
     /// Posts one part of a reply.
@@ -278,6 +439,7 @@ impl RoomDelivery {
         out: &Outgoing,
         text: &str,
         reply_to: Option<&MsgId>,
+        key: &str,
     ) -> Result<MsgId, PlatformError> {
         let msg = OutMessage {
             persona: &out.persona,
@@ -285,6 +447,7 @@ impl RoomDelivery {
             thread: out.thread.as_ref(),
             text,
             reply_to,
+            key: Some(key),
         };
         twice("sending a reply", &self.room, || self.platform.send(msg)).await
     }

@@ -7,13 +7,18 @@
 //! - [`persist`]: saving to the store off the engine's task.
 
 pub mod delivery;
+mod driver;
 pub mod metrics;
 pub mod persist;
 pub mod platform;
+mod restart;
 pub mod runtime;
 
 pub use delivery::DeliveryConfig;
 pub use metrics::Metrics;
+pub use persist::{Health, NotSaved, Saver};
 pub use platform::{Capabilities, OutMessage, Platform, PlatformError};
-pub use runtime::{Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock};
+pub use runtime::{
+    DEFAULT_MAX_CONCURRENT_TURNS, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock,
+};
 pub use tactful_store::Store;

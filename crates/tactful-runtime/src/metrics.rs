@@ -5,7 +5,7 @@
 //! channel), and serves [`Metrics::render`] at `/metrics`.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -15,6 +15,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tactful_core::{Output, Timestamp, TurnId};
 
+use crate::persist::Health;
 use crate::runtime::TraceEvent;
 
 type Labels = Vec<(String, String)>;
@@ -38,6 +39,13 @@ pub struct Metrics {
     messages_in: Counter,
     backlog: Counter,
     busy: Gauge,
+    turns_running: Gauge,
+    turns_queued: Gauge,
+    refused: Counter,
+    not_resumed: Counter,
+    store_healthy: Gauge,
+    store_failures: Counter,
+    store: Mutex<Option<Arc<Health>>>,
     decisions: Family<Labels, Counter>,
     agent_calls: Family<Labels, Counter>,
     agent_seconds: Histograms,
@@ -66,6 +74,12 @@ impl Metrics {
         let messages_in = Counter::default();
         let backlog = Counter::default();
         let busy = Gauge::default();
+        let turns_running = Gauge::default();
+        let turns_queued = Gauge::default();
+        let refused = Counter::default();
+        let not_resumed = Counter::default();
+        let store_healthy = Gauge::default();
+        let store_failures = Counter::default();
         let decisions = Family::<Labels, Counter>::default();
         let agent_calls = Family::<Labels, Counter>::default();
         let agent_seconds: Histograms = Family::new_with_constructor(seconds_histogram);
@@ -86,6 +100,36 @@ impl Metrics {
             "busy",
             "Work in progress: turns running, ambient batches waiting, delivery jobs queued",
             busy.clone(),
+        );
+        registry.register(
+            "turns_running",
+            "Agent turns running now (at most runtime.max_concurrent_turns)",
+            turns_running.clone(),
+        );
+        registry.register(
+            "turns_queued",
+            "Agent turns waiting for a slot under runtime.max_concurrent_turns",
+            turns_queued.clone(),
+        );
+        registry.register(
+            "refused",
+            "Messages refused because the store could not write",
+            refused.clone(),
+        );
+        registry.register(
+            "not_resumed",
+            "Turns running before a restart that could not be asked again",
+            not_resumed.clone(),
+        );
+        registry.register(
+            "store_healthy",
+            "1 while the store writes, 0 while it cannot (messages are refused then)",
+            store_healthy.clone(),
+        );
+        registry.register(
+            "store_write_failures",
+            "Failed attempts to write to the store",
+            store_failures.clone(),
         );
         registry.register(
             "decisions",
@@ -122,6 +166,13 @@ impl Metrics {
             messages_in,
             backlog,
             busy,
+            turns_running,
+            turns_queued,
+            refused,
+            not_resumed,
+            store_healthy,
+            store_failures,
+            store: Mutex::new(None),
             decisions,
             agent_calls,
             agent_seconds,
@@ -175,6 +226,17 @@ impl Metrics {
             TraceEvent::Busy { work } => {
                 self.busy.set(i64::try_from(*work).unwrap_or(i64::MAX));
             }
+            TraceEvent::Turns { running, queued } => {
+                self.turns_running
+                    .set(i64::try_from(*running).unwrap_or(i64::MAX));
+                self.turns_queued.set(i64::try_from(*queued).unwrap_or(i64::MAX));
+            }
+            TraceEvent::Refused { .. } => {
+                self.refused.inc();
+            }
+            TraceEvent::NotResumed { .. } => {
+                self.not_resumed.inc();
+            }
             TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } => {}
             TraceEvent::Engine(output) => self.observe_output(output),
         }
@@ -226,8 +288,23 @@ impl Metrics {
         self.ended(end.turn, end.at);
     }
 
+    /// Reports the store's health (`tactful_store_healthy`,
+    /// `tactful_store_write_failures`) from `health`.
+    pub fn watch_store(&self, health: Arc<Health>) {
+        if let Ok(mut s) = self.store.lock() {
+            *s = Some(health);
+        }
+    }
+
     /// The metrics in Prometheus' text format.
     pub fn render(&self) -> String {
+        if let Some(h) = self.store.lock().ok().and_then(|s| s.clone()) {
+            self.store_healthy.set(i64::from(h.is_ok()));
+            let seen = self.store_failures.get();
+            self.store_failures.inc_by(h.failures().saturating_sub(seen));
+        } else {
+            self.store_healthy.set(1);
+        }
         let mut out = String::new();
         if encode(&mut out, &self.registry).is_err() {
             tracing::warn!("could not encode metrics");

@@ -1,4 +1,5 @@
-//! Saving what the engine did, off the engine's task.
+//! Saving what the engine did, off the engine's task, and saying honestly
+//! when that is not possible.
 //!
 //! SQLite is synchronous, and the engine task must never wait on a disk.
 //! The [`Persister`] owns the [`Store`] on a thread of its own; the engine
@@ -6,62 +7,176 @@
 //! that queue up while a transaction runs are merged into the next one, so
 //! a burst costs a few commits, not one per message.
 //!
-//! A reply must be durable before it leaves: otherwise a crash right after
-//! the platform accepted it would make the restart resume its turn and
-//! post it twice. So a batch holding a reply carries `acks`, which fire once
-//! it is committed, and the delivery worker waits for its ack before
-//! sending.
+//! Nothing leaves before it is saved: a reply's delivery waits for its
+//! batch's ack, the web room shows a message only once it is stored. So
+//! when the store cannot write (a full disk, a read-only file, another
+//! process holding the lock) the writer keeps trying the same batch, with
+//! backoff, instead of dropping it; [`Health`] turns unhealthy (and
+//! `/healthz` with it) and the runtime refuses new messages until a write
+//! succeeds again. A write that fails for any other reason (a bug, a
+//! corrupt file) would fail forever: that batch is dropped, loudly.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tactful_store::{Op, Store};
 use tokio::sync::oneshot;
+
+/// Why a change was not saved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotSaved {
+    /// The store cannot write right now; try again later.
+    #[error("the service cannot save messages right now ({0}); nothing was lost, try again shortly")]
+    StoreDown(String),
+    /// The service is stopping.
+    #[error("the service is stopping")]
+    Stopping,
+    /// The store refused the change for good.
+    #[error("the change could not be saved: {0}")]
+    Failed(String),
+}
+
+/// The fate of a batch, for whoever waits on it.
+pub type Ack = oneshot::Sender<Result<(), NotSaved>>;
 
 /// Changes to save together, and who waits for them.
 #[derive(Default)]
 pub struct Batch {
     /// The changes, in order.
     pub ops: Vec<Op>,
-    /// Fired once the ops are committed (or failed to be: delivery must not
-    /// hang on a broken disk; the error is logged).
-    pub acks: Vec<oneshot::Sender<()>>,
+    /// Fired once the ops are committed, or dropped for good.
+    pub acks: Vec<Ack>,
+}
+
+/// Whether the store is writing, as `/healthz` and the runtime see it.
+#[derive(Debug)]
+pub struct Health {
+    ok: AtomicBool,
+    error: Mutex<Option<String>>,
+    failures: AtomicU64,
+}
+
+impl Health {
+    fn new() -> Health {
+        Health {
+            ok: AtomicBool::new(true),
+            error: Mutex::new(None),
+            failures: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the last write succeeded.
+    pub fn is_ok(&self) -> bool {
+        self.ok.load(Ordering::SeqCst)
+    }
+
+    /// Why writes are failing, while they are.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Failed write attempts since the start.
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::SeqCst)
+    }
+
+    fn set_ok(&self) {
+        if !self.ok.swap(true, Ordering::SeqCst) {
+            tracing::warn!("the store is writing again");
+        }
+        if let Ok(mut e) = self.error.lock() {
+            *e = None;
+        }
+    }
+
+    fn set_failing(&self, error: String) {
+        self.failures.fetch_add(1, Ordering::SeqCst);
+        if self.ok.swap(false, Ordering::SeqCst) {
+            tracing::error!("the store cannot write: {error}; retrying, and refusing new messages meanwhile");
+        }
+        if let Ok(mut e) = self.error.lock() {
+            *e = Some(error);
+        }
+    }
+}
+
+enum Msg {
+    Batch(Batch),
+    Stop,
+}
+
+/// Lets a platform save its own records (the web room's shown messages)
+/// in the same ordered stream as the runtime's, and wait for them.
+#[derive(Clone)]
+pub struct Saver {
+    tx: mpsc::Sender<Msg>,
+    health: Arc<Health>,
+}
+
+impl std::fmt::Debug for Saver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Saver").finish_non_exhaustive()
+    }
+}
+
+impl Saver {
+    /// Saves `ops` in one transaction; resolves once they are committed.
+    pub async fn save(&self, ops: Vec<Op>) -> Result<(), NotSaved> {
+        let (ack, done) = oneshot::channel();
+        self.tx
+            .send(Msg::Batch(Batch { ops, acks: vec![ack] }))
+            .map_err(|_| NotSaved::Stopping)?;
+        done.await.unwrap_or(Err(NotSaved::Stopping))
+    }
+
+    /// Queues `ops` without waiting (an edit whose loss a crash may cost).
+    pub fn save_later(&self, ops: Vec<Op>) {
+        let _ = self.tx.send(Msg::Batch(Batch {
+            ops,
+            acks: Vec::new(),
+        }));
+    }
+
+    /// The store's health.
+    pub fn health(&self) -> &Arc<Health> {
+        &self.health
+    }
 }
 
 /// The store's writer thread.
 pub struct Persister {
-    tx: Option<mpsc::Sender<Batch>>,
+    tx: mpsc::Sender<Msg>,
     thread: Option<JoinHandle<()>>,
+    health: Arc<Health>,
+    stopping: Arc<AtomicBool>,
 }
 
 /// How many queued batches one transaction takes at most.
 const MAX_MERGE: usize = 256;
+/// The first wait before trying a failed write again; doubles up to
+/// [`MAX_RETRY_WAIT`].
+const FIRST_RETRY_WAIT: Duration = Duration::from_millis(50);
+const MAX_RETRY_WAIT: Duration = Duration::from_secs(2);
+/// While stopping, a store that still cannot write is given this long.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 impl Persister {
     /// Starts the writer thread owning `store`.
     pub fn start(mut store: Store) -> std::io::Result<Persister> {
-        let (tx, rx) = mpsc::channel::<Batch>();
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let health = Arc::new(Health::new());
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (h, stop) = (health.clone(), stopping.clone());
         let thread = std::thread::Builder::new()
             .name("tactful-store".into())
-            .spawn(move || {
-                while let Ok(first) = rx.recv() {
-                    let mut ops = first.ops;
-                    let mut acks = first.acks;
-                    for more in rx.try_iter().take(MAX_MERGE) {
-                        ops.extend(more.ops);
-                        acks.extend(more.acks);
-                    }
-                    if let Err(e) = store.apply(&ops) {
-                        tracing::error!(ops = ops.len(), "could not save to the store: {e}");
-                    }
-                    for ack in acks {
-                        let _ = ack.send(());
-                    }
-                }
-            })?;
+            .spawn(move || write_loop(&mut store, &rx, &h, &stop))?;
         Ok(Persister {
-            tx: Some(tx),
+            tx,
             thread: Some(thread),
+            health,
+            stopping,
         })
     }
 
@@ -70,11 +185,25 @@ impl Persister {
         if batch.ops.is_empty() && batch.acks.is_empty() {
             return;
         }
-        if let Some(tx) = &self.tx
-            && tx.send(batch).is_err()
-        {
+        if let Err(mpsc::SendError(Msg::Batch(batch))) = self.tx.send(Msg::Batch(batch)) {
             tracing::error!("the store writer has stopped: changes are not saved");
+            for ack in batch.acks {
+                let _ = ack.send(Err(NotSaved::Stopping));
+            }
         }
+    }
+
+    /// A handle platforms save through.
+    pub fn saver(&self) -> Saver {
+        Saver {
+            tx: self.tx.clone(),
+            health: self.health.clone(),
+        }
+    }
+
+    /// The store's health.
+    pub fn health(&self) -> Arc<Health> {
+        self.health.clone()
     }
 
     /// Writes everything queued, then stops the thread.
@@ -83,7 +212,8 @@ impl Persister {
     }
 
     fn stop(&mut self) {
-        drop(self.tx.take());
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = self.tx.send(Msg::Stop);
         if let Some(t) = self.thread.take()
             && t.join().is_err()
         {
@@ -96,4 +226,66 @@ impl Drop for Persister {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stopping: &AtomicBool) {
+    let mut stop = false;
+    while !stop {
+        let Ok(first) = rx.recv() else { return };
+        let mut batch = match first {
+            Msg::Batch(b) => b,
+            Msg::Stop => {
+                stop = true;
+                Batch::default()
+            }
+        };
+        stop |= merge(rx, &mut batch);
+        let mut wait = FIRST_RETRY_WAIT;
+        let mut failing_since: Option<Instant> = None;
+        let outcome = loop {
+            match store.apply(&batch.ops) {
+                Ok(()) => {
+                    health.set_ok();
+                    break Ok(());
+                }
+                Err(e) if e.is_transient() => {
+                    health.set_failing(e.to_string());
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if stopping.load(Ordering::SeqCst) && since.elapsed() > STOP_GRACE {
+                        tracing::error!(
+                            ops = batch.ops.len(),
+                            "stopping with changes the store never took: {e}"
+                        );
+                        break Err(NotSaved::StoreDown(e.to_string()));
+                    }
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(MAX_RETRY_WAIT);
+                    // Later changes join the retry, in order.
+                    stop |= merge(rx, &mut batch);
+                }
+                Err(e) => {
+                    tracing::error!(ops = batch.ops.len(), "could not save to the store, dropped: {e}");
+                    break Err(NotSaved::Failed(e.to_string()));
+                }
+            }
+        };
+        for ack in batch.acks {
+            let _ = ack.send(outcome.clone());
+        }
+    }
+}
+
+/// Merges queued batches into `batch`; whether a stop was read.
+fn merge(rx: &mpsc::Receiver<Msg>, batch: &mut Batch) -> bool {
+    let mut stop = false;
+    for msg in rx.try_iter().take(MAX_MERGE) {
+        match msg {
+            Msg::Batch(more) => {
+                batch.ops.extend(more.ops);
+                batch.acks.extend(more.acks);
+            }
+            Msg::Stop => stop = true,
+        }
+    }
+    stop
 }

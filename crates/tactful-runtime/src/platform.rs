@@ -43,6 +43,12 @@ pub struct OutMessage<'a> {
     /// The message this one replies to, if any. A platform without native
     /// replies addresses its author another way (IRC: a `nick: ` prefix).
     pub reply_to: Option<&'a MsgId>,
+    /// An idempotency key for a reply's part: the same key sent again
+    /// (after a crash, say) means the same message. A platform that can
+    /// deduplicate returns the message it already made instead of posting
+    /// another (the web room remembers keys; Matrix uses it as the
+    /// transaction id). `None` for placeholders.
+    pub key: Option<&'a str>,
 }
 
 /// One chat platform, outbound.

@@ -123,6 +123,7 @@ fn start(path: &std::path::Path, stuck: bool, hang: bool) -> Harness {
             },
             shutdown_grace: Duration::from_secs(5),
             store: Some(Store::open(path).expect("store opens")),
+            max_concurrent_turns: 16,
         },
         vec![platform.clone() as Arc<dyn Platform>],
         Some(trace_tx),
@@ -197,6 +198,7 @@ fn a_reply_decided_but_not_confirmed_is_sent_once_after_a_crash() {
                 messages,
                 resumed,
                 unsent,
+                ..
             } => Some((*messages, *resumed, *unsent)),
             _ => None,
         })

@@ -72,6 +72,44 @@ CREATE INDEX outbox_unsent ON outbox (delivered) WHERE delivered IS NULL;
     r"
 CREATE TABLE platform_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 ",
+    // Delivery that survives a crash at any instant: how many parts of a
+    // reply went out, the streaming placeholders still on screen, and the
+    // web room's messages exactly as shown (with each part's idempotency
+    // key), written before anyone sees them.
+    r"
+ALTER TABLE outbox ADD COLUMN parts_done INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE placeholders (
+    turn        INTEGER PRIMARY KEY,
+    room        TEXT NOT NULL,
+    persona     TEXT NOT NULL,
+    platform_id TEXT NOT NULL
+);
+
+CREATE TABLE shown (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    room        TEXT NOT NULL,
+    id          TEXT NOT NULL,
+    key         TEXT,
+    sender_id   TEXT NOT NULL,
+    sender_name TEXT NOT NULL,
+    is_bot      INTEGER NOT NULL,
+    text        TEXT NOT NULL,
+    reply_to    TEXT,
+    time        INTEGER NOT NULL,
+    UNIQUE (room, id)
+);
+CREATE UNIQUE INDEX shown_by_key ON shown (key) WHERE key IS NOT NULL;
+CREATE INDEX shown_by_room ON shown (room, seq);
+
+INSERT OR IGNORE INTO shown (room, id, sender_id, sender_name, is_bot, text, reply_to, time)
+SELECT m.room, coalesce(m.platform_id, m.id), m.sender_id, m.sender_name, m.is_bot, m.text,
+       coalesce(r.platform_id, m.reply_to), m.time
+FROM messages m
+LEFT JOIN messages r ON r.room = m.room AND r.id = m.reply_to
+WHERE m.persona IS NULL OR m.platform_id IS NOT NULL
+ORDER BY m.seq;
+",
 ];
 
 /// Brings the file at `path` to the current version.

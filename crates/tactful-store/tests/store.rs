@@ -6,7 +6,7 @@ use std::time::Duration;
 use tactful_core::{
     AgentResult, Engine, EngineConfig, Message, MsgId, Output, PersonaSpec, Timestamp, TurnKind,
 };
-use tactful_store::{LoadLimits, Op, PendingTurn, Store, StoreError};
+use tactful_store::{LoadLimits, Op, PendingTurn, ShownMessage, Store, StoreError};
 
 const LIMITS: LoadLimits = LoadLimits {
     history: 3,
@@ -125,24 +125,23 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
         room.older_own
     );
     assert!(room.aliases.is_empty(), "docs:2 was never confirmed");
-    let unsent: Vec<&str> = restored.unsent.iter().map(|u| u.id.as_str()).collect();
+    let unsent: Vec<&str> = restored.unsent.iter().map(|u| u.out.id.as_str()).collect();
     assert_eq!(unsent, ["docs:2"]);
-    assert_eq!(restored.unsent[0].text, "second");
+    assert_eq!(restored.unsent[0].out.text, "second");
     assert_eq!(
-        restored.unsent[0].reply_to.as_ref().map(MsgId::as_str),
+        restored.unsent[0].out.reply_to.as_ref().map(MsgId::as_str),
         Some("h3")
     );
-    let pending: Vec<u64> = restored.pending.iter().map(|t| t.turn.0).collect();
+    assert_eq!(restored.unsent[0].parts_done, 0);
+    let pending: Vec<u64> = restored.pending.iter().map(|t| t.turn.turn.0).collect();
     assert_eq!(pending, [9], "ended turns are forgotten");
+    let triggers: Vec<&str> = restored.pending[0]
+        .triggers
+        .iter()
+        .map(|m| m.id.as_str())
+        .collect();
+    assert_eq!(triggers, ["h3"], "a pending turn comes with its trigger");
     assert_eq!(store.decision_count(&"lobby".into()).expect("counts"), 5);
-
-    // The people's view: platform ids, unconfirmed replies left out (they
-    // will be sent again), reply targets by platform id.
-    let shown = store.shown_history(10).expect("history");
-    let shown_ids: Vec<&str> = shown.iter().map(|m| m.id.as_str()).collect();
-    assert_eq!(shown_ids, ["h1", "pdocs:1", "h2", "h3"]);
-    assert_eq!(shown[1].reply_to.as_ref().map(MsgId::as_str), Some("h1"));
-    assert!(shown[1].is_bot && shown[1].sender_name == "Docs");
 
     // A rebuilt engine knows its counters and its old message.
     let mut rebuilt = engine();
@@ -227,8 +226,11 @@ fn a_store_from_the_first_schema_is_migrated() {
     drop(Store::open(&path).expect("opens"));
     // Make it look like a file written before schema 2.
     let conn = rusqlite::Connection::open(&path).expect("opens");
-    conn.execute_batch("DROP TABLE platform_state; PRAGMA user_version = 1;")
-        .expect("downgraded");
+    conn.execute_batch(
+        "DROP TABLE platform_state; DROP TABLE shown; DROP TABLE placeholders;
+         ALTER TABLE outbox DROP COLUMN parts_done; PRAGMA user_version = 1;",
+    )
+    .expect("downgraded");
     drop(conn);
     let mut store = Store::open(&path).expect("migrates");
     store
@@ -241,4 +243,252 @@ fn a_store_from_the_first_schema_is_migrated() {
         store.platform_state().expect("reads")["matrix:sync:docs"],
         "s72_1"
     );
+}
+
+/// A store at schema 2 (before per-part delivery and the shown table) with
+/// the given messages, as an older tactful left it.
+fn schema_2_store(path: &std::path::Path, ops: &[Op]) {
+    let mut store = Store::open(path).expect("opens");
+    store.apply(ops).expect("saved");
+    drop(store);
+    let conn = rusqlite::Connection::open(path).expect("opens");
+    conn.execute_batch(
+        "DROP TABLE shown; DROP TABLE placeholders; ALTER TABLE outbox DROP COLUMN parts_done;
+         PRAGMA user_version = 2;",
+    )
+    .expect("downgraded");
+}
+
+#[test]
+fn upgrading_keeps_what_people_saw() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.db");
+    let mut e = engine();
+    let mut ops = hear(
+        &mut e,
+        Message::new("h1", "lobby", "alice", "@docs one", at(1)),
+        "[[reply_to:h1]] first",
+        true,
+    );
+    ops.extend(hear(
+        &mut e,
+        Message::new("h2", "lobby", "alice", "@docs two", at(2)),
+        "second",
+        false,
+    ));
+    schema_2_store(&path, &ops);
+    let store = Store::open(&path).expect("migrates");
+    // Platform ids, unconfirmed replies left out (they are sent again and
+    // shown then), reply targets by platform id.
+    let shown = store.shown(10).expect("history");
+    let ids: Vec<&str> = shown.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["h1", "pdocs:1", "h2"]);
+    assert_eq!(shown[1].reply_to.as_ref().map(MsgId::as_str), Some("h1"));
+    assert!(shown[1].is_bot && shown[1].sender_name == "Docs");
+}
+
+fn shown(id: &str, key: Option<&str>, text: &str) -> ShownMessage {
+    ShownMessage {
+        id: MsgId::new(id),
+        room: "lobby".into(),
+        key: key.map(str::to_owned),
+        sender: "docs".into(),
+        sender_name: "Docs".into(),
+        is_bot: true,
+        text: text.to_owned(),
+        reply_to: None,
+        time: at(1),
+    }
+}
+
+#[test]
+fn shown_messages_are_kept_once_per_key_and_bounded_per_room() {
+    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+    let keep = 3;
+    store
+        .apply(&[
+            Op::Shown {
+                msg: shown("w1", Some("k:1:0"), "part one"),
+                keep,
+            },
+            // The same part again (a resend after a crash) is not a second row.
+            Op::Shown {
+                msg: shown("w2", Some("k:1:0"), "part one"),
+                keep,
+            },
+            Op::Shown {
+                msg: shown("w3", None, "…"),
+                keep,
+            },
+            Op::ShownEdit {
+                room: "lobby".into(),
+                id: "w3".into(),
+                text: "grown".into(),
+            },
+            Op::Shown {
+                msg: shown("w4", None, "x"),
+                keep,
+            },
+            Op::ShownDelete {
+                room: "lobby".into(),
+                id: "w4".into(),
+            },
+            Op::Shown {
+                msg: shown("w5", None, "y"),
+                keep,
+            },
+            Op::Shown {
+                msg: shown("w6", None, "z"),
+                keep,
+            },
+        ])
+        .expect("saved");
+    let rows: Vec<(String, String)> = store
+        .shown(10)
+        .expect("reads")
+        .into_iter()
+        .map(|m| (m.id.to_string(), m.text))
+        .collect();
+    let expected = [("w3", "grown"), ("w5", "y"), ("w6", "z")].map(|(a, b)| (a.to_owned(), b.to_owned()));
+    assert_eq!(rows, expected, "the newest 3, edits applied, deletes gone");
+}
+
+#[test]
+fn a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder() {
+    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+    let mut e = engine();
+    let ops = hear(
+        &mut e,
+        Message::new("h1", "lobby", "alice", "@docs long please", at(1)),
+        "a long answer",
+        false,
+    );
+    let turn = ops
+        .iter()
+        .find_map(|op| match op {
+            Op::Reply { out, .. } => Some(out.turn),
+            _ => None,
+        })
+        .expect("a reply");
+    store.apply(&ops).expect("saved");
+    store
+        .apply(&[
+            Op::Placeholder {
+                turn,
+                room: "lobby".into(),
+                persona: "docs".into(),
+                id: "p9".into(),
+            },
+            Op::Placeholder {
+                turn: tactful_core::TurnId(99),
+                room: "lobby".into(),
+                persona: "docs".into(),
+                id: "p10".into(),
+            },
+            Op::PartDelivered {
+                room: "lobby".into(),
+                local: "docs:1".into(),
+                part: 0,
+                platform: "p9".into(),
+            },
+            Op::PartDelivered {
+                room: "lobby".into(),
+                local: "docs:1".into(),
+                part: 1,
+                platform: "p11".into(),
+            },
+            // Reported twice or out of order: the count only grows.
+            Op::PartDelivered {
+                room: "lobby".into(),
+                local: "docs:1".into(),
+                part: 0,
+                platform: "p9".into(),
+            },
+        ])
+        .expect("saved");
+    let r = store.load(LIMITS).expect("loads");
+    assert_eq!(r.unsent.len(), 1);
+    assert_eq!(r.unsent[0].parts_done, 2);
+    assert_eq!(r.unsent[0].first_id.as_ref().map(MsgId::as_str), Some("p9"));
+    let placeholders: Vec<&str> = r.placeholders.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(placeholders, ["p9", "p10"]);
+    store.apply(&[Op::PlaceholderGone(turn)]).expect("saved");
+    assert_eq!(store.load(LIMITS).expect("loads").placeholders.len(), 1);
+}
+
+#[test]
+fn unreadable_rows_are_skipped_with_a_note_instead_of_stopping_the_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bad.db");
+    let mut e = engine();
+    let mut store = Store::open(&path).expect("opens");
+    let mut ops = hear(
+        &mut e,
+        Message::new("h1", "lobby", "alice", "@docs hi", at(1)),
+        "hello",
+        true,
+    );
+    ops.push(Op::TurnStarted(PendingTurn {
+        turn: tactful_core::TurnId(7),
+        kind: TurnKind::Reply,
+        room: "lobby".into(),
+        persona: "docs".into(),
+        msgs: vec!["h1".into()],
+        addressed: true,
+    }));
+    store.apply(&ops).expect("saved");
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).expect("opens");
+    conn.execute_batch(
+        "UPDATE snapshots SET json = '{not json';
+         UPDATE counters SET json = '[]';
+         INSERT INTO pending_turns (turn, kind, room, persona, msgs, addressed)
+             VALUES (8, 'reply', 'lobby', 'docs', 'oops', 1);
+         UPDATE messages SET mentions = '{' WHERE id = 'h1';",
+    )
+    .expect("corrupted");
+    drop(conn);
+    let r = Store::open(&path)
+        .expect("opens")
+        .load(LIMITS)
+        .expect("loads anyway");
+    assert_eq!(r.skipped.len(), 5, "{:#?}", r.skipped);
+    assert!(
+        r.skipped.iter().any(|s| s.contains("snapshot of room lobby")),
+        "{:?}",
+        r.skipped
+    );
+    assert!(
+        r.skipped.iter().any(|s| s.contains("pending turn 8")),
+        "{:?}",
+        r.skipped
+    );
+    assert!(r.rooms[0].snapshot.is_none() && r.counters.is_none());
+    let pending: Vec<u64> = r.pending.iter().map(|p| p.turn.turn.0).collect();
+    assert_eq!(pending, [7], "the readable turn is kept");
+    assert_eq!(r.rooms[0].messages.len(), 2, "the messages are kept");
+}
+
+#[test]
+fn a_locked_store_is_a_transient_failure() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("locked.db");
+    let mut store = Store::open(&path).expect("opens");
+    let other = rusqlite::Connection::open(&path).expect("opens");
+    other.busy_timeout(std::time::Duration::ZERO).expect("set");
+    other.execute_batch("BEGIN IMMEDIATE").expect("locks");
+    let err = store
+        .apply(&[Op::PlatformState {
+            key: "k".into(),
+            value: "v".into(),
+        }])
+        .expect_err("locked");
+    assert!(err.is_transient(), "{err}");
+    other.execute_batch("COMMIT").expect("unlocks");
+    store
+        .apply(&[Op::PlatformState {
+            key: "k".into(),
+            value: "v".into(),
+        }])
+        .expect("writes again");
 }

@@ -5,46 +5,53 @@
 //! with a bot badge. The page talks JSON over one WebSocket:
 //!
 //! client → server
-//! - `{"type":"hello","name":"Alice"}` (first; `token` too when the server
-//!   has an `auth_token`)
+//! - `{"type":"hello","name":"Alice"}` (first; the token goes in `?token=`
+//!   or an `Authorization: Bearer` header when the server has one)
 //! - `{"type":"join","room":"lobby"}` → a `history` event
 //! - `{"type":"say","room":"lobby","text":"@Docs hi","mentions":["docs"],"reply_to":"w3"}`
 //!
 //! server → client
 //! - `{"type":"welcome","you":{"id","name"}}`
-//! - `{"type":"history","room","members":[...],"messages":[...]}`
+//! - `{"type":"history","room","members":[...],"messages":[...]}` (again,
+//!   with `"resync":true,"missed":N`, to a client that fell behind)
 //! - `{"type":"message","room","message":{"id","sender":{"id","name","bot"},"text","reply_to","quote","time"}}`
 //! - `{"type":"edit","room","id","text"}`, `{"type":"delete","room","id"}`
-//! - `{"type":"members","room","members":[...]}`, `{"type":"error","message"}`
+//! - `{"type":"member_joined","room","member"}`, `{"type":"member_left","room","id"}`
+//! - `{"type":"error","message"}` (with `"room"` and `"text"` when a message
+//!   was not taken, so the page can give it back)
 //!
 //! Mentions come from the page's `@` autocomplete as real ids, the way
-//! Matrix or Discord send mention entities. What people say is normalised
-//! into [`tactful_core::Message`] and handed to the runtime; what personas
-//! say arrives through [`WebPlatform`]'s [`Platform`] implementation.
+//! Matrix or Discord send mention entities. What people say is stored, then
+//! shown and handed to the runtime as a [`tactful_core::Message`]; what
+//! personas say arrives through [`WebPlatform`]'s [`Platform`]
+//! implementation and is stored before it is shown too (see [`room`]).
+//! Who may connect: [`access`]; who people are: [`identity`]; what they
+//! may send: [`fields`].
 
-use std::collections::{HashMap, VecDeque};
+pub mod access;
+pub mod fields;
+pub mod identity;
+pub mod room;
+mod session;
+
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::Router;
-use axum::extract::ws::{Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::extract::{Query, State};
-use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
-use futures::{SinkExt, StreamExt};
-use serde::{Deserialize, Serialize};
-use serde_json::json;
-use tactful_core::addressing::handle_eq;
-use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, Timestamp, UserId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock};
+use tactful_core::{MsgId, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, wall_clock};
+use tactful_store::Op;
 pub use tactful_store::ShownMessage;
 use tokio::sync::broadcast;
 
-/// The page, embedded in the binary: no CDN, no build step.
-const PAGE: &str = include_str!("page.html");
+use crate::access::Access;
+use crate::identity::Lookalikes;
+use crate::room::{Member, Room, WebMsg};
 
 /// How the web room is served.
 #[derive(Clone, Debug)]
@@ -57,6 +64,25 @@ pub struct WebConfig {
     pub history: usize,
     /// The longest message accepted from a person, in characters.
     pub max_message_chars: usize,
+    /// Page origins allowed to connect; `None` means the listen address
+    /// and its `localhost` / `127.0.0.1` forms.
+    pub allowed_origins: Option<Vec<String>>,
+    /// How many rooms one connection may join.
+    pub max_rooms_per_connection: usize,
+}
+
+impl WebConfig {
+    /// A loopback room on `listen` with the defaults.
+    pub fn new(listen: SocketAddr) -> WebConfig {
+        WebConfig {
+            listen,
+            auth_token: None,
+            history: 500,
+            max_message_chars: 4000,
+            allowed_origins: None,
+            max_rooms_per_connection: 20,
+        }
+    }
 }
 
 /// A config the web room refuses.
@@ -66,45 +92,25 @@ pub enum WebError {
     /// the agents behind it) to anyone on the network.
     #[error("platforms.web.listen = {0} is reachable from other machines: set platforms.web.auth_token")]
     OpenWithoutToken(SocketAddr),
-}
-
-/// A member of a room as the page shows it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Member {
-    /// Account id (for mentions).
-    pub id: String,
-    /// Display name.
-    pub name: String,
-    /// Bot badge.
-    pub bot: bool,
-}
-
-/// A message as the page shows it.
-#[derive(Clone, Debug, Serialize)]
-struct WebMsg {
-    id: String,
-    sender: Member,
-    text: String,
-    reply_to: Option<String>,
-    /// The replied-to message, quoted: who and what.
-    quote: Option<serde_json::Value>,
-    time: String,
-}
-
-#[derive(Default)]
-struct Room {
-    history: VecDeque<WebMsg>,
-    people: Vec<Member>,
+    /// A token of spaces is no token.
+    #[error("platforms.web.auth_token is blank")]
+    BlankToken,
 }
 
 /// Shared state of the web room.
 struct Shared {
     rooms: Mutex<HashMap<String, Room>>,
     personas: Vec<Member>,
-    events: broadcast::Sender<(String, serde_json::Value)>,
+    lookalikes: Lookalikes,
+    /// People connected, by id: how their name looks and how many
+    /// connections they have.
+    people: Mutex<HashMap<String, (String, usize)>>,
+    events: broadcast::Sender<room::Event>,
     next_id: AtomicU64,
     config: WebConfig,
     runtime: Mutex<Option<RuntimeHandle>>,
+    /// Set when the listener is bound (its port completes the origins).
+    access: OnceLock<Access>,
 }
 
 /// The web room: a [`Platform`] for the runtime and a server for people.
@@ -121,35 +127,45 @@ impl std::fmt::Debug for WebPlatform {
     }
 }
 
+/// How many events a connection may be behind before it is resynced.
+const EVENT_BACKLOG: usize = 1024;
+
 impl WebPlatform {
-    /// A web room whose members include `personas` (id, display name).
-    pub fn new(config: WebConfig, personas: &[(PersonaId, String)]) -> Result<Self, WebError> {
-        if !config.listen.ip().is_loopback() && config.auth_token.as_deref().is_none_or(str::is_empty) {
+    /// A web room whose members include `personas`.
+    pub fn new(config: WebConfig, personas: &[PersonaSpec]) -> Result<Self, WebError> {
+        if config.auth_token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(WebError::BlankToken);
+        }
+        if !config.listen.ip().is_loopback() && config.auth_token.is_none() {
             return Err(WebError::OpenWithoutToken(config.listen));
         }
-        let (events, _) = broadcast::channel(1024);
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
         Ok(WebPlatform {
             shared: Arc::new(Shared {
                 rooms: Mutex::new(HashMap::new()),
                 personas: personas
                     .iter()
-                    .map(|(id, name)| Member {
-                        id: id.to_string(),
-                        name: name.clone(),
+                    .map(|p| Member {
+                        id: p.id.to_string(),
+                        name: p.name.to_string(),
                         bot: true,
                     })
                     .collect(),
+                lookalikes: Lookalikes::of(personas),
+                people: Mutex::new(HashMap::new()),
                 events,
                 next_id: AtomicU64::new(1),
                 config,
                 runtime: Mutex::new(None),
+                access: OnceLock::new(),
             }),
         })
     }
 
     /// Shows `history` (oldest first, as the store kept it) to people who
-    /// join, so the rooms survive a restart. New messages get ids after the
-    /// restored ones.
+    /// join, so the rooms survive a restart; reply parts keep their
+    /// idempotency keys, so one sent again is not shown twice. New messages
+    /// get ids after the restored ones.
     pub fn restore(&self, history: impl IntoIterator<Item = ShownMessage>) {
         let limit = self.shared.config.history;
         let mut highest = 0;
@@ -162,19 +178,21 @@ impl WebPlatform {
                 {
                     highest = highest.max(n);
                 }
-                let sender = Member {
-                    id: m.sender.to_string(),
-                    name: m.sender_name,
-                    bot: m.is_bot,
+                let room = rooms.entry(m.room.to_string()).or_default();
+                let reply_to = m.reply_to.as_ref().map(MsgId::as_str);
+                let msg = WebMsg {
+                    id: m.id.to_string(),
+                    sender: Member {
+                        id: m.sender.to_string(),
+                        name: m.sender_name,
+                        bot: m.is_bot,
+                    },
+                    quote: room.quote(reply_to),
+                    reply_to: reply_to.map(str::to_owned),
+                    text: m.text,
+                    time: m.time.to_rfc3339(),
                 };
-                rooms.entry(m.room.to_string()).or_default().record(
-                    m.id.to_string(),
-                    sender,
-                    &m.text,
-                    m.reply_to.as_ref().map(MsgId::as_str),
-                    m.time,
-                    limit,
-                );
+                room.restore(msg, m.key, limit);
             }
         });
         self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
@@ -197,6 +215,10 @@ impl WebPlatform {
     pub async fn serve(&self) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         let listener = tokio::net::TcpListener::bind(self.shared.config.listen).await?;
         let addr = listener.local_addr()?;
+        let c = &self.shared.config;
+        let access = Access::new(addr, c.allowed_origins.as_deref(), c.auth_token.clone());
+        tracing::debug!(origins = ?access.origins(), "web room origins");
+        let _ = self.shared.access.set(access);
         // Each chat event is a small frame: with Nagle on, one written right
         // after another waits for the peer's delayed ACK (tens of ms).
         let listener = listener.tap_io(|tcp| {
@@ -205,8 +227,8 @@ impl WebPlatform {
             }
         });
         let app = Router::new()
-            .route("/", get(page))
-            .route("/ws", get(ws))
+            .route("/", get(session::page))
+            .route("/ws", get(session::ws))
             .with_state(self.shared.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
@@ -223,37 +245,6 @@ impl Shared {
         format!("w{}", self.next_id.fetch_add(1, Ordering::SeqCst))
     }
 
-    fn members(&self, room: &Room) -> Vec<Member> {
-        self.personas.iter().chain(room.people.iter()).cloned().collect()
-    }
-
-    fn publish(&self, room: &str, event: serde_json::Value) {
-        let _ = self.events.send((room.to_owned(), event));
-    }
-
-    /// Records a message in its room and tells everyone there.
-    fn post(&self, room_id: &str, sender: Member, text: &str, reply_to: Option<&str>) -> String {
-        let id = self.new_id();
-        let recorded = self.with_rooms(|rooms| {
-            let room = rooms.entry(room_id.to_owned()).or_default();
-            room.record(
-                id.clone(),
-                sender,
-                text,
-                reply_to,
-                wall_clock(),
-                self.config.history,
-            )
-        });
-        if let Ok(msg) = recorded {
-            self.publish(
-                room_id,
-                json!({ "type": "message", "room": room_id, "message": msg }),
-            );
-        }
-        id
-    }
-
     /// Runs `f` on the rooms under their lock.
     fn with_rooms<T>(&self, f: impl FnOnce(&mut HashMap<String, Room>) -> T) -> Result<T, PlatformError> {
         let mut rooms = self
@@ -262,64 +253,43 @@ impl Shared {
             .map_err(|_| PlatformError("the web room's state is poisoned".into()))?;
         Ok(f(&mut rooms))
     }
-}
 
-impl Room {
-    /// Appends a message (quoting what it replies to) and keeps the last
-    /// `limit`.
-    fn record(
-        &mut self,
-        id: String,
-        sender: Member,
-        text: &str,
-        reply_to: Option<&str>,
-        time: Timestamp,
-        limit: usize,
-    ) -> WebMsg {
-        let quote = reply_to.and_then(|r| {
-            self.history
-                .iter()
-                .find(|m| m.id == r)
-                .map(|m| json!({ "sender_name": m.sender.name, "text": clip(&m.text, 200) }))
-        });
-        let msg = WebMsg {
-            id,
-            sender,
-            text: text.to_owned(),
-            reply_to: reply_to.map(str::to_owned),
-            quote,
-            time: time.to_rfc3339(),
-        };
-        self.history.push_back(msg.clone());
-        while self.history.len() > limit {
-            self.history.pop_front();
-        }
-        msg
+    fn runtime(&self) -> Option<RuntimeHandle> {
+        self.runtime.lock().ok().and_then(|r| r.clone())
     }
-}
 
-fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
+    fn saver(&self) -> Option<Saver> {
+        self.runtime().and_then(|r| r.saver().cloned())
     }
-}
 
-/// The account id a display name gets: lowercase letters, digits, `_`
-/// and `-`, as an `@handle` must be.
-fn slug(name: &str) -> String {
-    let s: String = name
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_alphanumeric() || c == '_' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
+    /// Marks a queued change stored or refused, and shows what is ready.
+    fn settle(&self, room: &str, ticket: u64, ok: bool) {
+        let limit = self.config.history;
+        let _ = self.with_rooms(|rooms| {
+            if let Some(r) = rooms.get_mut(room) {
+                r.settle(ticket, ok);
+                r.flush(room, limit, &self.events);
             }
-        })
-        .collect();
-    s.trim_matches('-').to_owned()
+        });
+    }
+
+    /// A message as the store keeps it.
+    fn shown(&self, room: &str, msg: &WebMsg, key: Option<&str>, time: Timestamp) -> Op {
+        Op::Shown {
+            msg: ShownMessage {
+                id: MsgId::new(msg.id.as_str()),
+                room: RoomId::new(room),
+                key: key.map(str::to_owned),
+                sender: UserId::new(msg.sender.id.as_str()),
+                sender_name: msg.sender.name.clone(),
+                is_bot: msg.sender.bot,
+                text: msg.text.clone(),
+                reply_to: msg.reply_to.as_deref().map(MsgId::new),
+                time,
+            },
+            keep: self.config.history,
+        }
+    }
 }
 
 impl Platform for WebPlatform {
@@ -334,20 +304,47 @@ impl Platform for WebPlatform {
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         Box::pin(async move {
-            let sender = self
-                .shared
+            let shared = &self.shared;
+            let sender = shared
                 .personas
                 .iter()
                 .find(|p| p.id == msg.persona.as_str())
                 .cloned()
                 .ok_or_else(|| PlatformError(format!("no persona {} in the web room", msg.persona)))?;
-            let id = self.shared.post(
-                msg.room.as_str(),
-                sender,
-                msg.text,
-                msg.reply_to.map(MsgId::as_str),
-            );
-            Ok(MsgId::new(id))
+            let room = msg.room.as_str();
+            let saver = shared.saver();
+            let time = wall_clock();
+            let queued = shared.with_rooms(|rooms| {
+                let r = rooms.entry(room.to_owned()).or_default();
+                // A part sent again (after a crash) is the part shown before.
+                if let Some(id) = msg.key.and_then(|k| r.by_key(k)) {
+                    return Err(id.to_owned());
+                }
+                let reply_to = msg.reply_to.map(MsgId::as_str);
+                let m = WebMsg {
+                    id: shared.new_id(),
+                    sender,
+                    text: msg.text.to_owned(),
+                    reply_to: reply_to.map(str::to_owned),
+                    quote: r.quote(reply_to),
+                    time: time.to_rfc3339(),
+                };
+                let ticket = r.queue_new(m.clone(), msg.key.map(str::to_owned), saver.is_none());
+                r.flush(room, shared.config.history, &shared.events);
+                Ok((m, ticket))
+            })?;
+            let (m, ticket) = match queued {
+                Ok(q) => q,
+                Err(known) => return Ok(MsgId::new(known)),
+            };
+            // Stored before it is shown: what people saw survives a crash,
+            // and its key recognises it if it is sent again.
+            if let Some(saver) = saver {
+                let saved = saver.save(vec![shared.shown(room, &m, msg.key, time)]).await;
+                shared.settle(room, ticket, saved.is_ok());
+                saved.map_err(|e| PlatformError(format!("not shown: {e}")))?;
+            }
+            Ok(MsgId::new(m.id))
         })
     }
 
@@ -359,18 +356,25 @@ impl Platform for WebPlatform {
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            self.shared.with_rooms(|rooms| {
-                let m = rooms
+            let shared = &self.shared;
+            shared.with_rooms(|rooms| {
+                let r = rooms
                     .get_mut(room.as_str())
-                    .and_then(|r| r.history.iter_mut().find(|m| m.id == id.as_str()))
+                    .filter(|r| r.knows(id.as_str()))
                     .ok_or_else(|| PlatformError(format!("no message {id} in {room}")))?;
-                m.text = text.to_owned();
+                r.queue_edit(id.to_string(), text.to_owned());
+                r.flush(room.as_str(), shared.config.history, &shared.events);
                 Ok::<_, PlatformError>(())
             })??;
-            self.shared.publish(
-                room.as_str(),
-                json!({ "type": "edit", "room": room.as_str(), "id": id.as_str(), "text": text }),
-            );
+            // A lost edit costs only the newest text of a streaming reply;
+            // the final reply is sent again if its delivery was not saved.
+            if let Some(saver) = shared.saver() {
+                saver.save_later(vec![Op::ShownEdit {
+                    room: room.clone(),
+                    id: id.clone(),
+                    text: text.to_owned(),
+                }]);
+            }
             Ok(())
         })
     }
@@ -382,221 +386,20 @@ impl Platform for WebPlatform {
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            self.shared.with_rooms(|rooms| {
+            let shared = &self.shared;
+            shared.with_rooms(|rooms| {
                 if let Some(r) = rooms.get_mut(room.as_str()) {
-                    r.history.retain(|m| m.id != id.as_str());
+                    r.queue_delete(id.to_string());
+                    r.flush(room.as_str(), shared.config.history, &shared.events);
                 }
             })?;
-            self.shared.publish(
-                room.as_str(),
-                json!({ "type": "delete", "room": room.as_str(), "id": id.as_str() }),
-            );
+            if let Some(saver) = shared.saver() {
+                saver.save_later(vec![Op::ShownDelete {
+                    room: room.clone(),
+                    id: id.clone(),
+                }]);
+            }
             Ok(())
         })
-    }
-}
-
-async fn page() -> Html<&'static str> {
-    Html(PAGE)
-}
-
-#[derive(Deserialize)]
-struct WsQuery {
-    token: Option<String>,
-}
-
-async fn ws(
-    State(shared): State<Arc<Shared>>,
-    Query(q): Query<WsQuery>,
-    upgrade: WebSocketUpgrade,
-) -> Response {
-    if let Some(required) = &shared.config.auth_token
-        && q.token.as_deref() != Some(required.as_str())
-    {
-        return (axum::http::StatusCode::UNAUTHORIZED, "a valid token is required").into_response();
-    }
-    upgrade.on_upgrade(move |socket| session(shared, socket))
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-enum ClientEvent {
-    Hello {
-        name: String,
-    },
-    Join {
-        room: String,
-    },
-    Say {
-        room: String,
-        text: String,
-        #[serde(default)]
-        mentions: Vec<String>,
-        reply_to: Option<String>,
-        thread: Option<String>,
-    },
-}
-
-/// One person's connection.
-async fn session(shared: Arc<Shared>, socket: WebSocket) {
-    let (mut tx, mut rx) = socket.split();
-    let mut events = shared.events.subscribe();
-    let mut me: Option<Member> = None;
-    let mut joined: Vec<String> = Vec::new();
-    let send = |v: serde_json::Value| WsMessage::Text(v.to_string().into());
-    loop {
-        tokio::select! {
-            incoming = rx.next() => {
-                let Some(Ok(frame)) = incoming else { break };
-                let WsMessage::Text(text) = frame else { continue };
-                let reply = match serde_json::from_str::<ClientEvent>(&text) {
-                    Ok(event) => handle(&shared, event, &mut me, &mut joined),
-                    // A malformed frame is answered and skipped; the session goes on.
-                    Err(e) => Some(json!({ "type": "error", "message": format!("not understood: {e}") })),
-                };
-                if let Some(v) = reply
-                    && tx.send(send(v)).await.is_err()
-                {
-                    break;
-                }
-            }
-            event = events.recv() => match event {
-                Ok((room, v)) if joined.contains(&room) => {
-                    if tx.send(send(v)).await.is_err() {
-                        break;
-                    }
-                }
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    tracing::warn!(skipped = n, "a web client fell behind");
-                }
-                Err(broadcast::error::RecvError::Closed) => break,
-            },
-        }
-    }
-    if let Some(me) = me
-        && let Ok(mut rooms) = shared.rooms.lock()
-    {
-        for room in &joined {
-            if let Some(r) = rooms.get_mut(room)
-                && let Some(i) = r.people.iter().position(|p| p.id == me.id)
-            {
-                r.people.remove(i);
-                let members = shared.members(r);
-                shared.publish(
-                    room,
-                    json!({ "type": "members", "room": room, "members": members }),
-                );
-            }
-        }
-    }
-}
-
-fn handle(
-    shared: &Shared,
-    event: ClientEvent,
-    me: &mut Option<Member>,
-    joined: &mut Vec<String>,
-) -> Option<serde_json::Value> {
-    match event {
-        ClientEvent::Hello { name } => {
-            let name: String = name.trim().chars().filter(|c| !c.is_control()).take(40).collect();
-            let id = slug(&name);
-            if id.is_empty() {
-                return Some(
-                    json!({ "type": "error", "message": "pick a name with a letter or a digit in it" }),
-                );
-            }
-            if shared
-                .personas
-                .iter()
-                .any(|p| handle_eq(&p.id, &id) || handle_eq(&p.name, &name))
-            {
-                return Some(
-                    json!({ "type": "error", "message": format!("{name} is one of the bots here: pick another name") }),
-                );
-            }
-            *me = Some(Member {
-                id: id.clone(),
-                name: name.clone(),
-                bot: false,
-            });
-            Some(json!({ "type": "welcome", "you": { "id": id, "name": name } }))
-        }
-        ClientEvent::Join { room } => {
-            let Some(member) = me.clone() else {
-                return Some(json!({ "type": "error", "message": "say hello first" }));
-            };
-            let room = room.trim().to_owned();
-            if room.is_empty() || room.len() > 64 {
-                return Some(json!({ "type": "error", "message": "a room name has 1 to 64 characters" }));
-            }
-            let Ok(mut rooms) = shared.rooms.lock() else {
-                return None;
-            };
-            let r = rooms.entry(room.clone()).or_default();
-            if !r.people.iter().any(|p| p.id == member.id) {
-                r.people.push(member);
-            }
-            let members = shared.members(r);
-            let messages: Vec<&WebMsg> = r.history.iter().collect();
-            let history =
-                json!({ "type": "history", "room": room, "members": members, "messages": messages });
-            drop(rooms);
-            if !joined.contains(&room) {
-                joined.push(room.clone());
-            }
-            shared.publish(
-                &room,
-                json!({ "type": "members", "room": room, "members": members }),
-            );
-            Some(history)
-        }
-        ClientEvent::Say {
-            room,
-            text,
-            mentions,
-            reply_to,
-            thread,
-        } => {
-            let Some(member) = me.clone() else {
-                return Some(json!({ "type": "error", "message": "say hello first" }));
-            };
-            if !joined.contains(&room) {
-                return Some(json!({ "type": "error", "message": format!("join {room} first") }));
-            }
-            let text = text.trim();
-            if text.is_empty() {
-                return None;
-            }
-            if text.chars().count() > shared.config.max_message_chars {
-                return Some(
-                    json!({ "type": "error", "message": format!("messages are at most {} characters", shared.config.max_message_chars) }),
-                );
-            }
-            let id = shared.post(&room, member.clone(), text, reply_to.as_deref());
-            let msg = Message {
-                id: MsgId::new(id),
-                room: RoomId::new(room.as_str()),
-                thread: thread.map(ThreadId::new),
-                sender: Sender {
-                    id: UserId::new(member.id.as_str()),
-                    name: Arc::from(member.name.as_str()),
-                    is_bot: false,
-                },
-                text: Arc::from(text),
-                mentions: Mentions::Explicit(mentions.into_iter().map(UserId::new).collect()),
-                reply_to: reply_to.map(MsgId::new),
-                is_dm: false,
-                dm_to: None,
-                time: wall_clock(),
-            };
-            if let Ok(r) = shared.runtime.lock()
-                && let Some(handle) = r.as_ref()
-            {
-                handle.inbound(msg);
-            }
-            None
-        }
     }
 }

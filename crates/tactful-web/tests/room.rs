@@ -1,123 +1,14 @@
 //! The web room end to end: WebSocket clients playing people, the real
 //! runtime and engine, a script agent speaking for a persona.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
-use futures::{SinkExt, StreamExt};
-use regex::Regex;
-use serde_json::{Value, json};
-use tactful_agents::{Agent, ScriptAgent, ScriptRule};
-use tactful_core::{EngineConfig, Output, PersonaSpec};
-use tactful_runtime::{DeliveryConfig, Runtime, RuntimeConfig, TraceEvent};
+use common::*;
+use futures::SinkExt;
+use serde_json::json;
 use tactful_web::{WebConfig, WebError, WebPlatform};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message as Ws;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-fn web_config(token: Option<&str>) -> WebConfig {
-    WebConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        auth_token: token.map(str::to_owned),
-        history: 100,
-        max_message_chars: 2000,
-    }
-}
-
-struct Room {
-    addr: std::net::SocketAddr,
-    runtime: Runtime,
-    trace: mpsc::UnboundedReceiver<TraceEvent>,
-}
-
-async fn start() -> Room {
-    let rule = ScriptRule {
-        when: Regex::new("(?i)reset").expect("regex"),
-        reply: "[[reply_to:{msg_id}]]\nHold the button for 5 s, {from_name}.".to_owned(),
-        delay: Duration::ZERO,
-        fail: false,
-    };
-    let mut agents: HashMap<String, Arc<dyn Agent>> = HashMap::new();
-    agents.insert("script".to_owned(), Arc::new(ScriptAgent::new(vec![rule])));
-    let mut docs = PersonaSpec::new("docs", "script");
-    docs.name = "Docs".into();
-    let web = WebPlatform::new(web_config(None), &[(docs.id.clone(), "Docs".to_owned())]).expect("loopback");
-    let (tx, trace) = mpsc::unbounded_channel();
-    let runtime = Runtime::start(
-        RuntimeConfig {
-            engine: EngineConfig {
-                personas: vec![docs],
-                ..Default::default()
-            },
-            agents,
-            delivery: DeliveryConfig::default(),
-            shutdown_grace: Duration::from_secs(10),
-            store: None,
-        },
-        vec![Arc::new(web.clone())],
-        Some(tx),
-    )
-    .expect("runtime");
-    web.connect_runtime(runtime.handle());
-    let (addr, _server) = web.serve().await.expect("serve");
-    Room { addr, runtime, trace }
-}
-
-async fn connect(
-    addr: std::net::SocketAddr,
-    query: &str,
-) -> Result<Socket, tokio_tungstenite::tungstenite::Error> {
-    tokio_tungstenite::connect_async(format!("ws://{addr}/ws{query}"))
-        .await
-        .map(|(s, _)| s)
-}
-
-async fn send(ws: &mut Socket, v: Value) {
-    ws.send(Ws::Text(v.to_string().into())).await.expect("send");
-}
-
-/// The next event matching `pred`, skipping others; fails after 10 s.
-async fn until(ws: &mut Socket, pred: impl Fn(&Value) -> bool) -> Value {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let frame = ws.next().await.expect("open").expect("frame");
-            if let Ws::Text(t) = frame {
-                let v: Value = serde_json::from_str(&t).expect("json");
-                if pred(&v) {
-                    return v;
-                }
-            }
-        }
-    })
-    .await
-    .expect("the event arrives")
-}
-
-async fn join(addr: std::net::SocketAddr, name: &str) -> (Socket, Value) {
-    let mut ws = connect(addr, "").await.expect("connect");
-    send(&mut ws, json!({ "type": "hello", "name": name })).await;
-    until(&mut ws, |v| v["type"] == "welcome").await;
-    send(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
-    let history = until(&mut ws, |v| v["type"] == "history").await;
-    (ws, history)
-}
-
-/// Waits for the engine's decision on a message, by its text.
-async fn decided(trace: &mut mpsc::UnboundedReceiver<TraceEvent>, persona: &str) -> (String, String) {
-    loop {
-        match tokio::time::timeout(Duration::from_secs(10), trace.recv()).await {
-            Ok(Some(TraceEvent::Engine(Output::Decision(d)))) if d.persona.as_str() == persona => {
-                return (d.msg.to_string(), d.reason.as_str().to_owned());
-            }
-            Ok(Some(_)) => {}
-            other => panic!("no decision: {other:?}"),
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_gets_a_reply_and_chatter_gets_none() {
@@ -217,9 +108,12 @@ async fn bot_names_and_malformed_frames_are_refused_without_dropping_the_session
 async fn a_token_is_required_when_set_and_off_loopback() {
     let web = WebPlatform::new(web_config(Some("s3cret")), &[]).expect("loopback with token");
     let (addr, _server) = web.serve().await.expect("serve");
-    assert!(connect(addr, "").await.is_err(), "no token, no room");
-    assert!(connect(addr, "?token=wrong").await.is_err());
+    assert_eq!(refused_with(connect(addr, "").await), 401, "no token, no room");
+    assert_eq!(refused_with(connect(addr, "?token=wrong").await), 401);
     assert!(connect(addr, "?token=s3cret").await.is_ok());
+    // A program (no Origin) with the token is welcome.
+    assert!(connect_from(addr, "?token=s3cret", None).await.is_ok());
+    assert_eq!(refused_with(connect_from(addr, "", None).await), 401);
     let open = WebConfig {
         listen: "0.0.0.0:0".parse().expect("addr"),
         ..web_config(None)
@@ -228,6 +122,46 @@ async fn a_token_is_required_when_set_and_off_loopback() {
         WebPlatform::new(open.clone(), &[]).err(),
         Some(WebError::OpenWithoutToken(open.listen))
     );
+    assert_eq!(
+        WebPlatform::new(web_config(Some(" \t ")), &[]).err(),
+        Some(WebError::BlankToken),
+        "a token of spaces is no token"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_sites_page_cannot_open_the_room() {
+    let room = start().await;
+    for evil in ["https://evil.example", "http://localhost:1", "null"] {
+        assert_eq!(
+            refused_with(connect_from(room.addr, "", Some(evil)).await),
+            403,
+            "{evil}"
+        );
+    }
+    // Without a token, a handshake with no Origin at all is refused too: a
+    // page could not send one, but nothing vouches for the program.
+    assert_eq!(refused_with(connect_from(room.addr, "", None).await), 403);
+    let port = room.addr.port();
+    for own in [
+        format!("http://localhost:{port}"),
+        format!("http://127.0.0.1:{port}"),
+    ] {
+        assert!(connect_from(room.addr, "", Some(&own)).await.is_ok(), "{own}");
+    }
+    // Configured origins replace the defaults.
+    let other = start_with(WebConfig {
+        allowed_origins: Some(vec!["https://chat.example.com".to_owned()]),
+        ..web_config(None)
+    })
+    .await;
+    assert!(
+        connect_from(other.addr, "", Some("https://chat.example.com"))
+            .await
+            .is_ok()
+    );
+    assert_eq!(refused_with(connect(other.addr, "").await), 403);
+    room.runtime.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,9 +102,7 @@ async fn measure(load: Load, bench: bool) {
     let mut senders = Vec::new();
     let mut readers = Vec::new();
     for r in 0..load.rooms {
-        let (ws, _) = tokio_tungstenite::connect_async_with_config(ws_url.as_str(), None, true)
-            .await
-            .expect("connect");
+        let ws = connect(&ws_url).await;
         let (mut tx, mut rx) = ws.split();
         let room = format!("room{r}");
         for v in [
@@ -198,9 +196,7 @@ async fn measure(load: Load, bench: bool) {
     // answered, every idle room has been heard.
     let (tx, room) = &mut senders[0];
     let n = u64::MAX - 1;
-    let (ws, _) = tokio_tungstenite::connect_async_with_config(ws_url.as_str(), None, true)
-        .await
-        .expect("connect");
+    let ws = connect(&ws_url).await;
     let (mut wtx, mut wrx) = ws.split();
     for v in [
         json!({"type": "hello", "name": "probe"}),
@@ -245,4 +241,23 @@ fn rss_kib() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// Opens the room's WebSocket as its page would (with its origin), Nagle
+/// off as the room itself has it.
+async fn connect(
+    ws_url: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = ws_url.into_client_request().expect("a ws:// URL");
+    let origin = ws_url
+        .replacen("ws://", "http://", 1)
+        .trim_end_matches("/ws")
+        .to_owned();
+    req.headers_mut()
+        .insert("origin", origin.parse().expect("header"));
+    tokio_tungstenite::connect_async_with_config(req, None, true)
+        .await
+        .expect("connect")
+        .0
 }

@@ -222,6 +222,11 @@ pub struct WebSettings {
     pub auth_token: Option<String>,
     /// `history`: messages kept per room, default 500.
     pub history: usize,
+    /// `allowed_origins`: page origins that may connect; default the listen
+    /// address and its `localhost` / `127.0.0.1` forms.
+    pub allowed_origins: Option<Vec<String>>,
+    /// `max_rooms_per_connection`, default 20.
+    pub max_rooms_per_connection: usize,
 }
 
 /// `[runtime]`: how the live service behaves.
@@ -231,6 +236,9 @@ pub struct RuntimeSettings {
     pub edit_interval: Duration,
     /// `shutdown_grace_seconds`: how long shutdown waits for turns.
     pub shutdown_grace: Duration,
+    /// `max_concurrent_turns`: agent turns running at once, process-wide;
+    /// more wait in order.
+    pub max_concurrent_turns: usize,
 }
 
 impl Default for RuntimeSettings {
@@ -238,6 +246,7 @@ impl Default for RuntimeSettings {
         RuntimeSettings {
             edit_interval: Duration::from_millis(1000),
             shutdown_grace: Duration::from_secs(10),
+            max_concurrent_turns: tactful_runtime::DEFAULT_MAX_CONCURRENT_TURNS,
         }
     }
 }
@@ -407,6 +416,8 @@ struct RawWeb {
     listen: Option<Spanned<EnvString>>,
     auth_token: Option<Spanned<EnvString>>,
     history: Option<Spanned<usize>>,
+    allowed_origins: Option<Vec<Spanned<EnvString>>>,
+    max_rooms_per_connection: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -414,6 +425,7 @@ struct RawWeb {
 struct RawRuntime {
     edit_interval_ms: Option<Spanned<u64>>,
     shutdown_grace_seconds: Option<Spanned<u64>>,
+    max_concurrent_turns: Option<Spanned<usize>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -807,6 +819,68 @@ impl Config {
     }
 }
 
+/// `[platforms.web]`.
+fn web_settings(web: RawWeb, check: &Checker<'_>) -> Result<WebSettings, ConfigError> {
+    let listen = match &web.listen {
+        Some(l) => l.get_ref().0.parse().map_err(|_| {
+            check.at(
+                l.span(),
+                "`platforms.web.listen` must be an address and port, like \"127.0.0.1:7878\"",
+            )
+        })?,
+        None => std::net::SocketAddr::from(([127, 0, 0, 1], 7878)),
+    };
+    let auth_token = match &web.auth_token {
+        Some(t) if t.get_ref().0.trim().is_empty() => {
+            return Err(check.at(
+                t.span(),
+                "`platforms.web.auth_token` is blank (an unset variable?): set a real token, or remove the key on loopback",
+            ));
+        }
+        Some(t) => Some(t.get_ref().0.clone()),
+        None => None,
+    };
+    if !listen.ip().is_loopback() && auth_token.is_none() {
+        let span = web.listen.as_ref().map(|l| l.span()).unwrap_or(0..0);
+        return Err(check.at(
+            span,
+            format!("`platforms.web.listen` = {listen} is reachable from other machines: set `platforms.web.auth_token`"),
+        ));
+    }
+    let history = match &web.history {
+        Some(h) => at_least(h, 1, "platforms.web.history", check)?,
+        None => 500,
+    };
+    let allowed_origins = match &web.allowed_origins {
+        Some(list) => {
+            let mut origins = Vec::new();
+            for o in list {
+                let value = o.get_ref().0.trim();
+                if tactful_web::access::normalise(value).is_none() || value.contains('*') {
+                    return Err(check.at(
+                        o.span(),
+                        format!("`platforms.web.allowed_origins`: {value:?} is not an origin like \"https://chat.example.com\""),
+                    ));
+                }
+                origins.push(value.to_owned());
+            }
+            Some(origins)
+        }
+        None => None,
+    };
+    let max_rooms_per_connection = match &web.max_rooms_per_connection {
+        Some(v) => at_least(v, 1, "platforms.web.max_rooms_per_connection", check)?,
+        None => 20,
+    };
+    Ok(WebSettings {
+        listen,
+        auth_token,
+        history,
+        allowed_origins,
+        max_rooms_per_connection,
+    })
+}
+
 /// `[platforms.irc]` and each persona's `irc = { nick, password }`.
 #[cfg(feature = "irc")]
 fn irc_settings(
@@ -1166,36 +1240,7 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
         ));
     }
     if let Some(web) = raw_web {
-        let listen = match &web.listen {
-            Some(l) => l.get_ref().0.parse().map_err(|_| {
-                check.at(
-                    l.span(),
-                    "`platforms.web.listen` must be an address and port, like \"127.0.0.1:7878\"",
-                )
-            })?,
-            None => std::net::SocketAddr::from(([127, 0, 0, 1], 7878)),
-        };
-        let auth_token = web
-            .auth_token
-            .as_ref()
-            .map(|t| t.get_ref().0.clone())
-            .filter(|t| !t.is_empty());
-        if !listen.ip().is_loopback() && auth_token.is_none() {
-            let span = web.listen.as_ref().map(|l| l.span()).unwrap_or(0..0);
-            return Err(check.at(
-                span,
-                format!("`platforms.web.listen` = {listen} is reachable from other machines: set `platforms.web.auth_token`"),
-            ));
-        }
-        let history = match &web.history {
-            Some(h) => at_least(h, 1, "platforms.web.history", check)?,
-            None => 500,
-        };
-        platforms.web = Some(WebSettings {
-            listen,
-            auth_token,
-            history,
-        });
+        platforms.web = Some(web_settings(web, check)?);
     }
     let mut runtime = RuntimeSettings::default();
     if let Some(r) = raw.runtime {
@@ -1204,6 +1249,9 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
         }
         if let Some(v) = &r.shutdown_grace_seconds {
             runtime.shutdown_grace = Duration::from_secs(*v.get_ref());
+        }
+        if let Some(v) = &r.max_concurrent_turns {
+            runtime.max_concurrent_turns = at_least(v, 1, "runtime.max_concurrent_turns", check)?;
         }
     }
 

@@ -16,7 +16,7 @@ use tactful_agents::Agent;
 use tactful_irc::IrcPlatform;
 #[cfg(feature = "matrix")]
 use tactful_matrix::MatrixPlatform;
-use tactful_runtime::{DeliveryConfig, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock};
+use tactful_runtime::{DeliveryConfig, Health, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock};
 use tactful_web::{WebConfig, WebPlatform};
 use tokio::sync::mpsc;
 
@@ -31,12 +31,29 @@ pub struct Listening {
     pub server: Option<std::net::SocketAddr>,
 }
 
-/// Serves `/healthz` and `/metrics`.
+/// Serves `/healthz` and `/metrics`. `/healthz` is 503 while the store
+/// cannot write: the service is up but refusing messages then.
 async fn serve_metrics(
     listen: std::net::SocketAddr,
     metrics: Arc<Metrics>,
+    health: Option<Arc<Health>>,
 ) -> anyhow::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
-    let app = Router::new().route("/healthz", get(|| async { "ok\n" })).route(
+    let healthz = move || {
+        let health = health.clone();
+        async move {
+            match health.filter(|h| !h.is_ok()) {
+                Some(h) => (
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "unhealthy: the store cannot write ({}); new messages are refused\n",
+                        h.error().unwrap_or_default()
+                    ),
+                ),
+                None => (axum::http::StatusCode::OK, "ok\n".to_owned()),
+            }
+        }
+    };
+    let app = Router::new().route("/healthz", get(healthz)).route(
         "/metrics",
         get(move || {
             let metrics = metrics.clone();
@@ -116,11 +133,6 @@ impl Service {
         let mut engine = config.engine.clone();
         // Ambient jitter only needs to differ between runs and rooms.
         engine.seed = wall_clock().as_millis();
-        let personas: Vec<_> = engine
-            .personas
-            .iter()
-            .map(|p| (p.id.clone(), p.name.to_string()))
-            .collect();
         let store =
             Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
         let mut platforms: Vec<Arc<dyn Platform>> = Vec::new();
@@ -150,7 +162,7 @@ impl Service {
         let web = match &config.platforms.web {
             Some(settings) => {
                 let shown = store
-                    .shown_history(settings.history)
+                    .shown(settings.history)
                     .context("cannot read the web room's history from the store")?;
                 let web = WebPlatform::new(
                     WebConfig {
@@ -158,8 +170,10 @@ impl Service {
                         auth_token: settings.auth_token.clone(),
                         history: settings.history,
                         max_message_chars: 4000,
+                        allowed_origins: settings.allowed_origins.clone(),
+                        max_rooms_per_connection: settings.max_rooms_per_connection,
                     },
-                    &personas,
+                    &engine.personas,
                 )?;
                 // Before the runtime starts: replies it sends again must come
                 // after. The web room owns every room no other platform
@@ -193,6 +207,7 @@ impl Service {
                 },
                 shutdown_grace: config.runtime.shutdown_grace,
                 store: Some(store),
+                max_concurrent_turns: config.runtime.max_concurrent_turns,
             },
             platforms,
             Some(trace_tx),
@@ -218,8 +233,12 @@ impl Service {
             matrix.connect_runtime(runtime.handle());
             tasks.extend(matrix.start());
         }
+        let health = runtime.health();
+        if let Some(h) = &health {
+            metrics.watch_store(h.clone());
+        }
         let metrics_server = match config.server {
-            Some(listen) => Some(serve_metrics(listen, metrics.clone()).await?),
+            Some(listen) => Some(serve_metrics(listen, metrics.clone(), health).await?),
             None => None,
         };
         let listening = Listening {

@@ -151,7 +151,7 @@ async fn a_killed_service_restarts_with_nothing_lost_or_doubled() {
     .await;
     let ponder = id_of(&mut ws, "@Slow ponder this").await;
     store_until(&db, "Slow's turn running", |r| {
-        r.pending.iter().any(|t| t.persona.as_str() == "slow")
+        r.pending.iter().any(|t| t.turn.persona.as_str() == "slow")
     })
     .await;
 

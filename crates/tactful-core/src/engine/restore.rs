@@ -32,6 +32,17 @@ use crate::time::Timestamp;
 use crate::transcript::Entry;
 use crate::turn::{FlushTrigger, TurnKind};
 
+/// Why a turn that was running before a restart cannot be asked again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotResumed {
+    /// The persona is no longer in the config.
+    #[error("its persona is no longer configured")]
+    UnknownPersona,
+    /// None of the messages it answered can be found.
+    #[error("none of the messages it answered were kept")]
+    NoTriggers,
+}
+
 /// What the engine keeps about one room beyond its transcript.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoomSnapshot {
@@ -256,27 +267,38 @@ impl Engine {
 
     /// Asks again for a reply turn that was running when the process
     /// stopped, so a reply the engine had decided on is not lost. `msgs` are
-    /// the turn's triggers (ids no longer in the transcript are skipped);
-    /// `addressed` is the old request's flag, which decides whether floor
-    /// control applies. The turn keeps the rate-limit slot it had reserved.
-    /// Returns the new turn's id, or `None` when the persona or every
-    /// trigger is gone.
+    /// the turn's triggers: each is taken from the room's history, else
+    /// from `stored` (the messages as the store kept them: a trigger may
+    /// have left the history window while the turn waited). `addressed` is
+    /// the old request's flag, which decides whether floor control applies.
+    /// The turn keeps the rate-limit slot it had reserved.
     pub fn resume_turn(
         &mut self,
         now: Timestamp,
         room_id: &RoomId,
         persona: &PersonaId,
         msgs: &[MsgId],
+        stored: &[Message],
         addressed: bool,
-    ) -> Option<TurnId> {
-        let p = self.persona_index(persona.as_str())?;
-        let room = self.rooms.get_mut(room_id)?;
+    ) -> Result<TurnId, NotResumed> {
+        let p = self
+            .persona_index(persona.as_str())
+            .ok_or(NotResumed::UnknownPersona)?;
+        let personas = self.personas.clone();
+        let room = self.room_entry(room_id);
         let triggers: Vec<Arc<Entry>> = msgs
             .iter()
-            .filter_map(|id| room.history.get(id.as_str()).cloned())
+            .filter_map(|id| {
+                room.history.get(id.as_str()).cloned().or_else(|| {
+                    stored.iter().find(|m| m.id == *id).map(|m| {
+                        let author = persona_of(&personas, m.sender.id.as_str());
+                        Arc::new(Entry::of(m, author, m.sender.is_bot || author.is_some()))
+                    })
+                })
+            })
             .collect();
         if triggers.is_empty() {
-            return None;
+            return Err(NotResumed::NoTriggers);
         }
         let reserved = room.policies[p.0 as usize].rate_limit.is_some();
         if reserved {
@@ -296,7 +318,7 @@ impl Engine {
             answers_bot,
             None,
         );
-        Some(turn)
+        Ok(turn)
     }
 
     /// The room's state, created on first use.

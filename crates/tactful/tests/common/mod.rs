@@ -113,8 +113,21 @@ impl Service {
 pub type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// Opens the room's WebSocket as its own page would: with its origin.
+pub async fn open(ws_url: &str) -> Socket {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = ws_url.into_client_request().expect("a ws:// URL");
+    let origin = ws_url
+        .replacen("ws://", "http://", 1)
+        .trim_end_matches("/ws")
+        .to_owned();
+    req.headers_mut()
+        .insert("origin", origin.parse().expect("header"));
+    tokio_tungstenite::connect_async(req).await.expect("connect").0
+}
+
 pub async fn enter(ws_url: &str, name: &str) -> Socket {
-    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.expect("connect");
+    let mut ws = open(ws_url).await;
     say(&mut ws, json!({ "type": "hello", "name": name })).await;
     say(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
     ws

@@ -1,0 +1,600 @@
+//! The task that owns the engine: events in, effects out.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tactful_agents::{Agent, Deltas};
+use tactful_core::{
+    AgentResult, Counters, Engine, Message, Output, PersonaId, RoomId, TurnId, TurnKind, TurnRequest,
+};
+use tactful_store::{Op, PendingTurn};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::delivery::{DeliveryConfig, DeliveryEvent, Note, RoomDelivery, Streamed};
+use crate::persist::{Batch, Health, NotSaved, Persister};
+use crate::platform::Platform;
+use crate::restart::Restart;
+use crate::runtime::{Event, TraceEvent, wall_clock};
+
+/// A delivery job: the event, and for a reply the store's word that it is
+/// saved (sent only after that).
+type Job = (DeliveryEvent, Option<oneshot::Receiver<Result<(), NotSaved>>>);
+
+/// What the driver is built from, besides the engine.
+pub(crate) struct Parts {
+    pub agents: HashMap<String, Arc<dyn Agent>>,
+    pub delivery: DeliveryConfig,
+    pub grace: Duration,
+    pub platforms: Vec<Arc<dyn Platform>>,
+    pub trace: Option<mpsc::UnboundedSender<TraceEvent>>,
+    pub tx: mpsc::UnboundedSender<Event>,
+    pub persist: Option<Persister>,
+    pub max_turns: usize,
+    pub key_prefix: Arc<str>,
+}
+
+/// The task that owns the engine.
+pub(crate) struct Driver {
+    engine: Engine,
+    p: Parts,
+    health: Option<Arc<Health>>,
+    rooms: HashMap<RoomId, (mpsc::UnboundedSender<Job>, JoinHandle<()>)>,
+    /// Agent turns running, at most `max_turns`.
+    running: HashMap<TurnId, JoinHandle<()>>,
+    /// Turns waiting for a slot, oldest first.
+    queued: VecDeque<TurnRequest>,
+    /// What this event changed, saved when it is fully handled.
+    batch: Batch,
+    /// Counters as last saved.
+    counters: Counters,
+    /// Persona display names, for saving replies as the room heard them.
+    names: HashMap<PersonaId, Arc<str>>,
+    /// Delivery jobs queued and not yet done.
+    deliveries: usize,
+    /// The work in progress last traced.
+    busy: usize,
+    /// Turns (running, queued) last traced.
+    turns_traced: (usize, usize),
+    /// Set once a message was refused: a platform's sync state saved after
+    /// that would cover a message the store never took.
+    state_frozen: bool,
+    /// Whether the current run of refusals was logged.
+    refusal_logged: bool,
+}
+
+/// Streams an agent's text to the room's delivery worker as it arrives:
+/// appended to the turn's shared buffer, the worker told at most once
+/// until it reads.
+struct StreamTo {
+    turn: TurnId,
+    streamed: Arc<Streamed>,
+    room: Option<mpsc::UnboundedSender<Job>>,
+}
+
+impl Deltas for StreamTo {
+    fn delta(&mut self, piece: &str) {
+        if self.streamed.push(piece)
+            && let Some(room) = &self.room
+        {
+            let _ = room.send((DeliveryEvent::Partial { turn: self.turn }, None));
+        }
+    }
+}
+
+impl Driver {
+    pub fn new(engine: Engine, p: Parts) -> Driver {
+        let names = engine
+            .personas()
+            .iter()
+            .map(|s| (s.id.clone(), s.name.clone()))
+            .collect();
+        Driver {
+            counters: engine.counters(),
+            health: p.persist.as_ref().map(Persister::health),
+            engine,
+            p,
+            rooms: HashMap::new(),
+            running: HashMap::new(),
+            queued: VecDeque::new(),
+            batch: Batch::default(),
+            names,
+            deliveries: 0,
+            busy: 0,
+            turns_traced: (0, 0),
+            state_frozen: false,
+            refusal_logged: false,
+        }
+    }
+
+    fn trace(&self, event: TraceEvent) {
+        if let Some(t) = &self.p.trace {
+            let _ = t.send(event);
+        }
+    }
+
+    fn saving(&self) -> bool {
+        self.p.persist.is_some()
+    }
+
+    fn store_down(&self) -> Option<String> {
+        let h = self.health.as_ref()?;
+        (!h.is_ok()).then(|| h.error().unwrap_or_else(|| "unknown error".to_owned()))
+    }
+
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>, restart: Restart) {
+        let mut closing: Option<(oneshot::Sender<()>, tokio::time::Instant)> = None;
+        self.begin(restart);
+        loop {
+            let wake = self.engine.poll_timeout().map(|t| {
+                let wait = t.saturating_since(wall_clock());
+                tokio::time::Instant::now() + wait
+            });
+            let deadline = closing.as_ref().map(|(_, d)| *d);
+            tokio::select! {
+                event = rx.recv() => match event {
+                    Some(Event::Shutdown(done)) => {
+                        tracing::info!(turns = self.running.len(), queued = self.queued.len(), "shutting down");
+                        closing = Some((done, tokio::time::Instant::now() + self.p.grace));
+                    }
+                    Some(event) => self.on_event(event, closing.is_some()),
+                    None => break,
+                },
+                () = sleep_until(wake) => self.engine.handle_timeout(wall_clock()),
+                () = sleep_until(deadline) => {
+                    tracing::warn!(turns = self.running.len(), "shutdown grace over: cancelling turns in flight");
+                    for (_, task) in self.running.drain() {
+                        task.abort();
+                    }
+                }
+            }
+            self.drain();
+            if closing.is_none() {
+                self.fill();
+            }
+            self.report();
+            if closing.is_some() && self.running.is_empty() {
+                break;
+            }
+        }
+        // Let every room deliver what was decided, then stop.
+        for (_, (tx, worker)) in self.rooms.drain() {
+            drop(tx);
+            let _ = worker.await;
+        }
+        // What the workers reported meanwhile is saved too.
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                Event::Done(room, Some((local, platform))) => {
+                    self.batch.ops.push(Op::Delivered {
+                        room,
+                        local,
+                        platform,
+                    });
+                }
+                Event::Note(room, note) => self.note(room, note),
+                _ => {}
+            }
+        }
+        self.save();
+        if let Some(p) = self.p.persist.take() {
+            p.finish();
+        }
+        if let Some((done, _)) = closing {
+            let _ = done.send(());
+        }
+    }
+
+    /// Acts on what the restart left: turns asked again (their calls are in
+    /// the engine's outputs), replies sent again, placeholders removed.
+    fn begin(&mut self, restart: Restart) {
+        if !restart.from_store {
+            return;
+        }
+        self.trace(TraceEvent::Restored {
+            messages: restart.messages,
+            resumed: restart.resumed,
+            unsent: restart.unsent.len(),
+            stale_placeholders: restart.stale.len(),
+        });
+        for (t, reason) in restart.not_resumed {
+            self.trace(TraceEvent::NotResumed {
+                room: t.room,
+                persona: t.persona,
+                msgs: t.msgs,
+                reason,
+            });
+        }
+        self.batch
+            .ops
+            .extend(restart.ended.into_iter().map(Op::TurnEnded));
+        for (out, resume) in restart.unsent {
+            let room = out.room.clone();
+            self.deliver(&room, DeliveryEvent::Send(Box::new(out), Some(resume)), None);
+        }
+        for p in restart.stale {
+            let event = DeliveryEvent::Discard {
+                turn: p.turn,
+                persona: p.persona,
+                id: p.id,
+            };
+            self.deliver(&p.room, event, None);
+        }
+        self.drain();
+        self.fill();
+        self.report();
+    }
+
+    fn on_event(&mut self, event: Event, closing: bool) {
+        match event {
+            Event::Inbound(msg) => {
+                if !closing && self.take(&msg) {
+                    self.trace(TraceEvent::Inbound {
+                        room: msg.room.clone(),
+                    });
+                    self.engine.handle_message(wall_clock(), msg);
+                }
+            }
+            Event::InboundSaved(msg, also, ack) => {
+                if closing {
+                    let _ = ack.send(Err(NotSaved::Stopping));
+                } else if let Some(error) = self.store_down() {
+                    self.refuse(&msg);
+                    let _ = ack.send(Err(NotSaved::StoreDown(error)));
+                } else if self.take(&msg) {
+                    self.trace(TraceEvent::Inbound {
+                        room: msg.room.clone(),
+                    });
+                    if self.saving() {
+                        self.batch.ops.extend(also);
+                        self.batch.acks.push(ack);
+                    } else {
+                        let _ = ack.send(Ok(()));
+                    }
+                    self.engine.handle_message(wall_clock(), msg);
+                }
+            }
+            Event::Backlog(msg) => {
+                if !closing && self.take(&msg) {
+                    self.trace(TraceEvent::Backlog {
+                        room: msg.room.clone(),
+                        msg: msg.id.clone(),
+                    });
+                    self.engine.restore_message(msg);
+                }
+            }
+            Event::State(key, value) => {
+                // While closing, messages are no longer taken: a state
+                // covering them must not be saved either; nor after a
+                // message was refused.
+                if !closing && self.saving() && !self.state_frozen {
+                    self.batch.ops.push(Op::PlatformState { key, value });
+                }
+            }
+            Event::AgentDone(turn, result) => {
+                self.running.remove(&turn);
+                self.engine.handle_agent_result(wall_clock(), turn, result);
+            }
+            Event::Note(room, note) => self.note(room, note),
+            Event::Done(room, sent) => {
+                self.deliveries = self.deliveries.saturating_sub(1);
+                if let Some((local, platform)) = sent {
+                    self.engine.handle_sent(&room, &local, platform.clone());
+                    if self.saving() {
+                        self.batch.ops.push(Op::Delivered {
+                            room: room.clone(),
+                            local: local.clone(),
+                            platform: platform.clone(),
+                        });
+                    }
+                    self.trace(TraceEvent::Delivered {
+                        room,
+                        local,
+                        platform,
+                    });
+                }
+            }
+            Event::Shutdown(_) => {}
+        }
+    }
+
+    /// Whether an inbound message is taken: not while the store cannot
+    /// write. A taken one is queued for saving.
+    fn take(&mut self, msg: &Message) -> bool {
+        if self.store_down().is_some() {
+            self.refuse(msg);
+            return false;
+        }
+        self.refusal_logged = false;
+        if self.saving() {
+            self.batch.ops.push(Op::Heard(msg.clone()));
+        }
+        true
+    }
+
+    fn refuse(&mut self, msg: &Message) {
+        self.state_frozen = true;
+        if !self.refusal_logged {
+            self.refusal_logged = true;
+            tracing::warn!(
+                room = %msg.room,
+                "refusing messages while the store cannot write (see /healthz); platforms that sync will deliver them again after a restart"
+            );
+        }
+        self.trace(TraceEvent::Refused {
+            room: msg.room.clone(),
+        });
+    }
+
+    fn note(&mut self, room: RoomId, note: Note) {
+        if !self.saving() {
+            return;
+        }
+        self.batch.ops.push(match note {
+            Note::Placeholder { turn, persona, id } => Op::Placeholder {
+                turn,
+                room,
+                persona,
+                id,
+            },
+            Note::PlaceholderGone(turn) => Op::PlaceholderGone(turn),
+            Note::Part {
+                local,
+                part,
+                platform,
+            } => Op::PartDelivered {
+                room,
+                local,
+                part,
+                platform,
+            },
+        });
+    }
+
+    /// Acts on every pending engine output, then saves what changed.
+    fn drain(&mut self) {
+        while let Some(output) = self.engine.poll_output() {
+            self.act(output);
+        }
+        self.save();
+    }
+
+    /// Traces the work in progress when it changed.
+    fn report(&mut self) {
+        let turns = (self.running.len(), self.queued.len());
+        if turns != self.turns_traced {
+            self.turns_traced = turns;
+            self.trace(TraceEvent::Turns {
+                running: turns.0,
+                queued: turns.1,
+            });
+        }
+        let busy = self.engine.pending_work() + self.deliveries;
+        if busy != self.busy {
+            self.busy = busy;
+            self.trace(TraceEvent::Busy { work: busy });
+        }
+    }
+
+    /// Queues this event's changes for the store: the ops gathered while
+    /// acting, the rooms whose snapshot changed, and the counters.
+    fn save(&mut self) {
+        let Some(persist) = &self.p.persist else {
+            return;
+        };
+        let mut batch = std::mem::take(&mut self.batch);
+        for room in self.engine.take_changed_rooms() {
+            if let Some(snapshot) = self.engine.snapshot_room(&room) {
+                batch.ops.push(Op::Snapshot(room, snapshot));
+            }
+        }
+        let counters = self.engine.counters();
+        if counters != self.counters {
+            batch.ops.push(Op::Counters(counters.clone()));
+            self.counters = counters;
+        }
+        persist.save(batch);
+    }
+
+    /// Queues a job for `room`'s delivery worker, counted as work in
+    /// progress until the worker reports it done. Returns the worker's
+    /// queue (streaming edits go there directly, uncounted).
+    fn deliver(
+        &mut self,
+        room: &RoomId,
+        event: DeliveryEvent,
+        saved: Option<oneshot::Receiver<Result<(), NotSaved>>>,
+    ) -> mpsc::UnboundedSender<Job> {
+        let tx = self.room(room);
+        if tx.send((event, saved)).is_ok() {
+            self.deliveries += 1;
+        }
+        tx
+    }
+
+    fn room(&mut self, room: &RoomId) -> mpsc::UnboundedSender<Job> {
+        if let Some((tx, _)) = self.rooms.get(room) {
+            return tx.clone();
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+        let platforms = &self.p.platforms;
+        let platform = platforms
+            .iter()
+            .find(|p| p.owns(room))
+            .unwrap_or(&platforms[platforms.len() - 1])
+            .clone();
+        let engine = self.p.tx.clone();
+        let notes = {
+            let (engine, room) = (engine.clone(), room.clone());
+            Box::new(move |note| {
+                let _ = engine.send(Event::Note(room.clone(), note));
+            })
+        };
+        let mut delivery = RoomDelivery::new(
+            room.clone(),
+            platform,
+            self.p.delivery.clone(),
+            self.p.key_prefix.clone(),
+            notes,
+        );
+        let room_id = room.clone();
+        let worker = tokio::spawn(async move {
+            while let Some((event, saved)) = rx.recv().await {
+                if let Some(saved) = saved
+                    && let Ok(Err(e)) = saved.await
+                {
+                    // Not sent before it is saved (see `persist`); a change
+                    // the store refused for good is sent all the same.
+                    tracing::warn!(room = %room_id, "a reply is sent without being saved: {e}");
+                }
+                let counted = !matches!(event, DeliveryEvent::Partial { .. });
+                let sent = delivery.handle(event).await;
+                if counted || sent.is_some() {
+                    let _ = engine.send(Event::Done(room_id.clone(), sent));
+                }
+            }
+        });
+        self.rooms.insert(room.clone(), (tx.clone(), worker));
+        tx
+    }
+
+    fn act(&mut self, output: Output) {
+        self.trace(TraceEvent::Engine(output.clone()));
+        let saving = self.saving();
+        match output {
+            Output::Decision(d) => {
+                tracing::debug!(
+                    persona = %d.persona, room = %d.room, msg = %d.msg,
+                    outcome = d.outcome.as_str(), reason = d.reason.as_str(), "decision"
+                );
+                if saving {
+                    self.batch.ops.push(Op::Decision(d));
+                }
+            }
+            Output::CallAgent(req) => {
+                // Reply turns (and the gate deciding one) are resumed after
+                // a restart; ambient batches are back in their buffers.
+                let resumable = req.kind == TurnKind::Reply
+                    || (req.kind == TurnKind::Gate && req.flush_trigger.is_none());
+                if saving && resumable {
+                    self.batch.ops.push(Op::TurnStarted(PendingTurn {
+                        turn: req.turn,
+                        kind: req.kind,
+                        room: req.room.clone(),
+                        persona: req.persona.clone(),
+                        msgs: req.triggers.iter().map(|e| e.id.clone()).collect(),
+                        addressed: req.addressed,
+                    }));
+                }
+                self.queued.push_back(*req);
+            }
+            Output::Send(out) => {
+                let saved = saving.then(|| {
+                    let name = self
+                        .names
+                        .get(&out.persona)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::from(out.persona.as_str()));
+                    self.batch.ops.push(Op::Reply {
+                        heard: out.as_heard(name),
+                        out: out.clone(),
+                    });
+                    self.batch.ops.push(Op::TurnEnded(out.turn));
+                    let (ack, saved) = oneshot::channel();
+                    self.batch.acks.push(ack);
+                    saved
+                });
+                let room = out.room.clone();
+                self.deliver(&room, DeliveryEvent::Send(out, None), saved);
+            }
+            Output::Silent(end, _) | Output::Withheld(end, _) | Output::Error(end, _) => {
+                if saving {
+                    self.batch.ops.push(Op::TurnEnded(end.turn));
+                }
+                self.deliver(&end.room, DeliveryEvent::Quiet { turn: end.turn }, None);
+            }
+            Output::Cancelled(end, reason) => {
+                if let Some(task) = self.running.remove(&end.turn) {
+                    task.abort();
+                }
+                self.queued.retain(|r| r.turn != end.turn);
+                if saving {
+                    self.batch.ops.push(Op::TurnEnded(end.turn));
+                }
+                tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
+                self.deliver(&end.room, DeliveryEvent::Quiet { turn: end.turn }, None);
+            }
+            Output::Ambient(_) | Output::Dropped { .. } => {}
+        }
+    }
+
+    /// Starts queued turns while slots are free, oldest first.
+    fn fill(&mut self) {
+        while self.running.len() < self.p.max_turns {
+            let Some(req) = self.queued.pop_front() else {
+                break;
+            };
+            self.start_turn(req);
+        }
+    }
+
+    fn start_turn(&mut self, req: TurnRequest) {
+        let turn = req.turn;
+        let Some(agent) = self.p.agents.get(req.agent.as_ref()).cloned() else {
+            let result = AgentResult::Failed(format!("no agent named {:?}", req.agent));
+            let _ = self.p.tx.send(Event::AgentDone(turn, result));
+            self.running.insert(turn, tokio::spawn(async {}));
+            return;
+        };
+        let streamed = Arc::new(Streamed::default());
+        // Only replies stream into a placeholder: ambient batches are
+        // usually silent and gate answers are never shown.
+        let room = (req.kind == TurnKind::Reply).then(|| {
+            let start = DeliveryEvent::Start {
+                turn,
+                persona: req.persona.clone(),
+                thread: req.thread.clone(),
+                silence_token: req.silence_token.clone(),
+                streamed: streamed.clone(),
+            };
+            self.deliver(&req.room, start, None)
+        });
+        let done = self.p.tx.clone();
+        let trace = self.p.trace.clone();
+        let task = tokio::spawn(async move {
+            let mut sink = StreamTo { turn, streamed, room };
+            let result = match agent.run(&req, &mut sink).await {
+                Ok(reply) => {
+                    if let (Some(usage), Some(trace)) = (reply.usage, &trace) {
+                        let _ = trace.send(TraceEvent::Usage {
+                            persona: req.persona.clone(),
+                            agent: req.agent.clone(),
+                            usage,
+                        });
+                    }
+                    AgentResult::Output(reply.text)
+                }
+                Err(e) => {
+                    // The trace and the log get the reason, secrets masked:
+                    // an operator must be able to see why a turn failed.
+                    let reason = tactful_core::secrets::redact(&e.to_string()).into_owned();
+                    tracing::warn!(
+                        persona = %req.persona, room = %req.room, turn = %turn, agent = %req.agent,
+                        "agent turn failed: {reason}"
+                    );
+                    AgentResult::Failed(reason)
+                }
+            };
+            let _ = done.send(Event::AgentDone(turn, result));
+        });
+        self.running.insert(turn, task);
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

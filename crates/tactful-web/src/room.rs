@@ -1,0 +1,299 @@
+//! One room of the web room: its history, its members, and the order in
+//! which changes are shown.
+//!
+//! A message is shown only once it is stored, but it takes its place when
+//! it is made: each change waits in the room's queue until it and every
+//! change before it are ready, then all of them are published in order.
+//! So a reply stored a moment before the question it answers still appears
+//! after it, and a message the store refused is never shown at all.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+/// A member of a room as the page shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Member {
+    /// Account id (for mentions).
+    pub id: String,
+    /// Display name.
+    pub name: String,
+    /// Bot badge.
+    pub bot: bool,
+}
+
+/// A message as the page shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct WebMsg {
+    /// Its id (`w<n>`).
+    pub id: String,
+    /// Who wrote it.
+    pub sender: Member,
+    /// The text.
+    pub text: String,
+    /// What it replies to.
+    pub reply_to: Option<String>,
+    /// The replied-to message, quoted: who and what.
+    pub quote: Option<Value>,
+    /// When, RFC 3339.
+    pub time: String,
+}
+
+/// A change waiting for its turn to be shown.
+enum Change {
+    New(WebMsg),
+    Edit { id: String, text: String },
+    Delete { id: String },
+}
+
+struct Queued {
+    /// Which queued change this is, to mark it ready.
+    ticket: u64,
+    ready: bool,
+    /// Refused by the store: skipped, never shown.
+    dropped: bool,
+    change: Change,
+}
+
+/// A published event, by room: what the sessions of its members forward.
+pub type Event = (String, Value);
+
+/// One room's state.
+#[derive(Default)]
+pub struct Room {
+    history: VecDeque<WebMsg>,
+    /// People present, with how many of their connections are.
+    people: Vec<(Member, usize)>,
+    queue: VecDeque<Queued>,
+    next_ticket: u64,
+    /// Idempotency keys of reply parts shown or waiting, to their ids.
+    keys: HashMap<String, String>,
+    /// Ids in the history or waiting, with their keys.
+    key_of: HashMap<String, String>,
+}
+
+impl Room {
+    /// The message with this id, shown or waiting.
+    pub fn knows(&self, id: &str) -> bool {
+        self.history.iter().any(|m| m.id == id)
+            || self
+                .queue
+                .iter()
+                .any(|q| matches!(&q.change, Change::New(m) if m.id == id))
+    }
+
+    /// The id of the part sent before with `key`, if any.
+    pub fn by_key(&self, key: &str) -> Option<&str> {
+        self.keys.get(key).map(String::as_str)
+    }
+
+    /// The quote a reply to `reply_to` shows.
+    pub fn quote(&self, reply_to: Option<&str>) -> Option<Value> {
+        let r = reply_to?;
+        self.history
+            .iter()
+            .find(|m| m.id == r)
+            .map(|m| json!({ "sender_name": m.sender.name, "text": clip(&m.text, 200) }))
+    }
+
+    /// Puts a new message in line; returns its ticket.
+    pub fn queue_new(&mut self, msg: WebMsg, key: Option<String>, ready: bool) -> u64 {
+        if let Some(k) = key {
+            self.keys.insert(k.clone(), msg.id.clone());
+            self.key_of.insert(msg.id.clone(), k);
+        }
+        self.queue(Change::New(msg), ready)
+    }
+
+    /// Puts an edit in line, ready.
+    pub fn queue_edit(&mut self, id: String, text: String) {
+        self.queue(Change::Edit { id, text }, true);
+    }
+
+    /// Puts a deletion in line, ready.
+    pub fn queue_delete(&mut self, id: String) {
+        self.queue(Change::Delete { id }, true);
+    }
+
+    fn queue(&mut self, change: Change, ready: bool) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.queue.push_back(Queued {
+            ticket,
+            ready,
+            dropped: false,
+            change,
+        });
+        ticket
+    }
+
+    /// Marks a queued change stored (`ok`) or refused.
+    pub fn settle(&mut self, ticket: u64, ok: bool) {
+        if let Some(q) = self.queue.iter_mut().find(|q| q.ticket == ticket) {
+            q.ready = true;
+            q.dropped = !ok;
+            if !ok && let Change::New(m) = &q.change {
+                let id = m.id.clone();
+                self.forget_key(&id);
+            }
+        }
+    }
+
+    fn forget_key(&mut self, id: &str) {
+        if let Some(k) = self.key_of.remove(id) {
+            self.keys.remove(&k);
+        }
+    }
+
+    /// Shows every change at the head of the line that is ready, in order:
+    /// applies it to the history (keeping the newest `limit`) and
+    /// publishes it on `events` as `room`.
+    pub fn flush(&mut self, room: &str, limit: usize, events: &broadcast::Sender<Event>) {
+        while self.queue.front().is_some_and(|q| q.ready) {
+            let Some(q) = self.queue.pop_front() else { break };
+            if q.dropped {
+                continue;
+            }
+            let event = match q.change {
+                Change::New(m) => {
+                    let event = json!({ "type": "message", "room": room, "message": &m });
+                    self.history.push_back(m);
+                    while self.history.len() > limit {
+                        if let Some(old) = self.history.pop_front() {
+                            self.forget_key(&old.id);
+                        }
+                    }
+                    event
+                }
+                Change::Edit { id, text } => {
+                    if let Some(m) = self.history.iter_mut().find(|m| m.id == id) {
+                        m.text.clone_from(&text);
+                    }
+                    json!({ "type": "edit", "room": room, "id": id, "text": text })
+                }
+                Change::Delete { id } => {
+                    self.history.retain(|m| m.id != id);
+                    self.forget_key(&id);
+                    json!({ "type": "delete", "room": room, "id": id })
+                }
+            };
+            let _ = events.send((room.to_owned(), event));
+        }
+    }
+
+    /// Adds a restored message to the history directly (at start, before
+    /// anyone is connected).
+    pub fn restore(&mut self, msg: WebMsg, key: Option<String>, limit: usize) {
+        if let Some(k) = key {
+            self.keys.insert(k.clone(), msg.id.clone());
+            self.key_of.insert(msg.id.clone(), k);
+        }
+        self.history.push_back(msg);
+        while self.history.len() > limit {
+            if let Some(old) = self.history.pop_front() {
+                self.forget_key(&old.id);
+            }
+        }
+    }
+
+    /// The history, oldest first.
+    pub fn history(&self) -> impl Iterator<Item = &WebMsg> {
+        self.history.iter()
+    }
+
+    /// The people present.
+    pub fn people(&self) -> impl Iterator<Item = &Member> {
+        self.people.iter().map(|(m, _)| m)
+    }
+
+    /// One more connection of `member` is here; `true` when they were not
+    /// before (everyone is told then).
+    pub fn arrive(&mut self, member: &Member) -> bool {
+        match self.people.iter_mut().find(|(m, _)| m.id == member.id) {
+            Some((_, n)) => {
+                *n += 1;
+                false
+            }
+            None => {
+                self.people.push((member.clone(), 1));
+                true
+            }
+        }
+    }
+
+    /// One connection of the member `id` left; `true` when it was their
+    /// last (everyone is told then).
+    pub fn leave(&mut self, id: &str) -> bool {
+        let Some(i) = self.people.iter().position(|(m, _)| m.id == id) else {
+            return false;
+        };
+        self.people[i].1 -= 1;
+        if self.people[i].1 == 0 {
+            self.people.remove(i);
+            return true;
+        }
+        false
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(id: &str) -> Member {
+        Member {
+            id: id.to_owned(),
+            name: id.to_owned(),
+            bot: false,
+        }
+    }
+
+    #[test]
+    fn a_member_leaves_with_their_last_connection() {
+        let mut r = Room::default();
+        assert!(r.arrive(&member("web:Alice")), "first tab: everyone is told");
+        assert!(!r.arrive(&member("web:Alice")), "second tab: nothing new");
+        assert!(!r.leave("web:Alice"), "one tab closed: still here");
+        assert_eq!(r.people().count(), 1);
+        assert!(r.leave("web:Alice"), "the last tab closed: gone");
+        assert!(!r.leave("web:Alice"), "gone is gone");
+    }
+
+    #[test]
+    fn changes_are_shown_in_the_order_they_were_made() {
+        let (events, mut rx) = broadcast::channel(16);
+        let mut r = Room::default();
+        let msg = |id: &str| WebMsg {
+            id: id.to_owned(),
+            sender: member("web:A"),
+            text: id.to_owned(),
+            reply_to: None,
+            quote: None,
+            time: String::new(),
+        };
+        let question = r.queue_new(msg("w1"), None, false);
+        let answer = r.queue_new(msg("w2"), Some("k".into()), false);
+        let refused = r.queue_new(msg("w3"), None, false);
+        r.settle(answer, true);
+        r.flush("lobby", 10, &events);
+        assert!(rx.try_recv().is_err(), "the answer waits for the question");
+        r.settle(refused, false);
+        r.settle(question, true);
+        r.flush("lobby", 10, &events);
+        let shown: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|(_, v)| v["message"]["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        assert_eq!(shown, ["w1", "w2"], "in order, the refused one never");
+        assert_eq!(r.by_key("k"), Some("w2"));
+        assert!(!r.knows("w3"));
+    }
+}
