@@ -16,10 +16,10 @@
 //! Crash safety: each part of a reply is sent with an idempotency key
 //! (`<store id>:<turn>:<part>`), which platforms that can deduplicate use
 //! (the web room, Matrix transaction ids), and each part's delivery is
-//! reported ([`Note::Part`]) so a restart resumes after the parts that went
-//! out. Placeholders are reported too ([`Note::Placeholder`]): after a
-//! crash an unsent reply turns its old placeholder into the reply, and a
-//! placeholder whose turn has no reply is removed.
+//! recorded before the next part goes, so a restart resumes after the
+//! parts that went out. A placeholder is recorded before anything streams
+//! into it: after a crash an unsent reply turns its old placeholder into
+//! the reply, and a placeholder whose turn has no reply is removed.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -29,6 +29,9 @@ use std::time::Duration;
 use tactful_core::delivery::{EditThrottle, Visible, split_message, visible};
 use tactful_core::{MsgId, Outgoing, PersonaId, RoomId, ThreadId, TurnId};
 
+use tactful_store::Op;
+
+use crate::persist::Saver;
 use crate::platform::{OutMessage, Platform, PlatformError};
 use crate::runtime::wall_clock;
 
@@ -128,31 +131,6 @@ pub enum DeliveryEvent {
     },
 }
 
-/// What a worker reports back, to be saved.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Note {
-    /// A placeholder was posted for a turn.
-    Placeholder {
-        /// The turn.
-        turn: TurnId,
-        /// Who posted it.
-        persona: PersonaId,
-        /// Its platform id.
-        id: MsgId,
-    },
-    /// A turn's placeholder became its reply or was removed.
-    PlaceholderGone(TurnId),
-    /// One part of a reply went out.
-    Part {
-        /// The engine's id of the reply.
-        local: MsgId,
-        /// Which part.
-        part: usize,
-        /// Its platform id.
-        platform: MsgId,
-    },
-}
-
 struct Stream {
     persona: PersonaId,
     silence_token: Option<Arc<str>>,
@@ -187,18 +165,19 @@ pub struct RoomDelivery {
     streams: HashMap<TurnId, Stream>,
     /// Makes idempotency keys unique to this store.
     key_prefix: Arc<str>,
-    notes: Box<dyn Fn(Note) + Send + Sync>,
+    /// Where delivery progress is recorded, when there is a store.
+    saver: Option<Saver>,
 }
 
 impl RoomDelivery {
     /// Delivery for `room` through `platform`; `key_prefix` (the store's
-    /// id) makes part keys unique; `notes` receives what must be saved.
+    /// id) makes part keys unique; progress is recorded through `saver`.
     pub fn new(
         room: RoomId,
         platform: Arc<dyn Platform>,
         config: DeliveryConfig,
         key_prefix: Arc<str>,
-        notes: Box<dyn Fn(Note) + Send + Sync>,
+        saver: Option<Saver>,
     ) -> Self {
         RoomDelivery {
             room,
@@ -206,7 +185,24 @@ impl RoomDelivery {
             config,
             streams: HashMap::new(),
             key_prefix,
-            notes,
+            saver,
+        }
+    }
+
+    /// Records `op` before going on: a crash after this line finds it.
+    async fn record(&self, op: Op) {
+        if let Some(saver) = &self.saver
+            && let Err(e) = saver.save(vec![op]).await
+        {
+            tracing::warn!(room = %self.room, "delivery progress not saved: {e}");
+        }
+    }
+
+    /// Records that a turn's placeholder is gone (in order with what
+    /// follows; not waited for: a crash before it only removes it again).
+    fn placeholder_gone(&self, turn: TurnId) {
+        if let Some(saver) = &self.saver {
+            saver.save_later(vec![Op::PlaceholderGone(turn)]);
         }
     }
 
@@ -236,7 +232,7 @@ impl RoomDelivery {
             }
             DeliveryEvent::Discard { turn, persona, id } => {
                 self.remove_placeholder(&persona, &id).await;
-                (self.notes)(Note::PlaceholderGone(turn));
+                self.placeholder_gone(turn);
                 None
             }
         }
@@ -268,11 +264,15 @@ impl RoomDelivery {
             None
         };
         if let Some(id) = &placeholder {
-            (self.notes)(Note::Placeholder {
+            // On record before anything streams into it, so a crash never
+            // leaves text on screen that a restart does not know about.
+            self.record(Op::Placeholder {
                 turn,
+                room: self.room.clone(),
                 persona: persona.clone(),
                 id: id.clone(),
-            });
+            })
+            .await;
         }
         self.streams.insert(
             turn,
@@ -335,7 +335,7 @@ impl RoomDelivery {
         }) = self.streams.remove(&turn)
         {
             self.remove_placeholder(&persona, &id).await;
-            (self.notes)(Note::PlaceholderGone(turn));
+            self.placeholder_gone(turn);
         }
     }
 
@@ -351,6 +351,15 @@ impl RoomDelivery {
                 self.platform.edit(persona, &self.room, id, "\u{200b}")
             })
             .await;
+        }
+    }
+
+    fn part(&self, out: &Outgoing, part: usize, platform: &MsgId) -> Op {
+        Op::PartDelivered {
+            room: self.room.clone(),
+            local: out.id.clone(),
+            part,
+            platform: platform.clone(),
         }
     }
 
@@ -371,11 +380,7 @@ impl RoomDelivery {
         if resume.parts_done == 0 {
             first_id = self.send_first(&out, &parts[0], placeholder.as_ref()).await;
             if let Some(id) = &first_id {
-                (self.notes)(Note::Part {
-                    local: out.id.clone(),
-                    part: 0,
-                    platform: id.clone(),
-                });
+                self.record(self.part(&out, 0, id)).await;
             }
         } else if let Some(ph) = placeholder.as_ref().filter(|ph| first_id.as_ref() != Some(*ph)) {
             // The first part went out as a message of its own before the
@@ -384,16 +389,14 @@ impl RoomDelivery {
             self.remove_placeholder(&out.persona, ph).await;
         }
         if placeholder.is_some() {
-            (self.notes)(Note::PlaceholderGone(out.turn));
+            self.placeholder_gone(out.turn);
         }
         for (i, part) in parts.iter().enumerate().skip(resume.parts_done.max(1)) {
             let key = self.key(&out, i);
             if let Ok(id) = self.post(&out, part, None, &key).await {
-                (self.notes)(Note::Part {
-                    local: out.id.clone(),
-                    part: i,
-                    platform: id,
-                });
+                // Each part on record before the next: a crash resends at
+                // most the part in flight (and that one under the same key).
+                self.record(self.part(&out, i, &id)).await;
             }
         }
         first_id.map(|platform_id| (out.id, platform_id))

@@ -12,7 +12,7 @@ use tactful_store::{Op, PendingTurn};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::delivery::{DeliveryConfig, DeliveryEvent, Note, RoomDelivery, Streamed};
+use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Streamed};
 use crate::persist::{Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
 use crate::restart::Restart;
@@ -173,7 +173,6 @@ impl Driver {
                         platform,
                     });
                 }
-                Event::Note(room, note) => self.note(room, note),
                 _ => {}
             }
         }
@@ -276,7 +275,6 @@ impl Driver {
                 self.running.remove(&turn);
                 self.engine.handle_agent_result(wall_clock(), turn, result);
             }
-            Event::Note(room, note) => self.note(room, note),
             Event::Done(room, sent) => {
                 self.deliveries = self.deliveries.saturating_sub(1);
                 if let Some((local, platform)) = sent {
@@ -324,31 +322,6 @@ impl Driver {
         }
         self.trace(TraceEvent::Refused {
             room: msg.room.clone(),
-        });
-    }
-
-    fn note(&mut self, room: RoomId, note: Note) {
-        if !self.saving() {
-            return;
-        }
-        self.batch.ops.push(match note {
-            Note::Placeholder { turn, persona, id } => Op::Placeholder {
-                turn,
-                room,
-                persona,
-                id,
-            },
-            Note::PlaceholderGone(turn) => Op::PlaceholderGone(turn),
-            Note::Part {
-                local,
-                part,
-                platform,
-            } => Op::PartDelivered {
-                room,
-                local,
-                part,
-                platform,
-            },
         });
     }
 
@@ -425,18 +398,12 @@ impl Driver {
             .unwrap_or(&platforms[platforms.len() - 1])
             .clone();
         let engine = self.p.tx.clone();
-        let notes = {
-            let (engine, room) = (engine.clone(), room.clone());
-            Box::new(move |note| {
-                let _ = engine.send(Event::Note(room.clone(), note));
-            })
-        };
         let mut delivery = RoomDelivery::new(
             room.clone(),
             platform,
             self.p.delivery.clone(),
             self.p.key_prefix.clone(),
-            notes,
+            self.p.persist.as_ref().map(Persister::saver),
         );
         let room_id = room.clone();
         let worker = tokio::spawn(async move {

@@ -24,7 +24,7 @@ use tactful_store::{LoadLimits, Op, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::delivery::{DeliveryConfig, Note};
+use crate::delivery::DeliveryConfig;
 use crate::driver::Driver;
 use crate::persist::{Ack, Health, NotSaved, Persister, Saver};
 use crate::platform::Platform;
@@ -170,8 +170,6 @@ pub(crate) enum Event {
     Backlog(Message),
     State(String, String),
     AgentDone(TurnId, AgentResult),
-    /// What a room worker reports as it goes, to be saved.
-    Note(RoomId, Note),
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
     Done(RoomId, Option<(MsgId, MsgId)>),

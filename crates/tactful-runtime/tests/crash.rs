@@ -477,8 +477,18 @@ async fn mentions_in_many_rooms_wait_their_turn_in_order() {
     .expect("all answered");
     assert!(most_queued >= 5, "the rest waited: at most {most_queued} queued");
     assert_eq!(agent.most.load(Ordering::SeqCst), 2);
-    let order: Vec<String> = agent.triggers.lock().expect("lock").clone();
-    let expected: Vec<String> = (0..8).map(|i| format!("q{i}")).collect();
-    assert_eq!(order, expected, "started in the order they were decided");
+    // Started in the order they were decided (two that start together may
+    // note themselves in either order).
+    let order: Vec<usize> = agent
+        .triggers
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|t| t.strip_prefix('q').and_then(|n| n.parse().ok()))
+        .collect();
+    assert_eq!(order.len(), 8);
+    for (i, q) in order.iter().enumerate() {
+        assert!(i.abs_diff(*q) < 2, "q{q} started {i}th: {order:?}");
+    }
     rt.shutdown().await;
 }
