@@ -231,7 +231,10 @@ impl RoomDelivery {
                 None
             }
             DeliveryEvent::Discard { turn, persona, id } => {
-                self.remove_placeholder(&persona, &id).await;
+                if let Some(id) = self.resolve(turn, &persona, id).await {
+                    tracing::debug!(room = %self.room, %turn, %id, "removing a placeholder left by a restart");
+                    self.remove_placeholder(&persona, &id).await;
+                }
                 self.placeholder_gone(turn);
                 None
             }
@@ -246,34 +249,26 @@ impl RoomDelivery {
         silence: Option<Arc<str>>,
         streamed: Arc<Streamed>,
     ) {
-        let caps = self.platform.capabilities();
-        let placeholder = if caps.can_edit {
-            let text = self.config.placeholder.clone();
-            let msg = OutMessage {
-                persona: &persona,
-                room: &self.room,
-                thread: thread.as_ref(),
-                text: &text,
-                reply_to: None,
-                key: None,
-            };
-            twice("posting a placeholder", &self.room, || self.platform.send(msg))
-                .await
-                .ok()
-        } else {
-            None
-        };
-        if let Some(id) = &placeholder {
-            // On record before anything streams into it, so a crash never
-            // leaves text on screen that a restart does not know about.
-            self.record(Op::Placeholder {
+        let placeholder = if self.platform.capabilities().can_edit {
+            // On record before it is posted (its id still unknown) and again
+            // after: a crash at any point leaves a record a restart finds,
+            // and posting again under the same key finds the message.
+            let record = |id: &str| Op::Placeholder {
                 turn,
                 room: self.room.clone(),
                 persona: persona.clone(),
-                id: id.clone(),
-            })
-            .await;
-        }
+                id: MsgId::new(id),
+            };
+            self.record(record("")).await;
+            let id = self.post_placeholder(turn, &persona, thread.as_ref()).await;
+            if let Some(id) = &id {
+                tracing::debug!(room = %self.room, %turn, %id, "placeholder posted");
+                self.record(record(id.as_str())).await;
+            }
+            id
+        } else {
+            None
+        };
         self.streams.insert(
             turn,
             Stream {
@@ -285,6 +280,37 @@ impl RoomDelivery {
                 streamed,
             },
         );
+    }
+
+    /// Posts a turn's placeholder under its key; the same call after a
+    /// crash finds the one posted before (where the platform deduplicates).
+    async fn post_placeholder(
+        &self,
+        turn: TurnId,
+        persona: &PersonaId,
+        thread: Option<&ThreadId>,
+    ) -> Option<MsgId> {
+        let key = format!("{}:{}:p", self.key_prefix, turn.0);
+        let msg = OutMessage {
+            persona,
+            room: &self.room,
+            thread,
+            text: &self.config.placeholder,
+            reply_to: None,
+            key: Some(&key),
+        };
+        twice("posting a placeholder", &self.room, || self.platform.send(msg))
+            .await
+            .ok()
+    }
+
+    /// A placeholder from before a restart, by id: recorded without one
+    /// when the crash came while it was being posted.
+    async fn resolve(&self, turn: TurnId, persona: &PersonaId, id: MsgId) -> Option<MsgId> {
+        if !id.as_str().is_empty() {
+            return Some(id);
+        }
+        self.post_placeholder(turn, persona, None).await
     }
 
     async fn partial(&mut self, turn: TurnId) {
@@ -370,16 +396,19 @@ impl RoomDelivery {
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
         let caps = self.platform.capabilities();
         let resume = resume.unwrap_or_default();
-        let placeholder = self
-            .streams
-            .remove(&out.turn)
-            .and_then(|s| s.placeholder)
-            .or(resume.placeholder.clone());
+        let placeholder = match self.streams.remove(&out.turn) {
+            Some(s) => s.placeholder,
+            None => match resume.placeholder.clone() {
+                Some(id) => self.resolve(out.turn, &out.persona, id).await,
+                None => None,
+            },
+        };
         let parts = split_message(&out.text, caps.max_message_chars);
         let mut first_id = resume.first_id.clone();
         if resume.parts_done == 0 {
             first_id = self.send_first(&out, &parts[0], placeholder.as_ref()).await;
             if let Some(id) = &first_id {
+                tracing::debug!(room = %self.room, reply = %out.id, part = 0, %id, "part delivered");
                 self.record(self.part(&out, 0, id)).await;
             }
         } else if let Some(ph) = placeholder.as_ref().filter(|ph| first_id.as_ref() != Some(*ph)) {
@@ -394,6 +423,7 @@ impl RoomDelivery {
         for (i, part) in parts.iter().enumerate().skip(resume.parts_done.max(1)) {
             let key = self.key(&out, i);
             if let Ok(id) = self.post(&out, part, None, &key).await {
+                tracing::debug!(room = %self.room, reply = %out.id, part = i, %id, "part delivered");
                 // Each part on record before the next: a crash resends at
                 // most the part in flight (and that one under the same key).
                 self.record(self.part(&out, i, &id)).await;

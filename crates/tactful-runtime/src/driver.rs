@@ -165,15 +165,12 @@ impl Driver {
         }
         // What the workers reported meanwhile is saved too.
         while let Ok(event) = rx.try_recv() {
-            match event {
-                Event::Done(room, Some((local, platform))) => {
-                    self.batch.ops.push(Op::Delivered {
-                        room,
-                        local,
-                        platform,
-                    });
-                }
-                _ => {}
+            if let Event::Done(room, Some((local, platform))) = event {
+                self.batch.ops.push(Op::Delivered {
+                    room,
+                    local,
+                    platform,
+                });
             }
         }
         self.save();

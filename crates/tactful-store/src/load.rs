@@ -374,7 +374,10 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    fn placeholders(&self) -> Result<Vec<Placeholder>, StoreError> {
+    /// Streaming placeholders still on record (a platform that hands out
+    /// its own ids must never give one of these to a new message: a
+    /// restart deletes them).
+    pub fn placeholders(&self) -> Result<Vec<Placeholder>, StoreError> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT turn, room, persona, platform_id FROM placeholders ORDER BY turn")?;

@@ -47,7 +47,7 @@ use tactful_core::{MsgId, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, wall_clock};
 use tactful_store::Op;
 pub use tactful_store::ShownMessage;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use crate::access::Access;
 use crate::identity::Lookalikes;
@@ -108,7 +108,10 @@ struct Shared {
     events: broadcast::Sender<room::Event>,
     next_id: AtomicU64,
     config: WebConfig,
-    runtime: Mutex<Option<RuntimeHandle>>,
+    /// The runtime's handle, once connected. The runtime may ask the room
+    /// to deliver before it is (replies left from before a restart), so
+    /// deliveries wait for it: a reply must be stored before it is shown.
+    runtime: watch::Sender<Option<RuntimeHandle>>,
     /// Set when the listener is bound (its port completes the origins).
     access: OnceLock<Access>,
 }
@@ -126,6 +129,9 @@ impl std::fmt::Debug for WebPlatform {
             .finish()
     }
 }
+
+/// How long a delivery waits for the runtime to connect.
+const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How many events a connection may be behind before it is resynced.
 const EVENT_BACKLOG: usize = 1024;
@@ -156,7 +162,7 @@ impl WebPlatform {
                 events,
                 next_id: AtomicU64::new(1),
                 config,
-                runtime: Mutex::new(None),
+                runtime: watch::channel(None).0,
                 access: OnceLock::new(),
             }),
         })
@@ -198,6 +204,18 @@ impl WebPlatform {
         self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
     }
 
+    /// Ids that must not be handed out again though they are not in the
+    /// history: placeholders on record, which a restart deletes (a new
+    /// message given such an id would be deleted with it).
+    pub fn reserve_ids<'a>(&self, ids: impl IntoIterator<Item = &'a MsgId>) {
+        let highest = ids
+            .into_iter()
+            .filter_map(|id| id.as_str().strip_prefix('w').and_then(|n| n.parse::<u64>().ok()))
+            .max()
+            .unwrap_or(0);
+        self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
+    }
+
     /// The configured listen address.
     pub fn listen(&self) -> SocketAddr {
         self.shared.config.listen
@@ -205,9 +223,7 @@ impl WebPlatform {
 
     /// Where people's messages go: the runtime's inbound handle.
     pub fn connect_runtime(&self, handle: RuntimeHandle) {
-        if let Ok(mut r) = self.shared.runtime.lock() {
-            *r = Some(handle);
-        }
+        self.shared.runtime.send_replace(Some(handle));
     }
 
     /// Binds the listener and serves the page and the WebSocket until the
@@ -255,11 +271,21 @@ impl Shared {
     }
 
     fn runtime(&self) -> Option<RuntimeHandle> {
-        self.runtime.lock().ok().and_then(|r| r.clone())
+        self.runtime.borrow().clone()
     }
 
-    fn saver(&self) -> Option<Saver> {
-        self.runtime().and_then(|r| r.saver().cloned())
+    /// Where deliveries are stored: waits for the runtime to connect (a
+    /// runtime delivers only to platforms it was given, which are connected
+    /// right after it starts).
+    async fn saver(&self) -> Result<Option<Saver>, PlatformError> {
+        let mut rx = self.runtime.subscribe();
+        let connected = tokio::time::timeout(CONNECT_WAIT, rx.wait_for(Option::is_some)).await;
+        match connected {
+            Ok(Ok(handle)) => Ok(handle.as_ref().and_then(|h| h.saver().cloned())),
+            _ => Err(PlatformError(
+                "the web room was never connected to the runtime".into(),
+            )),
+        }
     }
 
     /// Marks a queued change stored or refused, and shows what is ready.
@@ -312,7 +338,7 @@ impl Platform for WebPlatform {
                 .cloned()
                 .ok_or_else(|| PlatformError(format!("no persona {} in the web room", msg.persona)))?;
             let room = msg.room.as_str();
-            let saver = shared.saver();
+            let saver = shared.saver().await?;
             let time = wall_clock();
             let queued = shared.with_rooms(|rooms| {
                 let r = rooms.entry(room.to_owned()).or_default();
@@ -368,7 +394,7 @@ impl Platform for WebPlatform {
             })??;
             // A lost edit costs only the newest text of a streaming reply;
             // the final reply is sent again if its delivery was not saved.
-            if let Some(saver) = shared.saver() {
+            if let Some(saver) = shared.saver().await? {
                 saver.save_later(vec![Op::ShownEdit {
                     room: room.clone(),
                     id: id.clone(),
@@ -393,7 +419,7 @@ impl Platform for WebPlatform {
                     r.flush(room.as_str(), shared.config.history, &shared.events);
                 }
             })?;
-            if let Some(saver) = shared.saver() {
+            if let Some(saver) = shared.saver().await? {
                 saver.save_later(vec![Op::ShownDelete {
                     room: room.clone(),
                     id: id.clone(),

@@ -183,6 +183,10 @@ impl Service {
                         .into_iter()
                         .filter(|m| !platforms.iter().any(|p| p.owns(&m.room))),
                 );
+                let placeholders = store
+                    .placeholders()
+                    .context("cannot read the streaming placeholders from the store")?;
+                web.reserve_ids(placeholders.iter().map(|p| &p.id));
                 platforms.push(Arc::new(web.clone()));
                 Some(web)
             }
