@@ -51,7 +51,7 @@ fn header_incomplete(partial: &str) -> bool {
     // A complete header ends at a line break or where text starts; a body
     // that is empty, a lone `[` (half of the next `[[`), or itself begins a
     // new `[[` may still be header.
-    let rest = body.trim_start_matches([' ', '\t']);
+    let rest = body.trim_start();
     rest.is_empty() || rest == "[" || (rest.starts_with("[[") && header_incomplete(rest))
 }
 
@@ -80,10 +80,20 @@ pub fn visible<'a>(partial: &'a str, silence_token: Option<&str>) -> Visible<'a>
 /// never inside a character). A code fence open at a cut is closed at the
 /// end of the part and reopened, with its info string, at the start of the
 /// next, so every part renders as the writer meant. `limit` is clamped to
-/// at least 16 so a fence always fits.
+/// at least 16 so a fence always fits. A text longer than `limit` comes
+/// back with `\n` line ends only (`\r\n` and a lone `\r` are line ends to
+/// renderers too).
 pub fn split_message(text: &str, limit: usize) -> Vec<String> {
     const CLOSE: &str = "\n```";
     let limit = limit.max(16);
+    // Renderers end a line at `\r` too: a fence followed by a lone `\r` is
+    // a fence line of its own, so it is one here as well.
+    let text = if text.contains('\r') {
+        std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    };
+    let text = text.as_ref();
     if text.chars().count() <= limit {
         return vec![text.to_owned()];
     }
@@ -111,6 +121,9 @@ pub fn split_message(text: &str, limit: usize) -> Vec<String> {
         let shortened;
         let line = if is_fence_line && line.chars().count() > piece_max {
             shortened = shorten_fence(line, piece_max);
+            shortened.as_str()
+        } else if !is_fence_line && line.chars().count() > piece_max {
+            shortened = squeeze_before_backticks(line, piece_max / 2);
             shortened.as_str()
         } else {
             line
@@ -172,10 +185,38 @@ fn is_fence(line: &str) -> bool {
 /// indentation dropped and its info string clipped.
 fn shorten_fence(line: &str, max: usize) -> String {
     let newline = if line.ends_with('\n') { "\n" } else { "" };
+    // Spaces between the backticks and the info string go first, so a
+    // fence with an info string never shortens into a bare (closing) one.
     let fence = line.trim();
+    let info = fence.trim_start_matches('`');
+    let fence = format!("{}{}", &fence[..fence.len() - info.len()], info.trim_start());
     let keep = max.saturating_sub(newline.len()).max(3);
     let mut out: String = fence.chars().take(keep).collect();
     out.push_str(newline);
+    out
+}
+
+/// `line` with every whitespace run longer than `max` characters that
+/// stands right before ```` ``` ```` squeezed to one space. Some cut would
+/// otherwise have to fall inside that run, and the part after it would
+/// start (after its spaces) with backticks: a fence to every renderer.
+fn squeeze_before_backticks(line: &str, max: usize) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find("```") {
+        let before = &rest[..at];
+        let text = before.trim_end();
+        if before[text.len()..].chars().count() > max {
+            out.push_str(text);
+            out.push(' ');
+        } else {
+            out.push_str(before);
+        }
+        let run = rest[at..].len() - rest[at..].trim_start_matches('`').len();
+        out.push_str(&rest[at..at + run]);
+        rest = &rest[at + run..];
+    }
+    out.push_str(rest);
     out
 }
 
@@ -206,10 +247,15 @@ fn cut_point(s: &str, max_chars: usize) -> usize {
     }
     if is_fence(&s[at..]) {
         // Backticks from the second character on: cut after the whole run
-        // if it fits (a run longer than a part cannot be kept whole).
+        // if it fits, else inside it, leaving two (not a fence) for the
+        // next part; a run longer than a part cannot be kept whole.
         let after_run = s.len() - s[at..].trim_start().trim_start_matches('`').len();
         if s[..after_run].chars().count() <= max_chars {
             return after_run;
+        }
+        let inside = after_run - 2;
+        if inside > first && s[..inside].chars().count() <= max_chars && !is_fence(&s[..inside]) {
+            return inside;
         }
         return hard.max(first);
     }
@@ -361,6 +407,72 @@ mod tests {
             assert!(p.chars().count() <= 30);
         }
         assert!(parts.concat().contains("code"));
+    }
+
+    /// Found by the split_message fuzz target: backticks mid-line after more
+    /// spaces than fit in a part made a part start with spaces and a fence.
+    #[test]
+    fn no_part_starts_with_backticks_after_spaces() {
+        for spaces in [2, 6, 13, 40] {
+            for run in 3..6 {
+                let text = format!(
+                    "fn b({}{} x y z and more words",
+                    " ".repeat(spaces),
+                    "`".repeat(run)
+                );
+                let parts = split_message(&text, 16);
+                for p in &parts {
+                    assert!(!p.trim_start().starts_with("```"), "{text:?} -> {parts:?}");
+                    assert!(p.chars().count() <= 16, "{parts:?}");
+                }
+                let words: String = parts.concat().split_whitespace().collect();
+                assert_eq!(words, text.split_whitespace().collect::<String>(), "{parts:?}");
+            }
+        }
+    }
+
+    /// Found by the split_message fuzz target: inside a block, a long fence
+    /// line with an info string (`\r` or spaces before it) was shortened
+    /// into a bare fence, which closed the block early.
+    #[test]
+    fn a_shortened_fence_line_inside_a_block_does_not_close_it() {
+        for inner in [
+            "```   rer and a long tail of words",
+            "```\t  rer:\0\0 and a long tail",
+        ] {
+            let text = format!("```rust\nlet a = 1;\n{inner}\nlet b = 2;\n```\nafter the block");
+            let parts = split_message(&text, 16);
+            let last = parts.last().expect("parts");
+            assert!(last.contains("after"), "{parts:?}");
+            assert!(
+                !last.contains("```"),
+                "the block closes before `after`: {parts:?}"
+            );
+            for p in &parts[..parts.len() - 1] {
+                assert!(!open_after(p), "each part closes its block: {parts:?}");
+            }
+        }
+    }
+
+    /// A lone `\r` ends a line for renderers, so `` ```\r `` is a bare fence.
+    #[test]
+    fn a_lone_carriage_return_is_a_line_end() {
+        let text = "```rust\nlet a = 1;\n```\r after the block, in plain text";
+        let parts = split_message(text, 16);
+        assert!(parts.iter().all(|p| !p.contains('\r')), "{parts:?}");
+        assert!(parts.iter().all(|p| !open_after(p)), "{parts:?}");
+    }
+
+    /// Whether a code block is open at the end of `text`, as renderers see it.
+    fn open_after(text: &str) -> bool {
+        text.lines().fold(false, |open, l| {
+            let l = l.trim();
+            if !l.starts_with("```") {
+                open
+            } else {
+                !open || l != "```"
+            }
+        })
     }
 
     #[test]

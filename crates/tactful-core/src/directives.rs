@@ -7,12 +7,13 @@
 //!
 //! Grammar, as implemented:
 //! - leading whitespace is skipped; then each `[[key:value]]` is a directive;
-//!   several may share a line, and a line break after one continues the
-//!   header on the next line;
-//! - text after a directive on the same line ends the header: it is the
-//!   start of the body;
-//! - `[[Word]]` (no colon), a blank line, or any other text ends the header
-//!   and stays in the body; a directive on a later line is body text;
+//!   any whitespace between directives (spaces, line breaks, blank lines)
+//!   continues the header, so a body never begins with a directive (which
+//!   would otherwise flash raw while streaming);
+//! - the first other text ends the header: it is the start of the body,
+//!   after the spaces and the one line end that follow the last directive;
+//! - `[[Word]]` (no colon) or any other text ends the header and stays in
+//!   the body; a directive after body text is body text;
 //! - keys are trimmed and compared without case; unknown keys are ignored
 //!   (and reported, so typos like `reply-to` show in the trace);
 //! - `reply_to` takes 1–255 characters from ASCII letters, digits and
@@ -20,7 +21,7 @@
 //!   ids like `$Zx9…` or `$local:server`); an
 //!   invalid value is dropped and reported; when the key repeats, the last
 //!   valid value wins;
-//! - CRLF line endings are handled like LF.
+//! - CRLF and a lone CR are line ends like LF.
 
 /// The longest `reply_to` value accepted.
 pub const MAX_REPLY_TO_LEN: usize = 255;
@@ -65,21 +66,15 @@ pub fn parse(output: &str) -> (Directives, &str) {
         apply(&mut d, key.trim(), value.trim());
         d.present = true;
         rest = &after_open[close + 2..];
-        body_start = rest;
-        // Spaces or tabs after a directive are not body text.
+        // The body starts after spaces and one line end (`\r` ends a line
+        // for renderers too); another directive may follow after any
+        // whitespace, so a body never begins with what parses as one.
         let trimmed = rest.trim_start_matches([' ', '\t']);
-        if let Some(next) = trimmed
+        body_start = trimmed
             .strip_prefix("\r\n")
-            .or_else(|| trimmed.strip_prefix('\n'))
-        {
-            rest = next;
-            body_start = next;
-        } else if trimmed.starts_with("[[") {
-            rest = trimmed;
-        } else {
-            body_start = trimmed;
-            break;
-        }
+            .or_else(|| trimmed.strip_prefix(['\n', '\r']))
+            .unwrap_or(trimmed);
+        rest = rest.trim_start();
     }
     if !d.present {
         return (d, output);
@@ -127,6 +122,24 @@ mod tests {
         assert_eq!(body, "Sure.");
     }
 
+    /// Found by the streaming fuzz target: after a lone `\r` (or a blank
+    /// line, or a vertical tab) the next `[[key:value]]` became body text,
+    /// which then showed as a header while streaming.
+    #[test]
+    fn a_body_never_begins_with_a_directive() {
+        for out in [
+            "[[a:1]]\r[[reply_to:m2]]\rhi",
+            "[[a:1]]\n\n[[reply_to:m2]]\nhi",
+            "[[a:1]]\u{b}[[reply_to:m2]] hi",
+            "[[a:1]]\n  [[reply_to:m2]]\nhi",
+        ] {
+            let (d, body) = parse(out);
+            assert_eq!(d.reply_to.as_deref(), Some("m2"), "{out:?}");
+            assert_eq!(body, "hi", "{out:?}");
+            assert!(!parse(body).0.present, "{out:?}");
+        }
+    }
+
     #[test]
     fn crlf_and_multiple_lines() {
         let (d, body) = parse("[[reply_to:a]]\r\n[[reply_to:b]]\r\nline one\r\nline two");
@@ -172,9 +185,9 @@ mod tests {
         let (d, body) = parse("Hello\n[[reply_to:m1]]");
         assert!(!d.present);
         assert_eq!(body, "Hello\n[[reply_to:m1]]");
-        let (d, body) = parse("[[reply_to:m1]]\n\n[[reply_to:m2]]\nx");
-        assert_eq!(d.reply_to.as_deref(), Some("m1"), "a blank line ends the header");
-        assert_eq!(body, "\n[[reply_to:m2]]\nx");
+        let (d, body) = parse("[[reply_to:m1]]\nText\n[[reply_to:m2]]\nx");
+        assert_eq!(d.reply_to.as_deref(), Some("m1"), "text ends the header");
+        assert_eq!(body, "Text\n[[reply_to:m2]]\nx");
     }
 
     #[test]

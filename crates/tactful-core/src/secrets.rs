@@ -103,19 +103,26 @@ fn percent_encode(s: &str) -> String {
 /// `Authorization`...): its value is masked in error output and registered.
 pub fn is_secret_name(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
-    [
-        "key",
-        "token",
-        "password",
-        "passwd",
-        "secret",
-        "credential",
-        "auth",
-        "cookie",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+    SECRET_WORDS.iter().any(|w| n.contains(w)) && !NOT_SECRET.contains(&n.as_str())
 }
+
+/// tactful's own settings whose names contain a secret word but whose
+/// values are not secret: masking `silence_token = "NO_REPLY"` would also
+/// redact every `NO_REPLY` from the logs.
+const NOT_SECRET: &[&str] = &["silence_token", "max_tokens", "max_completion_tokens"];
+
+/// The words that make a name secret-valued, for code that has to find such
+/// names in text (`tactful check` masks `key = value` pairs with them).
+pub const SECRET_WORDS: &[&str] = &[
+    "key",
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "credential",
+    "auth",
+    "cookie",
+];
 
 #[cfg(test)]
 mod tests {

@@ -92,8 +92,13 @@ struct Masked {
 /// `matrix = { user_id = "@a:b", password = "hunter2" }`.
 fn mask_secrets(line: &str, col: usize) -> Masked {
     static PAIR: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
-        Regex::new(r#"([A-Za-z0-9_-]+|"[^"]*")\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}\]#]+)"#)
-            .expect("a valid pattern")
+        // Only secret-named keys are matched, so a pair before one (even a
+        // malformed `0=auth_token = "..."`) cannot swallow it.
+        Regex::new(&format!(
+            r#"(?i)"?([a-z0-9_-]*(?:{})[a-z0-9_-]*)"?\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}}\]#]+)"#,
+            tactful_core::secrets::SECRET_WORDS.join("|")
+        ))
+        .expect("a valid pattern")
     });
     let mut out = String::with_capacity(line.len());
     let mut values = Vec::new();
@@ -104,7 +109,7 @@ fn mask_secrets(line: &str, col: usize) -> Masked {
         let (Some(key), Some(value)) = (c.get(1), c.get(2)) else {
             continue;
         };
-        if !tactful_core::secrets::is_secret_name(key.as_str().trim_matches('"')) {
+        if !tactful_core::secrets::is_secret_name(key.as_str()) {
             continue;
         }
         let raw = value.as_str();
@@ -1899,6 +1904,24 @@ agent = "main"
 kind = "script"
 rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button." }]
 "#;
+
+    /// Found by the config fuzz target: a malformed pair before a secret
+    /// one (`0=auth_token = "..."`) used to be matched as the pair, so the
+    /// token itself went out unmasked.
+    #[test]
+    fn a_pair_before_a_secret_does_not_hide_it_from_the_mask() {
+        for line in [
+            r#"0=auth_token = "s3cr3t-value""#,
+            r#"x = 1, password = "s3cr3t-value""#,
+            r#"m = { user = "u", "api_key" = 's3cr3t-value' }"#,
+        ] {
+            let masked = mask_secrets(line, 1);
+            assert!(!masked.line.contains("s3cr3t-value"), "{line} -> {}", masked.line);
+            assert!(masked.line.contains("***"), "{}", masked.line);
+        }
+        let plain = mask_secrets(r#"model = "gpt-4o""#, 1);
+        assert!(plain.line.contains("gpt-4o"), "{}", plain.line);
+    }
 
     #[test]
     fn minimal_config_loads_with_defaults() {

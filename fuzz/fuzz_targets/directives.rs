@@ -1,0 +1,4 @@
+//! See `tactful_props::directives` for the properties checked.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tactful_props::directives(data));

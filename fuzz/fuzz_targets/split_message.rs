@@ -1,0 +1,4 @@
+//! See `tactful_props::split` for the properties checked.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tactful_props::split(data));
