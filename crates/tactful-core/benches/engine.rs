@@ -41,7 +41,7 @@ fn messages(offset: usize) -> Vec<Message> {
         .map(|i| {
             let n = offset + i;
             let room = format!("room-{}", n % ROOMS);
-            let text = if n % 20 == 0 {
+            let text = if n.is_multiple_of(20) {
                 format!("@p{} could you summarise the thread above?", n % PERSONAS)
             } else {
                 CHATTER[n % CHATTER.len()].to_owned()

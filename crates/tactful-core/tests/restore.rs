@@ -170,7 +170,7 @@ impl Sim {
                     let n: usize = ids.iter().map(|i| i.len()).sum::<usize>() + req.persona.as_str().len();
                     let answer = match req.kind {
                         TurnKind::Gate => "YES".to_owned(),
-                        _ if n % 3 == 0 => "NO_REPLY".to_owned(),
+                        _ if n.is_multiple_of(3) => "NO_REPLY".to_owned(),
                         _ => format!("[[reply_to:{}]] answering {}", ids[0], ids.join(",")),
                     };
                     self.engine

@@ -22,7 +22,7 @@
 pub mod text;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, Runtime
 
 /// How far back reply targets are remembered (message id → author nick).
 const REMEMBERED_AUTHORS: usize = 2048;
+
+/// What people see when a persona leaves because tactful stops.
+const QUIT_MESSAGE: &str = "tactful is stopping; back soon";
 
 /// One persona's IRC identity.
 #[derive(Clone, Debug)]
@@ -101,6 +104,12 @@ struct Shared {
     runtime: Mutex<Option<RuntimeHandle>>,
     epoch: u64,
     next: AtomicU64,
+    /// Set by [`Platform::close`]: connections that end are not made again.
+    closing: AtomicBool,
+    /// Woken whenever a connection ends.
+    ended: tokio::sync::Notify,
+    /// Woken whenever a connection is registered.
+    connected: tokio::sync::Notify,
 }
 
 /// The IRC platform: a [`Platform`] for the runtime and the connections.
@@ -128,6 +137,9 @@ impl IrcPlatform {
                 runtime: Mutex::new(None),
                 epoch: wall_clock().as_millis(),
                 next: AtomicU64::new(1),
+                closing: AtomicBool::new(false),
+                ended: tokio::sync::Notify::new(),
+                connected: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -154,6 +166,42 @@ impl IrcPlatform {
     pub fn connected(&self) -> usize {
         self.shared.live.lock().map_or(0, |l| l.len())
     }
+
+    /// One line for the start banner, naming the nick each persona really
+    /// has (`docs_` when `docs` was taken): waits up to `wait` for the
+    /// connections, and says which are still connecting.
+    pub async fn describe(&self, wait: Duration) -> String {
+        let shared = &self.shared;
+        let everyone = async {
+            loop {
+                let changed = shared.connected.notified();
+                if self.connected() == shared.settings.personas.len() {
+                    return;
+                }
+                changed.await;
+            }
+        };
+        let _ = tokio::time::timeout(wait, everyone).await;
+        let live = shared.live.lock().map(|l| l.clone()).unwrap_or_default();
+        let nicks: Vec<String> = shared
+            .settings
+            .personas
+            .iter()
+            .map(|p| match live.get(&p.id) {
+                Some((_, nick)) if text::nick_eq(nick, &p.nick) => nick.clone(),
+                Some((_, nick)) => format!("{nick} ({} was taken)", p.nick),
+                None => format!("{} (still connecting)", p.nick),
+            })
+            .collect();
+        let s = &shared.settings;
+        format!(
+            "on IRC at {}:{} in {} as {}",
+            s.server,
+            s.port,
+            s.channels.join(", "),
+            nicks.join(", ")
+        )
+    }
 }
 
 impl Shared {
@@ -169,14 +217,19 @@ impl Shared {
         let persona = self.settings.personas[i].clone();
         let mut backoff = Duration::from_millis(500);
         loop {
-            match self.session(i, &persona).await {
+            let result = self.session(i, &persona).await;
+            if let Ok(mut live) = self.live.lock() {
+                live.remove(&persona.id);
+            }
+            self.ended.notify_waiters();
+            if self.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            match result {
                 Ok(()) => tracing::warn!(persona = %persona.id, "IRC connection closed; reconnecting"),
                 Err(e) => {
                     tracing::warn!(persona = %persona.id, "IRC connection failed: {e}; retrying in {backoff:?}")
                 }
-            }
-            if let Ok(mut live) = self.live.lock() {
-                live.remove(&persona.id);
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(self.settings.max_backoff);
@@ -216,11 +269,15 @@ impl Shared {
             if let Command::Response(irc::client::prelude::Response::RPL_WELCOME, _) = &message.command
                 && let Ok(mut live) = self.live.lock()
             {
-                tracing::info!(persona = %persona.id, nick = %client.current_nickname(), "connected to IRC");
-                live.insert(
-                    persona.id.clone(),
-                    (client.sender(), client.current_nickname().to_owned()),
-                );
+                let nick = client.current_nickname();
+                if text::nick_eq(nick, &persona.nick) {
+                    tracing::info!(persona = %persona.id, %nick, "connected to IRC");
+                } else {
+                    tracing::warn!(persona = %persona.id, %nick, "connected to IRC, but {} was taken", persona.nick);
+                }
+                live.insert(persona.id.clone(), (client.sender(), nick.to_owned()));
+                drop(live);
+                self.connected.notify_waiters();
             }
             if let Command::PRIVMSG(target, body) = &message.command
                 && let Some(from) = message.source_nickname()
@@ -331,6 +388,34 @@ impl Shared {
 }
 
 impl Platform for IrcPlatform {
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            shared.closing.store(true, Ordering::SeqCst);
+            let senders: Vec<_> = match shared.live.lock() {
+                Ok(live) => live.values().map(|(s, _)| s.clone()).collect(),
+                Err(_) => return,
+            };
+            for sender in senders {
+                if let Err(e) = sender.send_quit(QUIT_MESSAGE) {
+                    tracing::debug!("IRC QUIT not sent: {e}");
+                }
+            }
+            // The server answers QUIT by closing the connection; wait for
+            // that (briefly: a server that does not must not hold us up).
+            let all_closed = async {
+                loop {
+                    let ended = shared.ended.notified();
+                    if shared.live.lock().map_or(true, |l| l.is_empty()) {
+                        return;
+                    }
+                    ended.await;
+                }
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(3), all_closed).await;
+        })
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             can_edit: false,
@@ -363,9 +448,11 @@ impl Platform for IrcPlatform {
                         msg.persona, shared.settings.server
                     ))
                 })?;
-            // No native replies: address the original author by nick.
+            // No native replies: address the original author by nick, in a
+            // channel; in a private conversation there is only one person.
             let prefix = msg
                 .reply_to
+                .filter(|_| !msg.room.as_str().starts_with("irc:dm:"))
                 .and_then(|r| shared.author_of(r))
                 .map(|nick| format!("{nick}: "))
                 .unwrap_or_default();

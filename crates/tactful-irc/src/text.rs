@@ -1,7 +1,7 @@
 //! What IRC text means and how it must be cut.
 //!
 //! IRC has no mention entities and no replies: a persona is addressed by its
-//! nick in the text (`docs: …`, `docs, …`, `@docs`, or `docs` as a word),
+//! nick opening the line (`docs: …`, `docs, …`, `docs …`) or by `@docs`,
 //! compared with IRC's case mapping, and a reply is a `nick: ` prefix. A
 //! line on the wire is at most 512 bytes including the command and the
 //! sender prefix the server adds, so long text is cut into lines that fit,
@@ -39,27 +39,31 @@ fn is_nick_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-_[]\\`^{}|".contains(c)
 }
 
-/// Which of `nicks` the text names as a word (so `docs` in `docsify` does
-/// not count), in the order given.
+/// Which of `nicks` the text addresses, in the order given: the nick
+/// opening the line (`docs: …`, `docs, …`, `docs …`) or `@docs` anywhere,
+/// always as a whole word in IRC case mapping. A nick that is also a plain
+/// word (`docs`, `chef`) said in passing — "I read the docs" — is not an
+/// address.
 pub fn mentioned<'a>(text: &str, nicks: &[&'a str]) -> Vec<&'a str> {
-    let chars: Vec<char> = text.chars().collect();
+    let chars: Vec<char> = text.trim_start().chars().collect();
+    let nick_at = |i: usize, n: &[char]| {
+        i + n.len() <= chars.len()
+            && chars[i..i + n.len()]
+                .iter()
+                .zip(n)
+                .all(|(a, b)| irc_lower(*a) == irc_lower(*b))
+            && (i + n.len() == chars.len() || !is_nick_char(chars[i + n.len()]))
+    };
     let mut found = Vec::new();
     for &nick in nicks {
         let n: Vec<char> = nick.chars().collect();
-        if n.is_empty() || n.len() > chars.len() {
+        if n.is_empty() {
             continue;
         }
-        let hit = (0..=chars.len() - n.len()).any(|i| {
-            let before_ok = i == 0 || !is_nick_char(chars[i - 1]);
-            let after_ok = i + n.len() == chars.len() || !is_nick_char(chars[i + n.len()]);
-            before_ok
-                && after_ok
-                && chars[i..i + n.len()]
-                    .iter()
-                    .zip(&n)
-                    .all(|(a, b)| irc_lower(*a) == irc_lower(*b))
-        });
-        if hit {
+        let opens = nick_at(0, &n);
+        let at = (0..chars.len())
+            .any(|i| chars[i] == '@' && (i == 0 || !is_nick_char(chars[i - 1])) && nick_at(i + 1, &n));
+        if opens || at {
             found.push(nick);
         }
     }
@@ -108,19 +112,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nicks_are_found_as_words_in_every_usual_form() {
+    fn nicks_address_at_the_start_of_a_line_or_with_an_at() {
         let nicks = ["docs", "Chef[1]"];
         for text in [
             "docs: how?",
             "docs, how?",
+            "docs how?",
+            "  DOCS: how?",
             "@docs how?",
-            "ask DOCS please",
-            "hey chef{1}: hi",
+            "so @docs, how?",
+            "chef{1}: hi",
+            "docs",
         ] {
             assert!(!mentioned(text, &nicks).is_empty(), "{text}");
         }
-        assert_eq!(mentioned("hey chef{1}: and docs", &nicks), ["docs", "Chef[1]"]);
-        for text in ["docsify it", "the_docs", "mydocs: x", "nothing here"] {
+        assert_eq!(mentioned("chef{1}: and @docs", &nicks), ["docs", "Chef[1]"]);
+        for text in [
+            "I read the docs yesterday",
+            "ask DOCS please",
+            "hey chef{1}: hi",
+            "docsify it",
+            "the_docs",
+            "mydocs: x",
+            "me@docs.example",
+            "@docsify",
+            "nothing here",
+        ] {
             assert!(mentioned(text, &nicks).is_empty(), "{text}");
         }
         assert!(nick_eq("Chef[1]", "chef{1}") && !nick_eq("chef", "chef_"));

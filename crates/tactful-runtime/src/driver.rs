@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tactful_agents::{Agent, Deltas};
 use tactful_core::{
-    AgentResult, Counters, Engine, Message, Output, PersonaId, RoomId, TurnId, TurnKind, TurnRequest,
+    AgentResult, Counters, Engine, Message, Outcome, Output, PersonaId, Reason, RoomId, TurnId, TurnKind,
+    TurnRequest,
 };
 use tactful_store::{Op, PendingTurn};
 use tokio::sync::{mpsc, oneshot};
@@ -176,6 +177,12 @@ impl Driver {
         self.save();
         if let Some(p) = self.p.persist.take() {
             p.finish();
+        }
+        // Everything is delivered and saved: the platforms may say goodbye.
+        if closing.is_some() {
+            for platform in &self.p.platforms {
+                platform.close().await;
+            }
         }
         if let Some((done, _)) = closing {
             let _ = done.send(());
@@ -428,10 +435,25 @@ impl Driver {
         let saving = self.saving();
         match output {
             Output::Decision(d) => {
-                tracing::debug!(
-                    persona = %d.persona, room = %d.room, msg = %d.msg,
-                    outcome = d.outcome.as_str(), reason = d.reason.as_str(), "decision"
-                );
+                // A message that would have been answered but was held back
+                // by a guard (rate limit, allowlist, bot turns) is worth an
+                // operator's attention; everything else is routine.
+                let guarded = d.outcome == Outcome::Skip
+                    && matches!(
+                        d.reason,
+                        Reason::RateLimited | Reason::NotAllowed | Reason::BotTurnLimit
+                    );
+                if guarded {
+                    tracing::warn!(
+                        persona = %d.persona, room = %d.room, msg = %d.msg,
+                        "an addressed message is not answered: {}", d.reason.as_str()
+                    );
+                } else {
+                    tracing::debug!(
+                        persona = %d.persona, room = %d.room, msg = %d.msg,
+                        outcome = d.outcome.as_str(), reason = d.reason.as_str(), "decision"
+                    );
+                }
                 if saving {
                     self.batch.ops.push(Op::Decision(d));
                 }

@@ -81,6 +81,14 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(PlatformError("messages cannot be edited here".into())) })
     }
 
+    /// The service is stopping and every reply has been delivered: leave
+    /// politely (IRC sends `QUIT` with a reason, so people see the persona
+    /// left on purpose rather than "connection closed"). Called once, on a
+    /// graceful shutdown only.
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// Deletes a message this persona posted. Platforms without deletes
     /// keep the default.
     fn delete<'a>(

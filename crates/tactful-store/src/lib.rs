@@ -21,6 +21,7 @@
 //! survives the process being killed at any instant; a power cut may lose
 //! the last few. `:memory:` opens a private in-memory store for tests.
 
+mod claim;
 mod load;
 mod ops;
 mod schema;
@@ -31,6 +32,7 @@ use std::path::Path;
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 use tactful_core::RoomId;
 
+pub use claim::{Claim, ClaimError, claim};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use ops::{Op, PendingTurn};
 pub use shown::ShownMessage;

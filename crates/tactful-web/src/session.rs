@@ -296,6 +296,7 @@ impl Conn {
         if self.in_flight.load(Ordering::SeqCst) >= MAX_SAYS_IN_FLIGHT {
             return refused("too many messages at once: wait a moment".to_owned());
         }
+        let mentions = self.with_typed_mentions(&room, text, mentions);
         let shared = self.shared.clone();
         let runtime = shared.runtime();
         let time = wall_clock();
@@ -349,6 +350,44 @@ impl Conn {
             }
         });
         None
+    }
+
+    /// The page's explicit mentions (picked from the autocomplete) and the
+    /// room members named `@Name` or `@id` in the text: a typed `@Host`
+    /// addresses Host as much as a picked one. Only members count, so
+    /// `@everyone` or an e-mail address mention nobody.
+    fn with_typed_mentions(&self, room: &str, text: &str, mut mentions: Vec<String>) -> Vec<String> {
+        let shared = &self.shared;
+        let typed: Vec<String> = shared
+            .with_rooms(|rooms| {
+                let people: Vec<Member> = rooms
+                    .get(room)
+                    .map(|r| r.people().cloned().collect())
+                    .unwrap_or_default();
+                tactful_core::addressing::text_mentions(text)
+                    .filter_map(|handle| {
+                        shared
+                            .personas
+                            .iter()
+                            .chain(&people)
+                            .find(|m| {
+                                m.name.eq_ignore_ascii_case(handle)
+                                    || m.id.eq_ignore_ascii_case(handle)
+                                    || m.id
+                                        .strip_prefix("web:")
+                                        .is_some_and(|n| n.eq_ignore_ascii_case(handle))
+                            })
+                            .map(|m| m.id.clone())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for id in typed {
+            if !mentions.contains(&id) && mentions.len() < fields::MAX_MENTIONS {
+                mentions.push(id);
+            }
+        }
+        mentions
     }
 
     /// The connection closed: it leaves its rooms, and its name is free

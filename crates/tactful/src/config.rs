@@ -9,6 +9,8 @@
 //! a missing variable is an error at its line. Expanded values never appear
 //! in errors, so an API key in the environment stays out of the output.
 
+mod paths;
+
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -747,6 +749,30 @@ fn is_valid_handle(id: &str) -> bool {
 }
 
 impl Config {
+    /// What is valid but will not work as written: an agent's program
+    /// that is not installed, a script that is not where the agent runs.
+    /// `tactful check` prints these; `tactful run` logs them at WARN.
+    pub fn warnings(&self) -> Vec<String> {
+        let path_var = std::env::var_os("PATH");
+        let mut out = Vec::new();
+        for (name, agent) in &self.agents {
+            let (command, args, dir) = match agent {
+                AgentConfig::Command(c) => (&c.command, &c.args, &c.working_dir),
+                AgentConfig::Acp(c) => (&c.command, &c.args, &c.working_dir),
+                _ => continue,
+            };
+            let key = format!("agents.{}", quote_key(name));
+            out.extend(paths::missing(
+                &key,
+                command,
+                args,
+                dir.as_deref(),
+                path_var.as_deref(),
+            ));
+        }
+        out
+    }
+
     /// Every secret value the config holds (API keys, tokens, passwords,
     /// and environment or header values named like one), for
     /// [`tactful_core::secrets::register`]: logs and errors mask them.
@@ -1354,7 +1380,7 @@ fn process_settings(
         return Err(check.at(command.span(), format!("`{}` must not be empty", key("command"))));
     }
     Ok(ProcessSettings {
-        command: command.get_ref().0.clone(),
+        command: paths::program(&command.get_ref().0, check.path),
         args: a
             .args
             .as_ref()
@@ -1371,13 +1397,7 @@ fn process_settings(
             })
             .unwrap_or_default(),
         // Relative to the config file, so a config works from any directory.
-        working_dir: a.working_dir.as_ref().map(|d| {
-            let dir = PathBuf::from(&d.get_ref().0);
-            match check.path.parent() {
-                Some(base) if dir.is_relative() => base.join(dir),
-                _ => dir,
-            }
-        }),
+        working_dir: paths::working_dir(a.working_dir.as_ref().map(|d| d.get_ref().0.as_str()), check.path),
     })
 }
 

@@ -68,10 +68,57 @@ pub fn config(
     Ok(c)
 }
 
+/// `--listen`: an address (`127.0.0.1:7878`, `[::1]:7878`) or a host name
+/// and port (`localhost:7890`), resolved here so a name works too.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    let addrs: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| format!("{s:?} is not an address like 127.0.0.1:7878 or localhost:7878 ({e})"))?
+        .collect();
+    // `localhost` is both ::1 and 127.0.0.1; browsers try both, so the
+    // IPv4 one is as good and works where IPv6 is off.
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or_else(|| addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?} names no address"))
+}
+
+/// `--token`: the web room's token. Off loopback one is required, so when
+/// none is given one is made up; returns the token to put in the URL.
+pub fn set_token(c: &mut Config, token: Option<String>) -> Result<Option<String>, String> {
+    let Some(web) = c.platforms.web.as_mut() else {
+        return Ok(None);
+    };
+    let token = match token {
+        Some(t) if t.trim().is_empty() => return Err("--token must not be blank".to_owned()),
+        Some(t) => Some(t),
+        None if web.listen.ip().is_loopback() => None,
+        None => Some(made_up_token()?),
+    };
+    web.auth_token.clone_from(&token);
+    Ok(token)
+}
+
+/// 128 random bits from the OS, as hex.
+fn made_up_token() -> Result<String, String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no random source for a token ({e}); pass --token"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// Where the demo keeps its rooms unless told otherwise:
-/// `$XDG_STATE_HOME/tactful/demo.db`, else `~/.local/state/tactful/demo.db`
-/// (the folder is created). Without either variable, nothing is kept.
-pub fn default_store(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> anyhow::Result<PathBuf> {
+/// `$XDG_STATE_HOME/tactful/demo-<port>.db`, else
+/// `~/.local/state/tactful/demo-<port>.db` (the folder is created): one
+/// store per port, so two demos side by side keep apart (and the same port
+/// twice is refused with where the first one is). Without either
+/// variable, nothing is kept.
+pub fn default_store(env: &dyn Fn(&str) -> Option<std::ffi::OsString>, port: u16) -> anyhow::Result<PathBuf> {
     let folder = match (env("XDG_STATE_HOME"), env("HOME")) {
         (Some(state), _) if !state.is_empty() => PathBuf::from(state).join("tactful"),
         (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".local/state/tactful"),
@@ -83,7 +130,7 @@ pub fn default_store(env: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> anyhow
             folder.display()
         )
     })?;
-    Ok(folder.join("demo.db"))
+    Ok(folder.join(format!("demo-{port}.db")))
 }
 
 /// Which backend the demo's personas use, for the banner.
@@ -115,21 +162,53 @@ mod tests {
     }
 
     #[test]
+    fn listen_takes_host_names_and_a_token_is_made_up_off_loopback() {
+        assert_eq!(
+            parse_listen("localhost:7890"),
+            Ok("127.0.0.1:7890".parse().expect("addr"))
+        );
+        assert_eq!(
+            parse_listen("[::1]:7890"),
+            Ok("[::1]:7890".parse().expect("addr"))
+        );
+        assert!(parse_listen("localhost").is_err());
+        let mut c = config(Some("127.0.0.1:0".parse().expect("addr")), &|_| None).expect("valid");
+        assert_eq!(set_token(&mut c, None), Ok(None), "loopback needs none");
+        let mut c = config(Some("0.0.0.0:0".parse().expect("addr")), &|_| None).expect("valid");
+        let made = set_token(&mut c, None).expect("made up").expect("a token");
+        assert_eq!(made.len(), 32);
+        assert_ne!(
+            set_token(&mut c, None).expect("again"),
+            Some(made.clone()),
+            "random each time"
+        );
+        assert_eq!(
+            set_token(&mut c, Some("s3cret".into())),
+            Ok(Some("s3cret".into()))
+        );
+        assert_eq!(
+            c.platforms.web.as_ref().and_then(|w| w.auth_token.as_deref()),
+            Some("s3cret")
+        );
+        assert!(set_token(&mut c, Some("  ".into())).is_err());
+    }
+
+    #[test]
     fn the_demo_keeps_its_rooms_in_the_state_folder() {
         let dir = tempfile::tempdir().expect("temp dir");
         let state = dir.path().join("state");
         let env = |k: &str| (k == "XDG_STATE_HOME").then(|| state.clone().into_os_string());
-        let path = default_store(&env).expect("a path");
-        assert_eq!(path, state.join("tactful/demo.db"));
+        let path = default_store(&env, 7878).expect("a path");
+        assert_eq!(path, state.join("tactful/demo-7878.db"));
         assert!(state.join("tactful").is_dir(), "the folder is created");
         let home = dir.path().to_owned();
         let env = |k: &str| (k == "HOME").then(|| home.clone().into_os_string());
         assert_eq!(
-            default_store(&env).expect("a path"),
-            dir.path().join(".local/state/tactful/demo.db")
+            default_store(&env, 7890).expect("a path"),
+            dir.path().join(".local/state/tactful/demo-7890.db")
         );
         assert_eq!(
-            default_store(&|_| None).expect("a path"),
+            default_store(&|_| None, 7878).expect("a path"),
             PathBuf::from(":memory:")
         );
     }

@@ -23,12 +23,14 @@ use tokio::sync::mpsc;
 use crate::config::Config;
 
 /// Where the running service can be reached.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Listening {
     /// The web room, when `[platforms.web]` is configured.
     pub web: Option<std::net::SocketAddr>,
     /// `/healthz` and `/metrics`, when `[server] listen` is set.
     pub server: Option<std::net::SocketAddr>,
+    /// One line per chat network, as connected (IRC: the nicks in use).
+    pub networks: Vec<String>,
 }
 
 /// Serves `/healthz` and `/metrics`. `/healthz` is 503 while the store
@@ -84,7 +86,9 @@ async fn serve_metrics(
 /// everything listens.
 pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Result<()> {
     let service = Service::start(config).await?;
-    ready(service.listening);
+    let mut listening = service.listening.clone();
+    listening.networks = service.networks(config).await;
+    ready(listening);
     shutdown_signal().await;
     tracing::info!("shutting down");
     service.stop().await;
@@ -98,7 +102,11 @@ pub struct Service {
     pub listening: Listening,
     /// The web room, when configured.
     pub web: Option<WebPlatform>,
+    #[cfg(feature = "irc")]
+    irc: Option<IrcPlatform>,
     runtime: Runtime,
+    /// This service's hold on its store, released when it ends.
+    _claim: tactful_store::Claim,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -110,6 +118,20 @@ impl Service {
         for task in self.tasks {
             task.abort();
         }
+    }
+
+    /// One line per chat network for the start banner. IRC's names the
+    /// nicks actually in use, so it waits (a few seconds at most) for the
+    /// connections.
+    pub async fn networks(&self, config: &Config) -> Vec<String> {
+        #[allow(unused_mut)]
+        let mut lines = config.platforms.describe();
+        #[cfg(feature = "irc")]
+        if let Some(irc) = &self.irc {
+            lines.retain(|l| !l.starts_with("on IRC"));
+            lines.insert(0, irc.describe(std::time::Duration::from_secs(5)).await);
+        }
+        lines
     }
 
     /// The runtime's inbound handle.
@@ -133,6 +155,11 @@ impl Service {
         let mut engine = config.engine.clone();
         // Ambient jitter only needs to differ between runs and rooms.
         engine.seed = wall_clock().as_millis();
+        let who = match &config.platforms.web {
+            Some(web) => format!("its web room is at http://{}/", web.listen),
+            None => format!("tactful run -c {}", config.path.display()),
+        };
+        let claim = tactful_store::claim(&config.store, &who)?;
         let store =
             Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
         let mut platforms: Vec<Arc<dyn Platform>> = Vec::new();
@@ -248,12 +275,16 @@ impl Service {
         let listening = Listening {
             web: web_addr,
             server: metrics_server.as_ref().map(|(a, _)| *a),
+            networks: Vec::new(),
         };
         tasks.extend(metrics_server.map(|(_, task)| task));
         Ok(Service {
             listening,
             web,
+            #[cfg(feature = "irc")]
+            irc,
             runtime,
+            _claim: claim,
             tasks,
         })
     }

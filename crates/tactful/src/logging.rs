@@ -12,16 +12,35 @@ use std::io::{self, Write};
 use tactful_core::secrets;
 use tracing_subscriber::fmt::MakeWriter;
 
-/// Installs the global subscriber: `TACTFUL_LOG` (an `EnvFilter`, e.g.
-/// `info` or `tactful=debug,matrix_sdk=warn`) picks what is shown; `warn` by
-/// default.
+/// Installs the global subscriber. `RUST_LOG` (an `EnvFilter`, e.g. `info`
+/// or `tactful=debug,matrix_sdk=warn`), the convention every Rust service
+/// follows, picks what is shown; `TACTFUL_LOG` wins when both are set;
+/// `warn` by default. A filter that does not parse is said once, not
+/// silently ignored.
 pub fn init() {
+    let (filter, bad) = filter_from(|k| std::env::var(k).ok());
     tracing_subscriber::fmt()
         .with_writer(RedactedStderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("TACTFUL_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(filter)
         .init();
+    if let Some((var, e)) = bad {
+        tracing::warn!("{var} is not a log filter ({e}); logging at warn");
+    }
+}
+
+/// The filter from `TACTFUL_LOG` or `RUST_LOG`, and what was wrong with it.
+fn filter_from(
+    env: impl Fn(&str) -> Option<String>,
+) -> (tracing_subscriber::EnvFilter, Option<(&'static str, String)>) {
+    for var in ["TACTFUL_LOG", "RUST_LOG"] {
+        if let Some(spec) = env(var).filter(|s| !s.trim().is_empty()) {
+            return match tracing_subscriber::EnvFilter::try_new(&spec) {
+                Ok(f) => (f, None),
+                Err(e) => ("warn".into(), Some((var, e.to_string()))),
+            };
+        }
+    }
+    ("warn".into(), None)
 }
 
 /// Makes [`RedactingWriter`]s onto stderr.
@@ -55,6 +74,20 @@ impl<W: Write> Write for RedactingWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_log_is_read_and_tactful_log_wins() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
+        };
+        let shown = |pairs| filter_from(env(pairs)).0.to_string();
+        assert_eq!(shown(&[]), "warn");
+        assert_eq!(shown(&[("RUST_LOG", "debug")]), "debug");
+        assert_eq!(shown(&[("RUST_LOG", "debug"), ("TACTFUL_LOG", "info")]), "info");
+        let (f, bad) = filter_from(env(&[("RUST_LOG", "tactful=lots")]));
+        assert_eq!(f.to_string(), "warn");
+        assert_eq!(bad.map(|b| b.0), Some("RUST_LOG"));
+    }
 
     #[test]
     fn a_registered_secret_never_reaches_the_sink() {

@@ -45,10 +45,15 @@ enum Command {
     /// Start a web chat room with two demo personas: no account, no API
     /// key, no network needed. Open the printed URL.
     Demo {
-        /// Where to listen (default 127.0.0.1:7878; port 0 picks a free one).
-        #[arg(long, value_name = "ADDR")]
+        /// Where to listen: `127.0.0.1:7878` (the default), `localhost:7890`,
+        /// `0.0.0.0:7878` (then a token is needed; one is made up if not
+        /// given); port 0 picks a free one.
+        #[arg(long, value_name = "ADDR", value_parser = tactful::demo::parse_listen)]
         listen: Option<std::net::SocketAddr>,
-        /// The SQLite file the rooms are kept in (default: demo.db in
+        /// The token people need to open the room (`?token=...` in the URL).
+        #[arg(long, value_name = "TOKEN")]
+        token: Option<String>,
+        /// The SQLite file the rooms are kept in (default: demo-<port>.db in
         /// $XDG_STATE_HOME/tactful or ~/.local/state/tactful; `:memory:`
         /// keeps nothing).
         #[arg(long, value_name = "PATH")]
@@ -117,14 +122,17 @@ fn register_secrets(c: &Config) {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo { listen, store } => {
+        Command::Demo { listen, token, store } => {
             let mut c = tactful::demo::config(listen, &|k| std::env::var(k).ok())
                 .map_err(|e| InputError(e.to_string()))?;
+            let token = tactful::demo::set_token(&mut c, token).map_err(InputError)?;
             register_secrets(&c);
+            let port = c.platforms.web.as_ref().map_or(0, |w| w.listen.port());
             c.store = match store {
                 Some(path) => path,
-                None => tactful::demo::default_store(&|k| std::env::var_os(k))?,
+                None => tactful::demo::default_store(&|k| std::env::var_os(k), port)?,
             };
+            let query = token.map(|t| format!("?token={t}")).unwrap_or_default();
             let backend = tactful::demo::backend(&c);
             let kept = if c.store.as_os_str() == ":memory:" {
                 "nothing is kept after it stops".to_owned()
@@ -135,7 +143,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime.block_on(tactful::live::run(&c, |at| {
                 let addr = at.web.map_or_else(|| "(no web room)".to_owned(), |a| a.to_string());
                 say(&format!(
-                    "tactful demo: open http://{addr}/ (Ctrl-C to stop)\n  \
+                    "tactful demo: open http://{addr}/{query} (Ctrl-C to stop)\n  \
                      Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
                      Personas use {backend}; {kept}."
                 ));
@@ -145,13 +153,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Run { config } => {
             let c = load_config(&config)?;
+            for w in c.warnings() {
+                tracing::warn!("{}: {w}", config.display());
+            }
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            let networks = c.platforms.describe();
             runtime.block_on(tactful::live::run(&c, |at| {
                 if let Some(web) = at.web {
                     say(&format!("tactful: web room at http://{web}/ (Ctrl-C to stop)"));
                 }
-                for line in &networks {
+                for line in &at.networks {
                     say(&format!("tactful: {line} (Ctrl-C to stop)"));
                 }
                 if let Some(s) = at.server {
@@ -165,7 +175,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Check { config } => {
             let c = load_config(&config)?;
-            println!("{}: ok", config.display());
+            let warnings = c.warnings();
+            for w in &warnings {
+                eprintln!("warning: {}: {w}", config.display());
+            }
+            if warnings.is_empty() {
+                println!("{}: ok", config.display());
+            } else {
+                println!("{}: ok, with {} warning(s)", config.display(), warnings.len());
+            }
             for p in &c.engine.personas {
                 let agent = &c.agents[p.agent.as_ref()];
                 println!(

@@ -95,3 +95,56 @@ fn a_missing_file_is_a_clear_error() {
         stderr(&o)
     );
 }
+
+/// The README's command agent (`python3 agent.py`, no `working_dir`) works
+/// from any directory: its script is found beside the config. A missing
+/// script is named by `tactful check` before anything runs.
+#[test]
+fn a_command_agent_finds_its_script_beside_the_config_from_any_directory() {
+    let dir = tempfile::tempdir().expect("dir");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/command-agent");
+    for f in ["agent.py", "conversation.jsonl"] {
+        std::fs::copy(example.join(f), dir.path().join(f)).expect("copy");
+    }
+    let config = std::fs::read_to_string(example.join("tactful.toml"))
+        .expect("config")
+        .lines()
+        .filter(|l| !l.starts_with("working_dir"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let cfg = dir.path().join("tactful.toml");
+    std::fs::write(&cfg, config).expect("write");
+    let elsewhere = tempfile::tempdir().expect("another dir");
+    let run = |args: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(args)
+            .current_dir(elsewhere.path())
+            .output()
+            .expect("tactful runs")
+    };
+    let o = run(&["check".as_ref(), "-c".as_ref(), cfg.as_os_str()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+
+    let o = run(&[
+        "replay".as_ref(),
+        "-c".as_ref(),
+        cfg.as_os_str(),
+        dir.path().join("conversation.jsonl").as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trace = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        trace.lines().any(|l| l.contains(r#""type":"send""#)),
+        "the agent answered:\n{trace}"
+    );
+
+    std::fs::remove_file(dir.path().join("agent.py")).expect("rm");
+    let o = run(&["check".as_ref(), "-c".as_ref(), cfg.as_os_str()]);
+    assert!(o.status.success(), "a warning, not an error: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("warning:") && err.contains("\"agent.py\" is not in"),
+        "{err}"
+    );
+}

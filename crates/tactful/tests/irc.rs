@@ -124,19 +124,50 @@ impl Person {
     }
 }
 
+/// A running `tactful run` and the lines it printed (the start banner).
+struct Tactful {
+    process: Reaper,
+    printed: std::sync::mpsc::Receiver<String>,
+}
+
+impl Tactful {
+    /// The first printed line `want` accepts; 30 s at most.
+    fn printed(&self, want: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.printed.recv_timeout(left) {
+                Ok(line) if want(&line) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("tactful did not print the line: {e}"),
+            }
+        }
+    }
+}
+
 /// Starts `tactful run` on `config`.
-fn start_tactful(dir: &Path, config: &str) -> Reaper {
+fn start_tactful(dir: &Path, config: &str) -> Tactful {
+    use std::io::BufRead as _;
     let cfg = dir.join("tactful.toml");
     std::fs::write(&cfg, config).expect("config");
-    Reaper(
-        Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&cfg)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tactful starts"),
-    )
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["run", "-c"])
+        .arg(&cfg)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tactful starts");
+    let out = child.stdout.take().expect("stdout");
+    let (tx, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    Tactful {
+        process: Reaper(child),
+        printed,
+    }
 }
 
 /// Joins `channel` and waits until NAMES lists every nick in `nicks`.
@@ -205,23 +236,25 @@ async fn personas_answer_on_a_real_irc_server() {
         return;
     };
     let long = "word ".repeat(150).trim_end().to_owned() + " last";
-    let _tactful = start_tactful(dir.path(), &config(port, &long));
+    let tactful = start_tactful(dir.path(), &config(port, &long));
     let mut alice = Person::connect(port, "alice").await;
     join_with(&mut alice, "#tactful", &["docs", "Chef[bot]"]).await;
 
-    // Chatter first, then a question by nick: the first thing docs says is
-    // the answer, addressed to alice by nick (IRC has no replies).
+    // Chatter first, a nick said in passing, then a question by nick: the
+    // first thing docs says is the answer, addressed to alice by nick (IRC
+    // has no replies).
     alice
         .send("PRIVMSG #tactful :just chatting about lunch, nothing for the bots")
+        .await;
+    alice
+        .send("PRIVMSG #tactful :I read the docs yesterday, the reset part too")
         .await;
     alice.send("PRIVMSG #tactful :docs: how do I reset it?").await;
     let (text, _) = alice.said_by("docs", "#tactful").await;
     assert_eq!(text, "alice: Hold the button for 5 s.");
 
-    // The nick with IRC specials, mentioned in other case mapping.
-    alice
-        .send("PRIVMSG #tactful :hey chef{bot}, what's cooking?")
-        .await;
+    // The nick with IRC specials, in the other case mapping.
+    alice.send("PRIVMSG #tactful :chef{bot}, what's cooking?").await;
     let (text, _) = alice.said_by("Chef[bot]", "#tactful").await;
     assert_eq!(text, "Soup is ready.");
 
@@ -248,12 +281,27 @@ async fn personas_answer_on_a_real_irc_server() {
     let middle = got[1..got.len() - 1].join(" ");
     assert_eq!(middle, long, "the long line arrives whole, in order");
 
-    // A private message is a DM: answered privately, no nick needed.
+    // A private message is a DM: answered privately, without a nick.
     alice.send("PRIVMSG docs :how do I reset it?").await;
     let line = alice
         .until(|l| l.starts_with(":docs!") && l.contains(" PRIVMSG alice :"))
         .await;
-    assert!(line.ends_with("Hold the button for 5 s."), "{line}");
+    assert!(
+        line.ends_with(" PRIVMSG alice :Hold the button for 5 s."),
+        "{line}"
+    );
+
+    // Stopping, the personas say why they leave.
+    let quit = tokio::spawn(async move {
+        let line = alice
+            .until(|l| l.starts_with(":docs!") && l.contains(" QUIT "))
+            .await;
+        (alice, line)
+    });
+    tactful.process.terminate().await;
+    let (_, line) = quit.await.expect("join");
+    // ngircd quotes the reason it relays.
+    assert!(line.contains("tactful is stopping; back soon"), "{line}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,7 +313,13 @@ async fn a_taken_nick_falls_back_and_a_restarted_server_is_rejoined() {
     // Someone already uses the nick "docs": the persona becomes docs_.
     let mut squatter = Person::connect(port, "docs").await;
     squatter.send("JOIN #tactful").await;
-    let _tactful = start_tactful(dir.path(), &config(port, "unused"));
+    let tactful = start_tactful(dir.path(), &config(port, "unused"));
+    // The banner names the nick in use, not the one configured.
+    let banner = tactful.printed(|l| l.contains("on IRC at"));
+    assert!(
+        banner.contains(" as docs_ (docs was taken), Chef[bot]"),
+        "{banner}"
+    );
     let mut alice = Person::connect(port, "alice").await;
     join_with(&mut alice, "#tactful", &["docs_", "Chef[bot]"]).await;
     alice.send("PRIVMSG #tactful :docs_: how do I reset it?").await;
@@ -274,7 +328,7 @@ async fn a_taken_nick_falls_back_and_a_restarted_server_is_rejoined() {
     // The person holding "docs" is a person, not the persona: heard, and
     // "docs" in text names them, not the persona.
     squatter
-        .send("PRIVMSG #tactful :docs here, Chef[bot]: anything to eat?")
+        .send("PRIVMSG #tactful :docs here, @Chef[bot] anything to eat?")
         .await;
     let (text, _) = alice.said_by("Chef[bot]", "#tactful").await;
     assert_eq!(text, "Soup is ready.");

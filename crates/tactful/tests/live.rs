@@ -49,8 +49,9 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
     assert_eq!(get(&server, "/healthz").await, "ok\n");
 
     let mut ws = enter(&svc.ws_url, "Alice").await;
-    let ask =
-        json!({ "type": "say", "room": "lobby", "text": "@Docs how do I reset?", "mentions": ["docs"] });
+    // Typed, not picked from the autocomplete: the page's list is empty
+    // and the room finds `@Docs` in the text.
+    let ask = json!({ "type": "say", "room": "lobby", "text": "@Docs how do I reset?", "mentions": [] });
     say(&mut ws, ask).await;
     let replies = bot_messages(&mut ws, |got| got.iter().any(|m| m["reply_to"].is_string())).await;
     let reply = replies
@@ -99,7 +100,7 @@ async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
     let question = id_of(&mut ws, "what does ambient mode do?").await;
     say(
         &mut ws,
-        json!({ "type": "say", "room": "lobby", "text": "@Host hello there", "mentions": ["host"] }),
+        json!({ "type": "say", "room": "lobby", "text": "@Host hello there", "mentions": [] }),
     )
     .await;
     let greeting = id_of(&mut ws, "@Host hello there").await;
@@ -148,4 +149,26 @@ async fn the_service_shuts_down_cleanly_when_nobody_reads_its_output() {
     // Its last words hit a closed pipe: still a clean exit, not a panic.
     let status = child.terminate().await;
     assert!(status.success(), "clean exit with stdout closed: {status}");
+}
+
+/// Two services on one store would hand out the same message ids: the
+/// second stops at once and says where the first one is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_service_on_the_same_store_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("demo.db");
+    let store = store.to_str().expect("utf-8");
+    let first = spawn(&["demo", "--listen", "127.0.0.1:0", "--store", store]);
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["demo", "--listen", "127.0.0.1:0", "--store", store])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{err}");
+    assert!(
+        err.contains("another tactful is already using the store"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("pid {}", first.child.id())), "{err}");
+    first.stop().await;
 }
