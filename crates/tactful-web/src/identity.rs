@@ -19,6 +19,29 @@ use tactful_core::PersonaSpec;
 use unicode_normalization::UnicodeNormalization;
 use unicode_security::confusable_detection::skeleton;
 
+/// Someone connected under a name: how it looks (to refuse lookalikes),
+/// how many connections hold it, and the key that lets another connection
+/// of theirs in.
+pub(crate) struct Person {
+    pub(crate) look: String,
+    pub(crate) connections: usize,
+    pub(crate) key: String,
+}
+
+/// A fresh key for a name: 128 bits from the OS, as hex. `None` if the OS
+/// has no randomness to give (the person is asked to try again).
+pub(crate) fn new_key() -> Option<String> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Whether `offered` is the name's key, compared in constant time.
+pub(crate) fn same_key(key: &str, offered: &str) -> bool {
+    use subtle::ConstantTimeEq as _;
+    bool::from(key.as_bytes().ct_eq(offered.as_bytes()))
+}
+
 /// The longest name, in characters.
 pub const MAX_NAME_CHARS: usize = 40;
 

@@ -104,7 +104,7 @@ struct Shared {
     lookalikes: Lookalikes,
     /// People connected, by id: how their name looks and how many
     /// connections they have.
-    people: Mutex<HashMap<String, (String, usize)>>,
+    people: Mutex<HashMap<String, identity::Person>>,
     events: broadcast::Sender<room::Event>,
     next_id: AtomicU64,
     config: WebConfig,

@@ -63,6 +63,10 @@ pub(crate) async fn ws(
 enum ClientEvent {
     Hello {
         name: String,
+        /// The key the room gave this name's first connection: another tab
+        /// (or a reconnect) of the same person shows it to be let in.
+        #[serde(default)]
+        key: Option<String>,
     },
     Join {
         room: String,
@@ -166,7 +170,7 @@ async fn session(shared: Arc<Shared>, socket: WebSocket) {
 impl Conn {
     fn handle(&mut self, event: ClientEvent) -> Option<Value> {
         match event {
-            ClientEvent::Hello { name } => Some(self.hello(&name)),
+            ClientEvent::Hello { name, key } => Some(self.hello(&name, key.as_deref())),
             ClientEvent::Join { room } => Some(self.join(&room)),
             ClientEvent::Say {
                 room,
@@ -178,7 +182,7 @@ impl Conn {
         }
     }
 
-    fn hello(&mut self, raw: &str) -> Value {
+    fn hello(&mut self, raw: &str, key: Option<&str>) -> Value {
         if let Some(me) = &self.me {
             return error(format!("you are {} already", me.name));
         }
@@ -195,19 +199,42 @@ impl Conn {
             return error("the web room is not available");
         };
         // Someone else here whose name looks the same would be mistaken
-        // for this person (a second tab of the same name is the same one).
-        if let Some((other, _)) = people.iter().find(|(other, (l, _))| **other != id && *l == look) {
+        // for this person.
+        if let Some((other, _)) = people.iter().find(|(other, p)| **other != id && p.look == look) {
             let shown = other.strip_prefix("web:").unwrap_or(other).to_owned();
             return error(identity::NameError::Taken(shown).to_string());
         }
-        people.entry(id.clone()).or_insert_with(|| (look, 0)).1 += 1;
+        // The same name while it is connected: only the same person, who
+        // holds the key its first connection was given (a second tab, a
+        // reconnect). Anyone else is told to pick another name.
+        let key = match people.get_mut(&id) {
+            Some(p) if key.is_some_and(|k| identity::same_key(&p.key, k)) => {
+                p.connections += 1;
+                p.key.clone()
+            }
+            Some(_) => return error(identity::NameError::Taken(name.clone()).to_string()),
+            None => {
+                let Some(key) = identity::new_key() else {
+                    return error("the web room cannot make a key right now; try again");
+                };
+                people.insert(
+                    id.clone(),
+                    identity::Person {
+                        look,
+                        connections: 1,
+                        key: key.clone(),
+                    },
+                );
+                key
+            }
+        };
         drop(people);
         self.me = Some(Member {
             id: id.clone(),
             name: name.clone(),
             bot: false,
         });
-        json!({ "type": "welcome", "you": { "id": id, "name": name } })
+        json!({ "type": "welcome", "you": { "id": id, "name": name }, "key": key })
     }
 
     /// The `history` event of `room` (with `missed` on a resync).
@@ -408,10 +435,10 @@ impl Conn {
             }
         });
         if let Ok(mut people) = shared.people.lock()
-            && let Some((_, n)) = people.get_mut(&me.id)
+            && let Some(p) = people.get_mut(&me.id)
         {
-            *n -= 1;
-            if *n == 0 {
+            p.connections -= 1;
+            if p.connections == 0 {
                 people.remove(&me.id);
             }
         }

@@ -52,7 +52,9 @@ async fn names_that_pass_for_a_persona_are_refused() {
 async fn different_names_are_different_people_and_none_is_a_persona() {
     let mut room = start().await;
     let mut a = connect(room.addr, "").await.expect("connect");
-    assert_eq!(hello(&mut a, "Alice").await["you"]["id"], "web:Alice");
+    let welcome = hello(&mut a, "Alice").await;
+    assert_eq!(welcome["you"]["id"], "web:Alice");
+    let alice_key = welcome["key"].clone();
     // Names that read the same as someone who is here are refused...
     for lookalike in ["alice!", "\u{0410}lice", "ALICE"] {
         let mut c = connect(room.addr, "").await.expect("connect");
@@ -63,9 +65,24 @@ async fn different_names_are_different_people_and_none_is_a_persona() {
     let elsewhere = start().await;
     let mut b = connect(elsewhere.addr, "").await.expect("connect");
     assert_eq!(hello(&mut b, "alice!").await["you"]["id"], "web:alice!");
-    // A second tab of the same name is the same person.
+    // The same name while Alice is here: only with the key her first
+    // connection was given (her second tab, her reconnect).
     let mut d = connect(room.addr, "").await.expect("connect");
-    assert_eq!(hello(&mut d, "Alice").await["you"]["id"], "web:Alice");
+    let v = hello(&mut d, "Alice").await;
+    assert_eq!(v["type"], "error", "a stranger taking Alice's name: {v}");
+    send(
+        &mut d,
+        json!({ "type": "hello", "name": "Alice", "key": "0".repeat(32) }),
+    )
+    .await;
+    let v = until(&mut d, |v| v["type"] == "welcome" || v["type"] == "error").await;
+    assert_eq!(v["type"], "error", "a guessed key: {v}");
+    let key = alice_key.as_str().expect("a key").to_owned();
+    let mut e = connect(room.addr, "").await.expect("connect");
+    send(&mut e, json!({ "type": "hello", "name": "Alice", "key": key })).await;
+    let v = until(&mut e, |v| v["type"] == "welcome" || v["type"] == "error").await;
+    assert_eq!(v["you"]["id"], "web:Alice", "her own second tab: {v}");
+    assert_eq!(v["key"], alice_key);
 
     // What a person says is a person's message to the engine, never a
     // persona's own.
@@ -290,8 +307,8 @@ async fn joins_and_leaves_are_sent_as_changes_not_whole_member_lists() {
 
     // Two tabs of one person are one member (the count per connection is
     // unit-tested in `room`): one join, and one leave when both are gone.
-    let (tab1, _) = join(room.addr, "Twin").await;
-    let (tab2, _) = join(room.addr, "Twin").await;
+    let (tab1, _, key) = join_keyed(room.addr, "Twin", None).await;
+    let (tab2, _, _) = join_keyed(room.addr, "Twin", Some(&key)).await;
     until(&mut first, |v| {
         v["type"] == "member_joined" && v["member"]["name"] == "Twin"
     })

@@ -134,12 +134,25 @@ pub async fn until(ws: &mut Socket, pred: impl Fn(&Value) -> bool) -> Value {
 }
 
 pub async fn join(addr: std::net::SocketAddr, name: &str) -> (Socket, Value) {
+    let (ws, history, _) = join_keyed(addr, name, None).await;
+    (ws, history)
+}
+
+/// Joins the lobby as `name`, showing `key` (a second tab of the person
+/// who has it); also returns the name's key.
+pub async fn join_keyed(
+    addr: std::net::SocketAddr,
+    name: &str,
+    key: Option<&str>,
+) -> (Socket, Value, String) {
     let mut ws = connect(addr, "").await.expect("connect");
-    send(&mut ws, json!({ "type": "hello", "name": name })).await;
-    until(&mut ws, |v| v["type"] == "welcome").await;
+    send(&mut ws, json!({ "type": "hello", "name": name, "key": key })).await;
+    let welcome = until(&mut ws, |v| v["type"] == "welcome" || v["type"] == "error").await;
+    assert_eq!(welcome["type"], "welcome", "{name} let in: {welcome}");
     send(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
     let history = until(&mut ws, |v| v["type"] == "history").await;
-    (ws, history)
+    let key = welcome["key"].as_str().unwrap_or_default().to_owned();
+    (ws, history, key)
 }
 
 /// Waits for the engine's decision on a message, by its text.

@@ -126,9 +126,33 @@ pub async fn open(ws_url: &str) -> Socket {
     tokio_tungstenite::connect_async(req).await.expect("connect").0
 }
 
+/// Says hello as `name` and joins the lobby. The key the room gives a name
+/// is kept and shown again, as the page does, so entering twice under one
+/// name (a reconnect before the room noticed the old socket close) is the
+/// same person, not a refused stranger.
 pub async fn enter(ws_url: &str, name: &str) -> Socket {
+    static KEYS: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+    let known = |keys: &Vec<(String, String)>| keys.iter().find(|(n, _)| n == name).map(|(_, k)| k.clone());
+    let key = KEYS.lock().ok().and_then(|k| known(&k));
     let mut ws = open(ws_url).await;
-    say(&mut ws, json!({ "type": "hello", "name": name })).await;
+    say(&mut ws, json!({ "type": "hello", "name": name, "key": key })).await;
+    let welcome = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(Ok(Ws::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                if v["type"] == "welcome" || v["type"] == "error" {
+                    return v;
+                }
+            }
+        }
+    })
+    .await
+    .expect("a welcome");
+    assert_eq!(welcome["type"], "welcome", "{name} let in: {welcome}");
+    if let (Some(k), Ok(mut keys)) = (welcome["key"].as_str(), KEYS.lock()) {
+        keys.retain(|(n, _)| n != name);
+        keys.push((name.to_owned(), k.to_owned()));
+    }
     say(&mut ws, json!({ "type": "join", "room": "lobby" })).await;
     ws
 }
