@@ -102,29 +102,45 @@ fn mask_secrets(line: &str, col: usize) -> Masked {
         ))
         .expect("a valid pattern")
     });
+    // Every secret pair, overlapping ones too: in a malformed line a quoted
+    // value can swallow the key of the next pair (`a_secret = "x = "pw"`),
+    // so a search that resumed after each match would miss the second.
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut from = 0;
+    while let Some(c) = PAIR.captures_at(line, from) {
+        let (Some(all), Some(key), Some(value)) = (c.get(0), c.get(1), c.get(2)) else {
+            break;
+        };
+        if tactful_core::secrets::is_secret_name(key.as_str()) {
+            ranges.push(value.range());
+        }
+        from = all.start() + line[all.start()..].chars().next().map_or(1, char::len_utf8);
+    }
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
+    for r in ranges {
+        match merged.last_mut() {
+            Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
     let mut out = String::with_capacity(line.len());
     let mut values = Vec::new();
     let mut shift: isize = 0;
     let mut inside = None;
     let mut last = 0;
-    for c in PAIR.captures_iter(line) {
-        let (Some(key), Some(value)) = (c.get(1), c.get(2)) else {
-            continue;
-        };
-        if !tactful_core::secrets::is_secret_name(key.as_str()) {
-            continue;
-        }
-        let raw = value.as_str();
+    for value in merged {
+        let raw = &line[value.clone()];
         values.push(raw.to_owned());
         let unquoted = raw.trim_matches(|c| c == '"' || c == '\'');
         if unquoted.chars().count() >= 3 {
             values.push(unquoted.to_owned());
         }
-        out.push_str(&line[last..value.start()]);
+        out.push_str(&line[last..value.start]);
         out.push_str(SECRET_SHOWN);
-        last = value.end();
+        last = value.end;
         // Columns are 1-based characters.
-        let start = line[..value.start()].chars().count() + 1;
+        let start = line[..value.start].chars().count() + 1;
         let len = raw.chars().count();
         if col >= start + len {
             shift += SECRET_SHOWN.chars().count() as isize - len as isize;
@@ -1932,6 +1948,8 @@ rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button."
     fn a_pair_before_a_secret_does_not_hide_it_from_the_mask() {
         for line in [
             r#"0=auth_token = "s3cr3t-value""#,
+            // Found by the fuzzer: a quoted value swallowing the next key.
+            r#"m = { a_secret_id = "@x user_password = "s3cr3t-value","#,
             r#"x = 1, password = "s3cr3t-value""#,
             r#"m = { user = "u", "api_key" = 's3cr3t-value' }"#,
         ] {
