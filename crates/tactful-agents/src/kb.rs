@@ -6,12 +6,17 @@
 //! `min_score`, the answer quotes its opening and cites the file and
 //! heading it came from, as a reply to the question. Below the threshold
 //! the agent stays silent (`NO_REPLY`), or, when someone asked it directly,
-//! says it does not know. In an ambient batch only questions are looked up:
-//! chatter that happens to share words with the docs gets no answer.
+//! says it does not know. In an ambient batch only questions are looked up,
+//! and a section answers only when it explains the question clearly better
+//! than everyday talk would ([`talk`]): chatter that happens to share words
+//! with the docs gets no answer. A reply to one of its own answers ("can
+//! you say more?") continues the section that answer came from.
+
+mod talk;
 
 use std::sync::Arc;
 
-use bm25::{Language, SearchEngine, SearchEngineBuilder};
+use bm25::{Language, SearchEngine, SearchEngineBuilder, Tokenizer as _};
 use futures::future::BoxFuture;
 use tactful_core::transcript::Entry;
 use tactful_core::{TurnKind, TurnRequest};
@@ -38,6 +43,10 @@ struct Section {
 /// The longest excerpt quoted in an answer, in characters.
 const EXCERPT_CHARS: usize = 480;
 
+/// What each word of a question found in a section's heading adds to the
+/// section's score.
+const HEADING_BONUS: f32 = 2.5;
+
 /// The default relevance threshold; calibrated on tactful's own docs so
 /// that questions about them clear it and everyday chatter does not.
 pub const DEFAULT_MIN_SCORE: f32 = 4.0;
@@ -45,6 +54,12 @@ pub const DEFAULT_MIN_SCORE: f32 = 4.0;
 /// A knowledge-base agent.
 pub struct KbAgent {
     sections: Vec<Section>,
+    /// Setting names (`max_speakers`, `allowed_users`) and the section
+    /// whose table defines each.
+    defined: std::collections::HashMap<String, usize>,
+    /// Each section's heading as search terms (stemmed, stop words out).
+    headings: Vec<std::collections::HashSet<String>>,
+    tokenizer: bm25::DefaultTokenizer,
     engine: SearchEngine<usize>,
     min_score: f32,
 }
@@ -128,50 +143,208 @@ fn excerpt(body: &str) -> String {
     out
 }
 
-/// The words of a message worth searching for: mentions removed.
+/// What follows the opening excerpt of a section: the rest of its prose,
+/// up to the same length, or the whole section again in brief when there
+/// is no more.
+fn more_of(body: &str) -> String {
+    let shown = excerpt(body);
+    let rest: String = body
+        .split("\n\n")
+        .filter(|p| {
+            let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+            !p.is_empty() && !shown.contains(&p)
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let more = excerpt(&rest);
+    if more.is_empty() {
+        format!("That is all this section says. In short: {shown}")
+    } else {
+        more
+    }
+}
+
+/// The paragraphs and table rows of a section's prose (code left out), as
+/// they read: a row `| key | default | meaning |` becomes
+/// `key (default): meaning`.
+fn passages(body: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for para in body.split("\n\n") {
+        let p = para.trim();
+        if in_code || p.starts_with("```") {
+            if p.matches("```").count() % 2 == 1 {
+                in_code = !in_code;
+            }
+            continue;
+        }
+        if p.starts_with('|') {
+            for row in p.lines().skip(2) {
+                let cells: Vec<&str> = row.trim().trim_matches('|').split('|').map(str::trim).collect();
+                match cells.as_slice() {
+                    [key, default, meaning] => out.push(format!("{key} ({default}): {meaning}")),
+                    [key, meaning] => out.push(format!("{key}: {meaning}")),
+                    _ => out.push(cells.join(" ")),
+                }
+            }
+        } else if !p.is_empty() {
+            out.push(p.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
+    out
+}
+
+/// Words people use for what the docs call otherwise, added to a query.
+const SYNONYMS: &[(&str, &str)] = &[
+    ("bot", "persona"),
+    ("bots", "personas"),
+    ("answer", "reply"),
+    ("answers", "replies"),
+    ("answering", "replying"),
+    ("quiet", "silence silent"),
+    ("loop", "max_bot_turns forever"),
+    ("loops", "max_bot_turns forever"),
+    ("users", "allowed_users"),
+    ("env", "environment ${ENV}"),
+    ("variable", "${ENV} expansion"),
+    ("often", "rate limit"),
+    ("mentioned", "mention mode"),
+    ("particular", "specific reply_to"),
+    ("llm", "model"),
+];
+
+/// Phrases people use for what the docs name otherwise, and the docs'
+/// words (or setting) for them, added to a question before it is looked up.
+const PHRASES: &[(&str, &str)] = &[
+    ("no_reply", "stay silent silence"),
+    ("not to answer", "stay silent"),
+    ("not answer", "stay silent"),
+    ("reply_to", "reply to a specific message"),
+    ("same question", "floor one answer not three"),
+    ("other bots", "talking to each other forever"),
+    ("why didn't", "why stayed quiet see"),
+    ("why did not", "why stayed quiet see"),
+    ("who can", "allowed_users"),
+    ("run the demo", "two commands cargo run demo"),
+    ("agent kinds", "kind backend openai acp command script"),
+    ("how long can a reply", "max_reply_chars"),
+    ("at once", "max_concurrent_turns"),
+    ("modes", "mode mention all command observe"),
+];
+
+/// `text` with the docs' words for its phrases added (see [`PHRASES`]).
+fn with_phrases(text: &str) -> String {
+    let lower = text.to_lowercase();
+    let mut out = text.to_owned();
+    for (phrase, docs) in PHRASES {
+        if lower.contains(phrase) {
+            out.push(' ');
+            out.push_str(docs);
+        }
+    }
+    out
+}
+
+/// The words of a message worth searching for: mentions removed, with the
+/// docs' own word for what people call otherwise.
 fn query_of(text: &str) -> String {
-    let words: Vec<&str> = text.split_whitespace().filter(|w| !w.starts_with('@')).collect();
+    let mut words: Vec<String> = text
+        .split_whitespace()
+        .filter(|w| !w.starts_with('@'))
+        .map(str::to_owned)
+        .collect();
+    let extra: Vec<String> = words
+        .iter()
+        .filter_map(|w| {
+            let w = w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase();
+            SYNONYMS
+                .iter()
+                .find(|(k, _)| *k == w)
+                .map(|(_, v)| (*v).to_owned())
+        })
+        .collect();
+    words.extend(extra);
     searchable(&words.join(" "))
 }
 
 /// Text as the index sees it: `rate_limit` and `reply-to` are words apart,
 /// so they match "rate limit" and "reply to".
 fn searchable(text: &str) -> String {
-    text.replace(['_', '-', '`'], " ")
+    text.replace(['_', '-', '`', '.', '/'], " ")
 }
 
 impl KbAgent {
     /// Indexes `docs`; answers only at `min_score` or above.
     pub fn new(docs: &[KbDoc], min_score: f32) -> Self {
-        let sections: Vec<Section> = docs.iter().flat_map(sections).collect();
-        let documents = sections
-            .iter()
-            .enumerate()
-            // The heading says what the section is about: it counts twice.
-            .map(|(i, s)| {
-                bm25::Document::new(i, searchable(&format!("{h}\n{h}\n{}", s.body, h = s.heading)))
-            });
+        let mut sections: Vec<Section> = docs.iter().flat_map(sections).collect();
+        // Small talk, indexed beside the docs: a source-less section.
+        sections.extend(talk::SMALL_TALK.iter().map(|t| Section {
+            source: String::new(),
+            heading: String::new(),
+            body: (*t).to_owned(),
+        }));
+        let mut documents = Vec::new();
+        let mut defined = std::collections::HashMap::new();
+        for (i, s) in sections.iter().enumerate() {
+            // The heading says what the section is about: it counts thrice.
+            let whole = format!("{h}\n{h}\n{h}\n{}", s.body, h = s.heading);
+            documents.push(bm25::Document::new(i, searchable(&whole)));
+            if s.source.is_empty() {
+                continue;
+            }
+            // A setting's row defines it: `what is max_speakers?` is about
+            // the section whose table has that key (the first such).
+            for passage in passages(&s.body) {
+                if let Some(key) = passage.split_once(' ').map(|(k, _)| k.trim_matches('`'))
+                    && passage.starts_with('`')
+                    && !key.is_empty()
+                {
+                    defined.entry(key.to_lowercase()).or_insert(i);
+                }
+            }
+        }
         let engine = SearchEngineBuilder::<usize>::with_documents(Language::English, documents).build();
+        let tokenizer = bm25::DefaultTokenizer::new(Language::English);
+        let headings = sections
+            .iter()
+            .map(|s| tokenizer.tokenize(&searchable(&s.heading)).into_iter().collect())
+            .collect();
         KbAgent {
             sections,
+            defined,
+            headings,
+            tokenizer,
             engine,
             min_score,
         }
     }
 
-    /// How many sections are indexed.
+    /// How many documentation sections are indexed.
     pub fn len(&self) -> usize {
-        self.sections.len()
+        self.sections.iter().filter(|s| !s.source.is_empty()).count()
     }
 
-    /// Whether nothing is indexed.
+    /// Whether no documentation is indexed.
     pub fn is_empty(&self) -> bool {
-        self.sections.is_empty()
+        self.len() == 0
     }
 
     /// The best section for `query` and its score, if it clears the
     /// threshold.
-    fn lookup(&self, query: &str) -> Option<(f32, &Section)> {
+    fn lookup(&self, raw: &str) -> Option<(f32, &Section)> {
+        let raw = &with_phrases(raw);
+        // A setting named in the question: the section defining it.
+        for word in raw.split_whitespace() {
+            let w = word
+                .trim_matches(|c: char| !c.is_alphanumeric() && c != '_')
+                .to_lowercase();
+            if w.contains('_')
+                && let Some(&i) = self.defined.get(&w)
+            {
+                return Some((f32::MAX, &self.sections[i]));
+            }
+        }
+        let query = &query_of(raw);
         if std::env::var_os("TACTFUL_KB_DEBUG").is_some() {
             for h in self.engine.search(query, 2) {
                 let s = &self.sections[h.document.id];
@@ -179,22 +352,83 @@ impl KbAgent {
                 eprintln!("  {:.2} {} / {}", h.score, s.source, s.heading);
             }
         }
-        let hit = self.engine.search(query, 1).into_iter().next()?;
-        (hit.score >= self.min_score).then(|| (hit.score, &self.sections[hit.document.id]))
+        // BM25 over whole sections, plus a bonus for each word of the
+        // question its heading holds: a heading says what a section is
+        // about in a handful of words, where a long section's body dilutes.
+        let mut scores = vec![0.0f32; self.sections.len()];
+        for h in self.engine.search(query, self.sections.len()) {
+            scores[h.document.id] = h.score;
+        }
+        let words: std::collections::HashSet<String> = self.tokenizer.tokenize(query).into_iter().collect();
+        let n = self.headings.len() as f32;
+        for (i, heading) in self.headings.iter().enumerate() {
+            // A rare heading word says more than one many headings share;
+            // a heading the question covers whole is what it asks about.
+            let matched: Vec<&String> = words.iter().filter(|w| heading.contains(*w)).collect();
+            for w in &matched {
+                let shared = self.headings.iter().filter(|h| h.contains(*w)).count() as f32;
+                scores[i] += HEADING_BONUS * (1.0 + (n / shared).ln()) / (1.0 + n.ln());
+            }
+            if !heading.is_empty() && matched.len() == heading.len() {
+                scores[i] += HEADING_BONUS;
+            }
+        }
+        let chatter = (0..scores.len())
+            .filter(|&i| self.sections[i].source.is_empty())
+            .map(|i| scores[i])
+            .fold(0.0f32, f32::max);
+        let (best, score) = (0..scores.len())
+            .filter(|&i| !self.sections[i].source.is_empty())
+            .map(|i| (i, scores[i]))
+            .max_by(|a, b| a.1.total_cmp(&b.1))?;
+        (score >= self.min_score && score >= chatter * talk::MARGIN_OVER_CHATTER)
+            .then(|| (score, &self.sections[best]))
+    }
+
+    /// When `e` replies to one of this persona's own answers, the section
+    /// that answer quoted, and how much of it was shown.
+    fn followed_up<'s>(&'s self, turn: &TurnRequest, e: &Entry) -> Option<&'s Section> {
+        let to = e.reply_to.as_ref()?;
+        let answer = turn
+            .history
+            .iter()
+            .chain(&turn.triggers)
+            .find(|h| &h.id == to && h.persona == Some(turn.persona_idx))?;
+        let (_, cite) = answer.text.rsplit_once("\n\n(from ")?;
+        let (source, heading) = cite.trim_end_matches(")").split_once(", ")?;
+        let heading = heading.trim_matches('"');
+        self.sections
+            .iter()
+            .find(|s| s.source == source && s.heading == heading)
     }
 
     /// The answer text for a turn (before it is sent).
     pub fn answer(&self, turn: &TurnRequest) -> String {
         let ambient = turn.kind == TurnKind::Ambient;
+        // A follow-up to one of its own answers continues that section.
+        if let Some(e) = turn.triggers.last()
+            && let Some(s) = self.followed_up(turn, e)
+        {
+            return format!(
+                "[[reply_to:{}]]\n{}\n\n(from {}, \"{}\")",
+                e.id,
+                more_of(&s.body),
+                s.source,
+                s.heading
+            );
+        }
         // In a batch, only questions; asked directly, the newest message.
         let candidates: Vec<&Arc<Entry>> = if ambient {
-            turn.triggers.iter().filter(|e| e.text.contains('?')).collect()
+            turn.triggers
+                .iter()
+                .filter(|e| talk::is_question(&e.text))
+                .collect()
         } else {
             turn.triggers.last().into_iter().collect()
         };
         let best = candidates
             .iter()
-            .filter_map(|e| self.lookup(&query_of(&e.text)).map(|(score, s)| (score, s, *e)))
+            .filter_map(|e| self.lookup(&e.text).map(|(score, s)| (score, s, *e)))
             .max_by(|a, b| a.0.total_cmp(&b.0));
         match best {
             Some((_, s, e)) => format!(
