@@ -33,6 +33,7 @@ pub mod fields;
 pub mod identity;
 pub mod room;
 mod session;
+pub mod why;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -44,7 +45,9 @@ use axum::routing::get;
 use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, wall_clock};
+use tactful_runtime::{
+    Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, TraceEvent, wall_clock,
+};
 use tactful_store::Op;
 pub use tactful_store::ShownMessage;
 use tokio::sync::{broadcast, watch};
@@ -69,6 +72,8 @@ pub struct WebConfig {
     pub allowed_origins: Option<Vec<String>>,
     /// How many rooms one connection may join.
     pub max_rooms_per_connection: usize,
+    /// Whether everyone sees why each persona answered a message or not.
+    pub show_decisions: bool,
 }
 
 impl WebConfig {
@@ -81,6 +86,7 @@ impl WebConfig {
             max_message_chars: 4000,
             allowed_origins: None,
             max_rooms_per_connection: 20,
+            show_decisions: listen.ip().is_loopback(),
         }
     }
 }
@@ -197,6 +203,7 @@ impl WebPlatform {
                     reply_to: reply_to.map(str::to_owned),
                     text: m.text,
                     time: m.time.to_rfc3339(),
+                    why: Vec::new(),
                 };
                 room.restore(msg, m.key, limit);
             }
@@ -214,6 +221,35 @@ impl WebPlatform {
             .max()
             .unwrap_or(0);
         self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
+    }
+
+    /// Takes in what the runtime traced, to show on each message why each
+    /// persona answered it or not (when `show_decisions` is on). Called off
+    /// the engine's path, from the task that also feeds the metrics.
+    pub fn observe(&self, event: &TraceEvent) {
+        let shared = &self.shared;
+        if !shared.config.show_decisions {
+            return;
+        }
+        let TraceEvent::Engine(output) = event else {
+            return;
+        };
+        for note in why::notes(output) {
+            let room = note.room.as_str();
+            let known = shared
+                .with_rooms(|rooms| {
+                    rooms
+                        .get_mut(room)
+                        .is_some_and(|r| r.note_why(note.msg.as_str(), note.why.clone()))
+                })
+                .unwrap_or(false);
+            if known {
+                let _ = shared.events.send((
+                    room.to_owned(),
+                    serde_json::json!({ "type": "why", "room": room, "msg": note.msg.as_str(), "why": note.why }),
+                ));
+            }
+        }
     }
 
     /// The configured listen address.
@@ -354,6 +390,7 @@ impl Platform for WebPlatform {
                     reply_to: reply_to.map(str::to_owned),
                     quote: r.quote(reply_to),
                     time: time.to_rfc3339(),
+                    why: Vec::new(),
                 };
                 let ticket = r.queue_new(m.clone(), msg.key.map(str::to_owned), saver.is_none());
                 r.flush(room, shared.config.history, &shared.events);

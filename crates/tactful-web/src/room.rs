@@ -39,6 +39,9 @@ pub struct WebMsg {
     pub quote: Option<Value>,
     /// When, RFC 3339.
     pub time: String,
+    /// Why each persona answered it or not, when the room shows that.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub why: Vec<crate::why::Why>,
 }
 
 /// A change waiting for its turn to be shown.
@@ -82,6 +85,23 @@ impl Room {
                 .queue
                 .iter()
                 .any(|q| matches!(&q.change, Change::New(m) if m.id == id))
+    }
+
+    /// Sets one persona's line on a message, shown or waiting; `false` when
+    /// the room does not have it (a persona's reply under its engine id).
+    pub fn note_why(&mut self, id: &str, why: crate::why::Why) -> bool {
+        let queued = self.queue.iter_mut().filter_map(|q| match &mut q.change {
+            Change::New(m) => Some(m),
+            _ => None,
+        });
+        let Some(m) = self.history.iter_mut().chain(queued).find(|m| m.id == id) else {
+            return false;
+        };
+        match m.why.iter_mut().find(|w| w.persona == why.persona) {
+            Some(w) => *w = why,
+            None => m.why.push(why),
+        }
+        true
     }
 
     /// The id of the part sent before with `key`, if any.
@@ -279,6 +299,7 @@ mod tests {
             reply_to: None,
             quote: None,
             time: String::new(),
+            why: Vec::new(),
         };
         let question = r.queue_new(msg("w1"), None, false);
         let answer = r.queue_new(msg("w2"), Some("k".into()), false);

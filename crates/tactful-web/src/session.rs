@@ -336,6 +336,7 @@ impl Conn {
                 reply_to: reply_to.clone(),
                 quote: r.quote(reply_to.as_deref()),
                 time: time.to_rfc3339(),
+                why: Vec::new(),
             };
             let ticket = r.queue_new(m.clone(), None, runtime.is_none());
             r.flush(&room, shared.config.history, &shared.events);

@@ -250,6 +250,9 @@ pub struct WebSettings {
     pub allowed_origins: Option<Vec<String>>,
     /// `max_rooms_per_connection`, default 20.
     pub max_rooms_per_connection: usize,
+    /// `show_decisions`: everyone sees why each persona answered or not;
+    /// default on for a loopback `listen`, off otherwise.
+    pub show_decisions: bool,
 }
 
 /// `[runtime]`: how the live service behaves.
@@ -441,6 +444,7 @@ struct RawWeb {
     history: Option<Spanned<usize>>,
     allowed_origins: Option<Vec<Spanned<EnvString>>>,
     max_rooms_per_connection: Option<Spanned<usize>>,
+    show_decisions: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -925,6 +929,9 @@ fn web_settings(web: RawWeb, check: &Checker<'_>) -> Result<WebSettings, ConfigE
         history,
         allowed_origins,
         max_rooms_per_connection,
+        // It shows how the room is set up: on where only this machine
+        // connects, off where others may, unless said otherwise.
+        show_decisions: web.show_decisions.unwrap_or(listen.ip().is_loopback()),
     })
 }
 

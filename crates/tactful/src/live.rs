@@ -199,6 +199,7 @@ impl Service {
                         max_message_chars: 4000,
                         allowed_origins: settings.allowed_origins.clone(),
                         max_rooms_per_connection: settings.max_rooms_per_connection,
+                        show_decisions: settings.show_decisions,
                     },
                     &engine.personas,
                 )?;
@@ -223,9 +224,13 @@ impl Service {
         let metrics = Arc::new(Metrics::new());
         let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
         let counting = metrics.clone();
+        let explaining = web.clone();
         let counter = tokio::spawn(async move {
             while let Some(event) = trace_rx.recv().await {
                 counting.observe(&event);
+                if let Some(web) = &explaining {
+                    web.observe(&event);
+                }
             }
         });
         let runtime = Runtime::start(

@@ -172,3 +172,80 @@ async fn a_second_service_on_the_same_store_is_refused() {
     assert!(err.contains(&format!("pid {}", first.child.id())), "{err}");
     first.stop().await;
 }
+
+/// Everyone sees why each persona answered a message or not: as it is
+/// decided, and in the history a later joiner gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_room_shows_why_each_persona_answered_or_not() {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message as Ws;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tactful.toml");
+    std::fs::write(
+        &cfg,
+        CONFIG.replace(
+            r#"rules = [{ when = "(?i)reset""#,
+            r#"rules = [{ when = "(?i)break", reply = "python3: can't open file 'agent.py'", fail = true }, { when = "(?i)reset""#,
+        ),
+    )
+    .expect("config");
+    let svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
+    let mut ws = enter(&svc.ws_url, "Alice").await;
+    say(&mut ws, json!({ "type": "say", "room": "lobby", "text": "hello all" })).await;
+    say(&mut ws, json!({ "type": "say", "room": "lobby", "text": "@Docs break it" })).await;
+    let mut why = std::collections::HashMap::new();
+    let mut ids = std::collections::HashMap::new();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while !(why.values().any(|t: &String| t.starts_with("failed:"))
+            && why.values().any(|t: &String| t.contains("not addressed")))
+        {
+            let Some(Ok(Ws::Text(t))) = ws.next().await else { continue };
+            let v: serde_json::Value = serde_json::from_str(&t).expect("json");
+            if v["type"] == "message" {
+                let id = v["message"]["id"].as_str().unwrap_or_default().to_owned();
+                ids.insert(id.clone(), v["message"]["text"].clone());
+                // A line noted before the message was shown comes with it.
+                for w in v["message"]["why"].as_array().into_iter().flatten() {
+                    if w["persona"] == "docs" {
+                        why.insert(id.clone(), w["text"].as_str().unwrap_or_default().to_owned());
+                    }
+                }
+            }
+            if v["type"] == "why" && v["why"]["persona"] == "docs" {
+                why.insert(v["msg"].as_str().unwrap_or_default().to_owned(), v["why"]["text"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the reasons arrive: {why:?}"));
+    let text_of = |id: &str| ids.get(id).cloned().unwrap_or_default();
+    for (id, line) in &why {
+        if line.starts_with("failed:") {
+            assert_eq!(text_of(id), "@Docs break it");
+            assert!(line.contains("can't open file 'agent.py'"), "{line}");
+        }
+        if line.contains("not addressed") {
+            assert_eq!(text_of(id), "hello all");
+        }
+    }
+    // Someone joining later sees the same lines on the messages.
+    let mut bob = enter(&svc.ws_url, "Bob").await;
+    let history = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let Some(Ok(Ws::Text(t))) = bob.next().await else { continue };
+            let v: serde_json::Value = serde_json::from_str(&t).expect("json");
+            if v["type"] == "history" {
+                return v;
+            }
+        }
+    })
+    .await
+    .expect("history");
+    let hello = history["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["text"] == "hello all"))
+        .expect("hello in the history");
+    assert_eq!(hello["why"][0]["persona"], "docs", "{hello}");
+    assert!(hello["why"][0]["text"].as_str().unwrap_or("").contains("not addressed"), "{hello}");
+    svc.stop().await;
+}

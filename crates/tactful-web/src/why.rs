@@ -1,0 +1,195 @@
+//! Why each persona did what it did with a message, in words people read.
+//!
+//! The engine's trace says, for every message and persona, what was
+//! decided and why, and later how the turn ended. The web room turns those
+//! into one short line per persona ("Guide: listening, reads it in its next
+//! batch", "Docs: failed: python3: can't open file 'agent.py'") kept on the
+//! message and sent to the room as it changes, so anyone can see why a
+//! persona answered, stayed quiet or could not. Off loopback this is off
+//! by default (`show_decisions`): it shows how the room is configured.
+
+use serde::Serialize;
+use tactful_core::engine::{AmbientEvent, CancelReason, SilenceKind};
+use tactful_core::{Decision, MsgId, Outcome, Output, PersonaId, Reason, RoomId};
+
+/// One persona's line about one message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Why {
+    /// The persona's id.
+    pub persona: String,
+    /// What it comes to, for the page's colour: `answered`, `answering`,
+    /// `listening`, `quiet`, `skipped`, `failed`.
+    pub state: &'static str,
+    /// The line people read.
+    pub text: String,
+}
+
+/// A note for one message of one room.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// The room.
+    pub room: RoomId,
+    /// The message.
+    pub msg: MsgId,
+    /// What to show for the persona.
+    pub why: Why,
+}
+
+/// The notes an engine output makes, one per message it concerns.
+pub fn notes(output: &Output) -> Vec<Note> {
+    let note = |room: &RoomId, msg: &MsgId, persona: &PersonaId, state, text: String| Note {
+        room: room.clone(),
+        msg: msg.clone(),
+        why: Why {
+            persona: persona.to_string(),
+            state,
+            text,
+        },
+    };
+    let each = |room: &RoomId, msgs: &[MsgId], persona: &PersonaId, state: &'static str, text: &str| {
+        msgs.iter()
+            .map(|m| note(room, m, persona, state, text.to_owned()))
+            .collect::<Vec<_>>()
+    };
+    match output {
+        Output::Decision(d) => decided(d)
+            .map(|(state, text)| vec![note(&d.room, &d.msg, &d.persona, state, text)])
+            .unwrap_or_default(),
+        Output::CallAgent(req) if req.kind == tactful_core::TurnKind::Ambient => {
+            let ids: Vec<MsgId> = req.triggers.iter().map(|e| e.id.clone()).collect();
+            let text = format!("listening: reading it now, in a batch of {}", ids.len());
+            each(&req.room, &ids, &req.persona, "answering", &text)
+        }
+        Output::Send(o) if o.notice => each(
+            &o.room,
+            &o.msgs,
+            &o.persona,
+            "failed",
+            "failed, and said so in the room",
+        ),
+        Output::Send(o) => each(&o.room, &o.msgs, &o.persona, "answered", "answered"),
+        Output::Silent(end, kind) => {
+            let text = match kind {
+                SilenceKind::Token => "read it and chose to stay quiet (NO_REPLY)",
+                SilenceKind::DirectivesOnly => "read it and chose to stay quiet",
+            };
+            each(&end.room, &end.msgs, &end.persona, "quiet", text)
+        }
+        Output::Withheld(end, reason) => {
+            let text = format!("had an answer, held back: {}", reason_words(*reason));
+            each(&end.room, &end.msgs, &end.persona, "skipped", &text)
+        }
+        Output::Error(end, reason) => {
+            let text = format!("failed: {}", clip(reason, 300));
+            each(&end.room, &end.msgs, &end.persona, "failed", &text)
+        }
+        Output::Cancelled(end, why) => {
+            let text = match why {
+                CancelReason::Addressed => "stopped reading: a message addressed to it came first",
+                CancelReason::GateTimeout => "its gate did not answer in time, so it answers",
+            };
+            each(&end.room, &end.msgs, &end.persona, "skipped", text)
+        }
+        Output::Ambient(n) => match &n.event {
+            AmbientEvent::Cleared { msgs } => each(
+                &n.room,
+                msgs,
+                &n.persona,
+                "quiet",
+                "listening: a message addressed to it came first, and its answer took this in",
+            ),
+            AmbientEvent::Skipped { msgs, reason } => {
+                let text = format!("listening: its batch was skipped ({})", reason_words(*reason));
+                each(&n.room, msgs, &n.persona, "skipped", &text)
+            }
+            AmbientEvent::Waiting { .. } => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// The line for a decision, if it is worth one: a persona's own message and
+/// a DM for another persona say nothing to anyone.
+fn decided(d: &Decision) -> Option<(&'static str, String)> {
+    let text = match (d.outcome, d.reason) {
+        (_, Reason::OwnMessage | Reason::DmForOther) => return None,
+        (Outcome::Reply, r) => format!("answering: {}", reason_words(r)),
+        (Outcome::Record, Reason::Buffered) => {
+            return Some(("listening", "listening: reads it in its next batch".to_owned()));
+        }
+        (Outcome::Record, r) => format!("not answering: {}", reason_words(r)),
+        (Outcome::Skip, r) => format!("skipped: {}", reason_words(r)),
+    };
+    let state = match d.outcome {
+        Outcome::Reply => "answering",
+        Outcome::Record => "quiet",
+        Outcome::Skip => "skipped",
+    };
+    Some((state, text))
+}
+
+/// A reason in words.
+fn reason_words(r: Reason) -> &'static str {
+    match r {
+        Reason::Dm => "a direct message",
+        Reason::Mention => "it was mentioned",
+        Reason::Command => "a command for it",
+        Reason::ReplyToMe => "a reply to it",
+        Reason::All => "it answers everything here",
+        Reason::OwnMessage => "its own message",
+        Reason::NotAddressed => "not addressed to it",
+        Reason::AddressedToOther => "addressed to someone else",
+        Reason::NotCommand => "not a command for it",
+        Reason::Observe => "it only observes this room",
+        Reason::BotAuthor => "written by a bot, and it ignores bots",
+        Reason::BotTurnLimit => "the bots have spoken enough in a row",
+        Reason::NotAllowed => "the sender is not on its allowlist",
+        Reason::RateLimited => "rate-limited",
+        Reason::DmForOther => "a direct message for another persona",
+        Reason::Buffered => "listening",
+        Reason::GateReply => "its gate said to answer",
+        Reason::GateFailedOpen => "its gate failed, so it answers",
+        Reason::GateSkip => "its gate said not to answer",
+        Reason::FloorTaken => "another persona already answered",
+    }
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let mut out: String = s.chars().take(max).collect();
+    if s.chars().count() > max {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tactful_core::{Timestamp, TurnId};
+
+    fn decision(outcome: Outcome, reason: Reason) -> Output {
+        Output::Decision(Decision {
+            at: Timestamp(0),
+            room: RoomId::new("lobby"),
+            msg: MsgId::new("w1"),
+            persona: PersonaId::new("guide"),
+            outcome,
+            reason,
+            turn: None::<TurnId>,
+        })
+    }
+
+    #[test]
+    fn every_decision_reads_as_a_sentence() {
+        for r in Reason::ALL {
+            for o in [Outcome::Reply, Outcome::Record, Outcome::Skip] {
+                for n in notes(&decision(o, r)) {
+                    assert!(n.why.text.len() > 5, "{o:?} {r:?}: {:?}", n.why.text);
+                }
+            }
+        }
+        let n = notes(&decision(Outcome::Skip, Reason::RateLimited));
+        assert_eq!(n[0].why.text, "skipped: rate-limited");
+        assert!(notes(&decision(Outcome::Record, Reason::OwnMessage)).is_empty());
+    }
+}
