@@ -1,16 +1,35 @@
-// The demo web room in a real browser: Debian's Chromium driven by
-// playwright-core. Usage: node demo.mjs <room URL> <screenshot folder>
-// Exits 0 when every check passes; prints what failed otherwise.
+// The demo web room in a real browser, as a newcomer and their colleague
+// use it: Debian's Chromium driven by playwright-core.
+//
+// Usage: node demo.mjs <tactful binary> <port> <store> <broken config> <screenshot folder>
+// Starts `tactful demo` itself (so it can stop and restart it), then a
+// second service from <broken config> whose agent cannot start. Exits 0
+// when every check passes; prints each check and what failed otherwise.
 import { chromium } from "playwright-core";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
-const [url, shots] = process.argv.slice(2);
-if (!url || !shots) {
-  console.error("usage: node demo.mjs <url> <screenshot folder>");
+const [tactful, port, store, brokenConfig, shots] = process.argv.slice(2);
+if (!shots) {
+  console.error("usage: node demo.mjs <tactful> <port> <store> <broken config> <screenshot folder>");
   process.exit(2);
 }
 mkdirSync(shots, { recursive: true });
+const url = `http://127.0.0.1:${port}/`;
+
+/** Starts tactful with `args`; resolves once it printed its ready line. */
+function start(args) {
+  const child = spawn(tactful, args, { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, OPENAI_API_KEY: "" } });
+  const lines = createInterface({ input: child.stdout });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`tactful ${args[0]} did not start`)), 30_000);
+    lines.on("line", (line) => { if (line.includes("http://")) { clearTimeout(timer); resolve({ child, line }); } });
+    child.on("exit", (code) => reject(new Error(`tactful ${args[0]} exited with ${code}`)));
+  });
+}
+const stop = (t) => new Promise((resolve) => { t.child.removeAllListeners("exit"); t.child.on("exit", resolve); t.child.kill("SIGTERM"); });
 
 // Flags for a closed network: no background connections Chromium would
 // otherwise try (and fail) to make. Playwright gives it a fresh profile.
@@ -30,41 +49,88 @@ function check(ok, what) {
   if (!ok) failed = true;
 }
 
-async function person(name) {
-  const context = await browser.newContext();
+const DESKTOP = { width: 1280, height: 720 };
+const PHONE = { width: 390, height: 844 };
+
+/** The join form's geometry: wide inputs, labels above them, no overflow. */
+async function formIsUsable(page, what, minWidth) {
+  const box = async (sel) => page.locator(sel).boundingBox();
+  const name = await box("#name"), room = await box("#room"), label = await box('label[for="name"]');
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  check(name.width >= minWidth && room.width >= minWidth, `${what}: the name and room inputs are wide (${Math.round(name.width)} px)`);
+  check(label.y + label.height <= name.y + 1, `${what}: the label sits above its input`);
+  check(!overflow, `${what}: nothing overflows sideways`);
+}
+
+async function person(context, name, room = "lobby", viewport = DESKTOP) {
   const page = await context.newPage();
+  await page.setViewportSize(viewport);
   await page.goto(url);
   await page.fill("#name", name);
-  await page.fill("#room", "lobby");
+  await page.fill("#room", room);
   await page.click("#join button");
   await page.waitForSelector("#log", WAIT);
   return page;
 }
 
+/** Sends `text` and waits until the room shows it back as one's own. */
 async function send(page, text) {
+  const before = await page.locator(".msg.mine").count();
   await page.fill("#text", text);
   await page.press("#text", "Enter");
-  await page.waitForSelector(`.msg .text >> text="${text}"`, WAIT);
+  await page.locator(".msg.mine").nth(before).waitFor(WAIT);
 }
 
 /** A bot's message that quotes `quoted` (the reply to it). */
 const replyTo = (page, who, quoted) =>
   page.locator(".msg", { has: page.locator(".who", { hasText: who }) })
     .filter({ has: page.locator(".quote", { hasText: quoted }) });
+const message = (page, text) => page.locator(".msg", { has: page.locator(".text", { hasText: text }) });
 
+let demo = await start(["demo", "--listen", `127.0.0.1:${port}`, "--store", store]);
 try {
-  const alice = await person("Alice");
-  const bob = await person("Bob");
+  // The first screen, at a laptop's size and a phone's.
+  const first = await browser.newContext();
+  const look = await first.newPage();
+  await look.setViewportSize(DESKTOP);
+  await look.goto(url);
+  await formIsUsable(look, "1280×720", 200);
+  await look.screenshot({ path: join(shots, "join-desktop.png") });
+  await look.setViewportSize(PHONE);
+  await formIsUsable(look, "phone", 250);
+  await look.screenshot({ path: join(shots, "join-phone.png") });
+  await first.close();
+
+  const aliceCtx = await browser.newContext();
+  const bobCtx = await browser.newContext();
+  const alice = await person(aliceCtx, "Alice");
+  const bob = await person(bobCtx, "Bob");
   check(await bob.locator(".member", { hasText: "Guide" }).locator(".badge").count() === 1, "personas are members with a bot badge");
+  check(/^\/r\/lobby/.test(new URL(alice.url()).pathname), "the room is in the URL (/r/lobby)");
 
   await send(alice, "lunch at noon anyone");
   await send(alice, "what does ambient mode do?");
+  check(await alice.locator(".msg.mine").count() === 2, "own messages are marked");
 
   // The guide answers the question (ambient: within its batch interval), as
   // a reply that quotes it, and cites the docs.
   const guide = replyTo(bob, "Guide", "what does ambient mode do?");
   await guide.first().waitFor(WAIT);
   check(/from docs\/faq\.md/.test(await guide.first().locator(".text").innerText()), "the guide cites the file it answered from");
+  check(await bob.locator(".quote", { hasText: "lunch at noon" }).count() === 0, "chit-chat gets no reply");
+
+  // Why: on the chit-chat, each persona's reason is there for everyone.
+  const lunchWhy = message(bob, "lunch at noon anyone").locator(".why");
+  await lunchWhy.locator("span", { hasText: "Host: not answering: not addressed to it" }).waitFor(WAIT);
+  await lunchWhy.locator("span", { hasText: "Guide:" }).waitFor(WAIT);
+  check(true, "the decision view gives a reason for personas that stayed silent");
+
+  // A mention typed by hand, not picked from the autocomplete.
+  await alice.fill("#text", "@Host what can you do");
+  await alice.press("#text", "Escape");
+  await alice.press("#text", "Enter");
+  await replyTo(bob, "Host", "@Host what can you do").first().waitFor(WAIT);
+  check(true, "a typed @Host is a mention and is answered");
 
   // @ autocomplete: choosing Host inserts the name and a real mention.
   await alice.fill("#text", "");
@@ -79,22 +145,102 @@ try {
   await host.first().waitFor(WAIT);
   check(await host.count() === 1, "Host answers its mention, once");
 
-  // Chit-chat got no reply from anyone.
-  check(await bob.locator(".quote", { hasText: "lunch at noon" }).count() === 0, "chit-chat gets no reply");
+  // Shift+Enter breaks the line; Enter sends.
+  await alice.fill("#text", "first line");
+  await alice.press("#text", "Shift+Enter");
+  await alice.type("#text", "second line");
+  check((await alice.inputValue("#text")) === "first line\nsecond line", "Shift+Enter breaks the line");
+  await alice.press("#text", "Enter");
+  const twoLines = message(bob, "first line").last();
+  await twoLines.waitFor(WAIT);
+  check((await twoLines.locator(".text").innerHTML()).includes("<br>"), "the message keeps its line break");
 
-  await bob.screenshot({ path: join(shots, "demo-bob.png"), fullPage: true });
+  // Markdown is rendered; HTML anyone types is shown as text.
+  await send(alice, "**bold** and `code` and <b>not bold</b> <img src=x onerror=alert(1)>");
+  const md = message(bob, "and code and").last();
+  await md.waitFor(WAIT);
+  check(await md.locator(".text strong", { hasText: "bold" }).count() === 1, "Markdown bold is rendered");
+  check(await md.locator(".text code", { hasText: "code" }).count() === 1, "Markdown code is rendered");
+  check(await md.locator(".text b").count() === 0 && await md.locator(".text img").count() === 0, "typed HTML is not markup");
+  check((await md.locator(".text").innerText()).includes("<b>not bold</b>"), "typed HTML shows as text");
 
-  // A reload shows the history (the name and room are remembered).
+  // Over the length limit: refused in the page, and the text stays.
+  const long = "x".repeat(4001);
+  await alice.fill("#text", long);
+  await alice.press("#text", "Enter");
+  check((await alice.inputValue("#text")) === long, "an over-long message stays in the box");
+  check(await alice.locator("#notice").isVisible(), "and the page says why");
+  check((await alice.locator("#counter").innerText()).includes("4001"), "the counter shows the length");
+  await alice.fill("#text", "");
+
+  // A second tab of Alice (same browser) is Alice; someone else taking the
+  // name while she is here is refused; closing her second tab leaves her in
+  // the member list.
+  const aliceTab2 = await person(aliceCtx, "Alice");
+  check(await aliceTab2.locator(".msg", { hasText: "lunch at noon anyone" }).count() === 1, "Alice's second tab joins as Alice");
+  const mallory = await (await browser.newContext()).newPage();
+  await mallory.goto(url);
+  await mallory.fill("#name", "alice");
+  await mallory.click("#join button");
+  await mallory.locator("#joinerror", { hasText: "already" }).waitFor(WAIT);
+  check(true, "another person cannot take Alice's name while she is here");
+  await aliceTab2.close();
+  await send(alice, "still here");
+  await message(bob, "still here").first().waitFor(WAIT);
+  check(await bob.locator(".member", { hasText: "Alice" }).count() === 1, "closing one of Alice's tabs leaves her listed");
+
+  await bob.screenshot({ path: join(shots, "room-bob-desktop.png"), fullPage: true });
+  const phone = await person(await browser.newContext(), "Pat", "lobby", PHONE);
+  const overflow = await phone.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+  check(!overflow, "the room fits a phone's width");
+  await phone.screenshot({ path: join(shots, "room-phone.png") });
+
+  // The server stops: a banner says so, text typed meanwhile stays; it
+  // comes back on the same port and store: the page reconnects by itself
+  // and the history is there.
+  await stop(demo);
+  await alice.locator("#banner", { hasText: "Reconnecting" }).waitFor(WAIT);
+  check(true, "a banner says the room is disconnected");
+  await alice.fill("#text", "typed while it was down");
+  await alice.press("#text", "Enter");
+  check((await alice.inputValue("#text")) === "typed while it was down", "text typed while disconnected is kept");
+  demo = await start(["demo", "--listen", `127.0.0.1:${port}`, "--store", store]);
+  await alice.locator("#banner").waitFor({ state: "hidden", timeout: 45_000 });
+  check(true, "the page reconnects by itself");
+  await message(alice, "what does ambient mode do?").first().waitFor(WAIT);
+  await alice.press("#text", "Enter");
+  await message(bob, "typed while it was down").first().waitFor(WAIT);
+  check(true, "after reconnecting, the kept text is sent and others see it");
+  await alice.screenshot({ path: join(shots, "room-alice-after-restart.png"), fullPage: true });
+
+  // A reload keeps the name and room and shows the history.
   await alice.reload();
   await alice.click("#join button");
   await alice.waitForSelector("#log", WAIT);
   await replyTo(alice, "Guide", "what does ambient mode do?").first().waitFor(WAIT);
-  check(await alice.locator(".msg .text", { hasText: "lunch at noon anyone" }).count() === 1, "a reload shows the history");
-  await alice.screenshot({ path: join(shots, "demo-alice-after-reload.png"), fullPage: true });
+  check(await message(alice, "lunch at noon anyone").count() === 1, "a reload shows the history");
+  await stop(demo);
+  demo = null;
+
+  // A persona whose agent cannot start: the reason is on the message.
+  const broken = await start(["run", "-c", brokenConfig]);
+  const brokenUrl = broken.line.split(/\s+/).find((w) => w.startsWith("http://"));
+  const carol = await (await browser.newContext()).newPage();
+  await carol.goto(brokenUrl);
+  await carol.fill("#name", "Carol");
+  await carol.click("#join button");
+  await carol.waitForSelector("#log", WAIT);
+  await send(carol, "@Helper are you there?");
+  const why = message(carol, "@Helper are you there?").locator(".why .failed");
+  await why.waitFor(WAIT);
+  check(/can't open file|No such file/.test(await why.innerText()), "the decision view shows why an agent failed");
+  await carol.screenshot({ path: join(shots, "failed-agent.png"), fullPage: true });
+  await stop(broken);
 } catch (e) {
   console.log(`FAILED: ${e.message}`);
   failed = true;
 } finally {
+  if (demo) await stop(demo);
   await browser.close();
 }
 process.exit(failed ? 1 : 0);

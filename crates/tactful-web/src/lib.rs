@@ -31,6 +31,7 @@
 pub mod access;
 pub mod fields;
 pub mod identity;
+mod render;
 pub mod room;
 mod session;
 pub mod why;
@@ -201,6 +202,7 @@ impl WebPlatform {
                     },
                     quote: room.quote(reply_to),
                     reply_to: reply_to.map(str::to_owned),
+                    html: render::html(&m.text),
                     text: m.text,
                     time: m.time.to_rfc3339(),
                     why: Vec::new(),
@@ -280,6 +282,7 @@ impl WebPlatform {
         });
         let app = Router::new()
             .route("/", get(session::page))
+            .route("/r/{room}", get(session::page))
             .route("/ws", get(session::ws))
             .with_state(self.shared.clone());
         let task = tokio::spawn(async move {
@@ -387,6 +390,7 @@ impl Platform for WebPlatform {
                     id: shared.new_id(),
                     sender,
                     text: msg.text.to_owned(),
+                    html: render::html(msg.text),
                     reply_to: reply_to.map(str::to_owned),
                     quote: r.quote(reply_to),
                     time: time.to_rfc3339(),

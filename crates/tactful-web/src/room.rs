@@ -33,6 +33,8 @@ pub struct WebMsg {
     pub sender: Member,
     /// The text.
     pub text: String,
+    /// The text as the page shows it: Markdown, sanitised.
+    pub html: String,
     /// What it replies to.
     pub reply_to: Option<String>,
     /// The replied-to message, quoted: who and what.
@@ -46,7 +48,7 @@ pub struct WebMsg {
 
 /// A change waiting for its turn to be shown.
 enum Change {
-    New(WebMsg),
+    New(Box<WebMsg>),
     Edit { id: String, text: String },
     Delete { id: String },
 }
@@ -91,7 +93,7 @@ impl Room {
     /// the room does not have it (a persona's reply under its engine id).
     pub fn note_why(&mut self, id: &str, why: crate::why::Why) -> bool {
         let queued = self.queue.iter_mut().filter_map(|q| match &mut q.change {
-            Change::New(m) => Some(m),
+            Change::New(m) => Some(&mut **m),
             _ => None,
         });
         let Some(m) = self.history.iter_mut().chain(queued).find(|m| m.id == id) else {
@@ -109,11 +111,18 @@ impl Room {
         self.keys.get(key).map(String::as_str)
     }
 
-    /// The quote a reply to `reply_to` shows.
+    /// The quote a reply to `reply_to` shows: the message may still be
+    /// waiting to be shown (a reply can be ready before the question's
+    /// store acknowledgement has been processed).
     pub fn quote(&self, reply_to: Option<&str>) -> Option<Value> {
         let r = reply_to?;
+        let queued = self.queue.iter().filter_map(|q| match &q.change {
+            Change::New(m) => Some(&**m),
+            _ => None,
+        });
         self.history
             .iter()
+            .chain(queued)
             .find(|m| m.id == r)
             .map(|m| json!({ "sender_name": m.sender.name, "text": clip(&m.text, 200) }))
     }
@@ -124,7 +133,7 @@ impl Room {
             self.keys.insert(k.clone(), msg.id.clone());
             self.key_of.insert(msg.id.clone(), k);
         }
-        self.queue(Change::New(msg), ready)
+        self.queue(Change::New(Box::new(msg)), ready)
     }
 
     /// Puts an edit in line, ready.
@@ -179,7 +188,7 @@ impl Room {
             let event = match q.change {
                 Change::New(m) => {
                     let event = json!({ "type": "message", "room": room, "message": &m });
-                    self.history.push_back(m);
+                    self.history.push_back(*m);
                     while self.history.len() > limit {
                         if let Some(old) = self.history.pop_front() {
                             self.forget_key(&old.id);
@@ -188,10 +197,12 @@ impl Room {
                     event
                 }
                 Change::Edit { id, text } => {
+                    let html = crate::render::html(&text);
                     if let Some(m) = self.history.iter_mut().find(|m| m.id == id) {
                         m.text.clone_from(&text);
+                        m.html.clone_from(&html);
                     }
-                    json!({ "type": "edit", "room": room, "id": id, "text": text })
+                    json!({ "type": "edit", "room": room, "id": id, "text": text, "html": html })
                 }
                 Change::Delete { id } => {
                     self.history.retain(|m| m.id != id);
@@ -296,6 +307,7 @@ mod tests {
             id: id.to_owned(),
             sender: member("web:A"),
             text: id.to_owned(),
+            html: String::new(),
             reply_to: None,
             quote: None,
             time: String::new(),

@@ -333,6 +333,7 @@ impl Conn {
                 id: shared.new_id(),
                 sender: member.clone(),
                 text: text.to_owned(),
+                html: crate::render::html(text),
                 reply_to: reply_to.clone(),
                 quote: r.quote(reply_to.as_deref()),
                 time: time.to_rfc3339(),

@@ -60,13 +60,8 @@ pub fn notes(output: &Output) -> Vec<Note> {
             let text = format!("listening: reading it now, in a batch of {}", ids.len());
             each(&req.room, &ids, &req.persona, "answering", &text)
         }
-        Output::Send(o) if o.notice => each(
-            &o.room,
-            &o.msgs,
-            &o.persona,
-            "failed",
-            "failed, and said so in the room",
-        ),
+        // The failure's own line (with its reason) stays.
+        Output::Send(o) if o.notice => Vec::new(),
         Output::Send(o) => each(&o.room, &o.msgs, &o.persona, "answered", "answered"),
         Output::Silent(end, kind) => {
             let text = match kind {

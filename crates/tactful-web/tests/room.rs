@@ -170,18 +170,29 @@ async fn the_page_is_served_from_the_binary() {
     let body = reqwest_free_get(room.addr).await;
     assert!(body.contains("<title>tactful</title>"));
     assert!(body.contains("new WebSocket"), "the script is inline: no CDN");
+    // (The favicon is an inline SVG; its XML namespace is a name, not a fetch.)
+    let body = body.replace("http://www.w3.org/2000/svg", "");
     assert!(
         !body.contains("http://") && !body.contains("https://"),
         "nothing is fetched from elsewhere"
     );
+    // A room's own address serves the same page.
+    let at_room = get_path(room.addr, "/r/team%20room").await;
+    assert!(at_room.starts_with("HTTP/1.1 200"), "{at_room}");
+    assert!(at_room.contains("new WebSocket"));
     room.runtime.shutdown().await;
 }
 
 /// A plain HTTP GET / over a socket.
 async fn reqwest_free_get(addr: std::net::SocketAddr) -> String {
+    get_path(addr, "/").await
+}
+
+/// A plain HTTP GET of `path` over a socket: the whole response.
+async fn get_path(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = TcpStream::connect(addr).await.expect("connect");
-    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
         .await
         .expect("write");
     let mut out = String::new();

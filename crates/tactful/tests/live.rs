@@ -191,15 +191,26 @@ async fn the_room_shows_why_each_persona_answered_or_not() {
     .expect("config");
     let svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
     let mut ws = enter(&svc.ws_url, "Alice").await;
-    say(&mut ws, json!({ "type": "say", "room": "lobby", "text": "hello all" })).await;
-    say(&mut ws, json!({ "type": "say", "room": "lobby", "text": "@Docs break it" })).await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "hello all" }),
+    )
+    .await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs break it" }),
+    )
+    .await;
     let mut why = std::collections::HashMap::new();
     let mut ids = std::collections::HashMap::new();
     tokio::time::timeout(Duration::from_secs(20), async {
         while !(why.values().any(|t: &String| t.starts_with("failed:"))
-            && why.values().any(|t: &String| t.contains("not addressed")))
+            && why.values().any(|t: &String| t.contains("not addressed"))
+            && why.keys().all(|id| ids.contains_key(id)))
         {
-            let Some(Ok(Ws::Text(t))) = ws.next().await else { continue };
+            let Some(Ok(Ws::Text(t))) = ws.next().await else {
+                continue;
+            };
             let v: serde_json::Value = serde_json::from_str(&t).expect("json");
             if v["type"] == "message" {
                 let id = v["message"]["id"].as_str().unwrap_or_default().to_owned();
@@ -212,13 +223,20 @@ async fn the_room_shows_why_each_persona_answered_or_not() {
                 }
             }
             if v["type"] == "why" && v["why"]["persona"] == "docs" {
-                why.insert(v["msg"].as_str().unwrap_or_default().to_owned(), v["why"]["text"].as_str().unwrap_or_default().to_owned());
+                why.insert(
+                    v["msg"].as_str().unwrap_or_default().to_owned(),
+                    v["why"]["text"].as_str().unwrap_or_default().to_owned(),
+                );
             }
         }
     })
     .await
     .unwrap_or_else(|_| panic!("the reasons arrive: {why:?}"));
-    let text_of = |id: &str| ids.get(id).cloned().unwrap_or_default();
+    let text_of = |id: &str| {
+        ids.get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} not seen in {ids:?}; {why:?}"))
+    };
     for (id, line) in &why {
         if line.starts_with("failed:") {
             assert_eq!(text_of(id), "@Docs break it");
@@ -232,7 +250,9 @@ async fn the_room_shows_why_each_persona_answered_or_not() {
     let mut bob = enter(&svc.ws_url, "Bob").await;
     let history = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
-            let Some(Ok(Ws::Text(t))) = bob.next().await else { continue };
+            let Some(Ok(Ws::Text(t))) = bob.next().await else {
+                continue;
+            };
             let v: serde_json::Value = serde_json::from_str(&t).expect("json");
             if v["type"] == "history" {
                 return v;
@@ -246,6 +266,12 @@ async fn the_room_shows_why_each_persona_answered_or_not() {
         .and_then(|m| m.iter().find(|m| m["text"] == "hello all"))
         .expect("hello in the history");
     assert_eq!(hello["why"][0]["persona"], "docs", "{hello}");
-    assert!(hello["why"][0]["text"].as_str().unwrap_or("").contains("not addressed"), "{hello}");
+    assert!(
+        hello["why"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not addressed"),
+        "{hello}"
+    );
     svc.stop().await;
 }
