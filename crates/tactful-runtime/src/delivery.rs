@@ -7,9 +7,14 @@
 //!   and streamed text replaces it at most every `edit_interval`, never
 //!   showing a `[[...]]` header or a half-typed silence token
 //!   ([`tactful_core::delivery::visible`]);
+//! - on a platform with native replies the placeholder is posted as a reply
+//!   to the person's message that started the turn (not in a DM), so the
+//!   answer grows where it will stay, under its quote;
 //! - the final reply is split to the platform's limit with code fences kept
-//!   balanced; with `reply_to` it is sent as a reply first and the
-//!   placeholder deleted after, so a failed send never loses the text;
+//!   balanced; when it answers the message its placeholder already replies
+//!   to (or none), the placeholder becomes it; with another `reply_to` it is
+//!   sent as a reply first and the placeholder deleted after, so a failed
+//!   send never loses the text;
 //! - a turn that ends without a reply deletes its placeholder;
 //! - every failed call is tried once more, then logged with its room.
 //!
@@ -101,6 +106,8 @@ pub enum DeliveryEvent {
         turn: TurnId,
         /// Who speaks.
         persona: PersonaId,
+        /// The message the reply most likely answers, for the placeholder.
+        answering: Option<MsgId>,
         /// The thread the reply goes to.
         thread: Option<ThreadId>,
         /// The silence token when silence is allowed.
@@ -135,6 +142,8 @@ struct Stream {
     persona: PersonaId,
     silence_token: Option<Arc<str>>,
     placeholder: Option<MsgId>,
+    /// What the placeholder was posted as a reply to.
+    answering: Option<MsgId>,
     shown: String,
     throttle: EditThrottle,
     streamed: Arc<Streamed>,
@@ -214,11 +223,14 @@ impl RoomDelivery {
             DeliveryEvent::Start {
                 turn,
                 persona,
+                answering,
                 thread,
                 silence_token,
                 streamed,
             } => {
-                self.start(turn, persona, thread, silence_token, streamed).await;
+                let answering = answering.filter(|_| self.platform.capabilities().native_replies);
+                self.start(turn, persona, answering, thread, silence_token, streamed)
+                    .await;
                 None
             }
             DeliveryEvent::Partial { turn } => {
@@ -245,6 +257,7 @@ impl RoomDelivery {
         &mut self,
         turn: TurnId,
         persona: PersonaId,
+        answering: Option<MsgId>,
         thread: Option<ThreadId>,
         silence: Option<Arc<str>>,
         streamed: Arc<Streamed>,
@@ -260,7 +273,9 @@ impl RoomDelivery {
                 id: MsgId::new(id),
             };
             self.record(record("")).await;
-            let id = self.post_placeholder(turn, &persona, thread.as_ref()).await;
+            let id = self
+                .post_placeholder(turn, &persona, thread.as_ref(), answering.as_ref())
+                .await;
             if let Some(id) = &id {
                 tracing::debug!(room = %self.room, %turn, %id, "placeholder posted");
                 self.record(record(id.as_str())).await;
@@ -275,6 +290,7 @@ impl RoomDelivery {
                 persona,
                 silence_token: silence,
                 placeholder,
+                answering,
                 shown: String::new(),
                 throttle: EditThrottle::new(self.config.edit_interval),
                 streamed,
@@ -289,6 +305,7 @@ impl RoomDelivery {
         turn: TurnId,
         persona: &PersonaId,
         thread: Option<&ThreadId>,
+        answering: Option<&MsgId>,
     ) -> Option<MsgId> {
         let key = format!("{}:{}:p", self.key_prefix, turn.0);
         let msg = OutMessage {
@@ -296,7 +313,7 @@ impl RoomDelivery {
             room: &self.room,
             thread,
             text: &self.config.placeholder,
-            reply_to: None,
+            reply_to: answering,
             key: Some(&key),
         };
         twice("posting a placeholder", &self.room, || self.platform.send(msg))
@@ -310,7 +327,7 @@ impl RoomDelivery {
         if !id.as_str().is_empty() {
             return Some(id);
         }
-        self.post_placeholder(turn, persona, None).await
+        self.post_placeholder(turn, persona, None, None).await
     }
 
     async fn partial(&mut self, turn: TurnId) {
@@ -396,17 +413,19 @@ impl RoomDelivery {
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
         let caps = self.platform.capabilities();
         let resume = resume.unwrap_or_default();
-        let placeholder = match self.streams.remove(&out.turn) {
-            Some(s) => s.placeholder,
+        let (placeholder, answering) = match self.streams.remove(&out.turn) {
+            Some(s) => (s.placeholder, s.answering),
             None => match resume.placeholder.clone() {
-                Some(id) => self.resolve(out.turn, &out.persona, id).await,
-                None => None,
+                Some(id) => (self.resolve(out.turn, &out.persona, id).await, None),
+                None => (None, None),
             },
         };
         let parts = split_message(&out.text, caps.max_message_chars);
         let mut first_id = resume.first_id.clone();
         if resume.parts_done == 0 {
-            first_id = self.send_first(&out, &parts[0], placeholder.as_ref()).await;
+            first_id = self
+                .send_first(&out, &parts[0], placeholder.as_ref(), answering.as_ref())
+                .await;
             if let Some(id) = &first_id {
                 tracing::debug!(room = %self.room, reply = %out.id, part = 0, %id, "part delivered");
                 self.record(self.part(&out, 0, id)).await;
@@ -434,10 +453,25 @@ impl RoomDelivery {
 
     /// Delivers the first part: into the placeholder, or as a message of
     /// its own; its platform id.
-    async fn send_first(&self, out: &Outgoing, first: &str, placeholder: Option<&MsgId>) -> Option<MsgId> {
+    async fn send_first(
+        &self,
+        out: &Outgoing,
+        first: &str,
+        placeholder: Option<&MsgId>,
+        answering: Option<&MsgId>,
+    ) -> Option<MsgId> {
         let caps = self.platform.capabilities();
         let key = self.key(out, 0);
         let reply_to = out.reply_to.as_ref().filter(|_| caps.native_replies);
+        // The placeholder already replies to what the answer replies to (or
+        // the answer names nothing: it stays under the message that started
+        // its turn): it becomes the answer, in place.
+        if let Some(ph) = placeholder
+            && (reply_to.is_none() || reply_to == answering)
+            && let Some(id) = self.edit_or_keep(&out.persona, ph, first).await
+        {
+            return Some(id);
+        }
         match (placeholder, reply_to) {
             // A reply to a specific message cannot be an edit: send it as a
             // reply first, then remove the placeholder. If the send fails,

@@ -540,6 +540,13 @@ impl Driver {
             let start = DeliveryEvent::Start {
                 turn,
                 persona: req.persona.clone(),
+                // What the reply will most likely answer: a person's message
+                // that started the turn (the agent decides in the end).
+                answering: req
+                    .triggers
+                    .last()
+                    .filter(|e| e.persona.is_none() && !req.is_dm)
+                    .map(|e| e.id.clone()),
                 thread: req.thread.clone(),
                 silence_token: req.silence_token.clone(),
                 streamed: streamed.clone(),

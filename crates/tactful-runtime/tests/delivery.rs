@@ -81,7 +81,7 @@ impl Platform for Double {
             let failed = if *fail > 0 {
                 *fail -= 1;
                 true
-            } else if msg.reply_to.is_some() && *fail_reply > 0 {
+            } else if msg.reply_to.is_some() && msg.text != "…" && *fail_reply > 0 {
                 *fail_reply -= 1;
                 true
             } else {
@@ -219,13 +219,15 @@ async fn a_streamed_reply_grows_in_its_placeholder_and_never_shows_its_header() 
     rt.handle().inbound(msg("q", "main", "@docs how do I reset?"));
     rt.shutdown().await;
     let calls = p.calls();
+    // The placeholder is a reply to the question from the start, so the
+    // answer grows where it stays: under its quote, never moved.
     assert_eq!(
         calls,
         [
             Call::Send {
                 room: "main".into(),
                 text: "…".into(),
-                reply_to: None,
+                reply_to: Some("q".into()),
                 id: "p1".into()
             },
             Call::Edit {
@@ -236,12 +238,43 @@ async fn a_streamed_reply_grows_in_its_placeholder_and_never_shows_its_header() 
                 id: "p1".into(),
                 text: "Hold the button.".into()
             },
-            // A reply to a message is sent as a reply first, then the
-            // placeholder goes.
+            Call::Edit {
+                id: "p1".into(),
+                text: "Hold the button.".into()
+            },
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_reply_to_another_message_is_sent_as_one_then_the_placeholder_goes() {
+    let p = Double::new(FULL);
+    let (rt, _trace) = start(
+        p.clone(),
+        vec![("reset", (0, vec!["[[reply_to:earlier]]\nThat one."]))],
+    );
+    rt.handle().inbound(msg("earlier", "main", "the light is red"));
+    rt.handle().inbound(msg("q", "main", "@docs how do I reset?"));
+    rt.shutdown().await;
+    assert_eq!(
+        p.calls(),
+        [
             Call::Send {
                 room: "main".into(),
-                text: "Hold the button.".into(),
+                text: "…".into(),
                 reply_to: Some("q".into()),
+                id: "p1".into()
+            },
+            Call::Edit {
+                id: "p1".into(),
+                text: "That one.".into()
+            },
+            // A reply to another message cannot be an edit: sent as a
+            // reply first, then the placeholder goes.
+            Call::Send {
+                room: "main".into(),
+                text: "That one.".into(),
+                reply_to: Some("earlier".into()),
                 id: "p2".into()
             },
             Call::Delete { id: "p1".into() },
@@ -261,7 +294,7 @@ async fn a_silent_turn_leaves_nothing_behind() {
             Call::Send {
                 room: "main".into(),
                 text: "…".into(),
-                reply_to: None,
+                reply_to: Some("t".into()),
                 id: "p1".into()
             },
             Call::Delete { id: "p1".into() },
@@ -332,9 +365,11 @@ async fn a_failed_send_is_retried_once() {
 #[tokio::test]
 async fn when_a_reply_cannot_be_sent_the_placeholder_keeps_the_text() {
     let p = Double::new(FULL);
-    // The placeholder goes through; both tries of the reply fail.
+    // The placeholder goes through; both tries of the reply (to another
+    // message, so it cannot be an edit) fail.
     *p.fail_replies.lock().expect("lock") = 2;
-    let (rt, _trace) = start(p.clone(), vec![("hi", (0, vec!["[[reply_to:h]]\nHello!"]))]);
+    let (rt, _trace) = start(p.clone(), vec![("hi", (0, vec!["[[reply_to:g]]\nHello!"]))]);
+    rt.handle().inbound(msg("g", "main", "good morning"));
     rt.handle().inbound(msg("h", "main", "@docs hi"));
     rt.shutdown().await;
     let calls = p.calls();
@@ -343,7 +378,7 @@ async fn when_a_reply_cannot_be_sent_the_placeholder_keeps_the_text() {
         Some(&Call::Send {
             room: "main".into(),
             text: "…".into(),
-            reply_to: None,
+            reply_to: Some("h".into()),
             id: "p1".into()
         })
     );

@@ -48,14 +48,16 @@ async fn a_mention_gets_a_reply_and_chatter_gets_none() {
     .await;
     let (q_id, reason) = decided(&mut room.trace, "docs").await;
     assert_eq!(reason, "mention");
-    let reply = until(&mut bob, |v| {
+    // The persona's "…" is a reply to the question from the start, and the
+    // answer is written into it: it grows where it stays, under its quote.
+    let placeholder = until(&mut bob, |v| {
         v["type"] == "message"
             && v["message"]["sender"]["bot"] == true
             && v["message"]["reply_to"].is_string()
     })
     .await;
-    let m = &reply["message"];
-    assert_eq!(m["text"], "Hold the button for 5 s, Alice.");
+    let m = &placeholder["message"];
+    assert_eq!(m["text"], "…");
     assert_eq!(
         m["reply_to"].as_str(),
         Some(q_id.as_str()),
@@ -63,8 +65,12 @@ async fn a_mention_gets_a_reply_and_chatter_gets_none() {
     );
     assert_eq!(m["quote"]["sender_name"], "Alice");
     assert_eq!(m["quote"]["text"], "@Docs how do I reset it?");
-    // The streaming placeholder was removed after the reply went out.
-    until(&mut bob, |v| v["type"] == "delete").await;
+    let id = m["id"].clone();
+    let answer = until(&mut bob, |v| {
+        v["type"] == "edit" && v["id"] == id && v["text"] != "…"
+    })
+    .await;
+    assert_eq!(answer["text"], "Hold the button for 5 s, Alice.");
 
     // A late joiner sees the history: the chat, the question, one reply.
     room.runtime.shutdown().await;

@@ -162,17 +162,32 @@ pub async fn say(ws: &mut Socket, v: Value) {
 }
 
 /// Bot messages until `done` says the wanted ones arrived (30 s at most).
+/// A reply that grows in its placeholder ("…", then edits) counts once,
+/// with its latest text.
 pub async fn bot_messages(ws: &mut Socket, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let mut got = Vec::new();
+    let mut got: Vec<Value> = Vec::new();
+    let mut placeholders: Vec<Value> = Vec::new();
     tokio::time::timeout(Duration::from_secs(30), async {
         while !done(&got) {
             if let Some(Ok(Ws::Text(t))) = ws.next().await {
                 let v: Value = serde_json::from_str(&t).expect("json");
-                if v["type"] == "message"
-                    && v["message"]["sender"]["bot"] == true
-                    && v["message"]["text"] != "…"
-                {
-                    got.push(v["message"].clone());
+                if v["type"] == "message" && v["message"]["sender"]["bot"] == true {
+                    if v["message"]["text"] == "…" {
+                        placeholders.push(v["message"].clone());
+                    } else {
+                        got.push(v["message"].clone());
+                    }
+                } else if v["type"] == "edit" && v["text"] != "…" {
+                    let grown = placeholders
+                        .iter()
+                        .chain(got.iter())
+                        .find(|m| m["id"] == v["id"])
+                        .cloned();
+                    if let Some(mut m) = grown {
+                        m["text"] = v["text"].clone();
+                        got.retain(|g| g["id"] != m["id"]);
+                        got.push(m);
+                    }
                 }
             }
         }
