@@ -426,27 +426,38 @@ impl KbAgent {
         } else {
             turn.triggers.last().into_iter().collect()
         };
-        let best = candidates
-            .iter()
-            .filter_map(|e| self.lookup(&e.text).map(|(score, s)| (score, s, *e)))
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        match best {
-            Some((_, s, e)) => format!(
-                "[[reply_to:{}]]\n{}\n\n(from {}, \"{}\")",
-                e.id,
-                excerpt(&s.body),
-                s.source,
-                s.heading
-            ),
-            // Not asked directly: nothing worth saying.
-            None if !turn.addressed => "NO_REPLY".to_owned(),
-            None => {
-                let id = turn.triggers.last().map(|e| e.id.to_string()).unwrap_or_default();
-                format!(
-                    "[[reply_to:{id}]]\nI couldn't find that in the docs I know. Try asking with other words?"
-                )
+        // Every question that has an answer, newest first, one reply each
+        // (two questions the same section answers get it once, under the
+        // newer one).
+        let mut answers: Vec<(&Section, &Arc<Entry>)> = Vec::new();
+        for e in candidates.iter().rev() {
+            if let Some((_, s)) = self.lookup(&e.text)
+                && !answers.iter().any(|(seen, _)| std::ptr::eq(*seen, s))
+            {
+                answers.push((s, e));
             }
         }
+        if !answers.is_empty() {
+            return answers
+                .iter()
+                .map(|(s, e)| {
+                    format!(
+                        "[[reply_to:{}]]\n{}\n\n(from {}, \"{}\")",
+                        e.id,
+                        excerpt(&s.body),
+                        s.source,
+                        s.heading
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n\n");
+        }
+        if !turn.addressed {
+            // Not asked directly: nothing worth saying.
+            return "NO_REPLY".to_owned();
+        }
+        let id = turn.triggers.last().map(|e| e.id.to_string()).unwrap_or_default();
+        format!("[[reply_to:{id}]]\nI couldn't find that in the docs I know. Try asking with other words?")
     }
 }
 

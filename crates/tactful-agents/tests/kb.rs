@@ -229,3 +229,23 @@ fn a_follow_up_continues_the_section_it_answered_from() {
         "says something more:\n{first}\n---\n{more}"
     );
 }
+
+/// Three questions in one batch: each gets its own reply, newest first.
+#[test]
+fn every_question_of_a_batch_gets_its_own_reply_newest_first() {
+    let turn = ask(
+        TurnKind::Ambient,
+        false,
+        &[
+            "what is ambient mode?",
+            "lunch anyone?",
+            "how does the rate limit work?",
+            "what is floor control?",
+        ],
+    );
+    let got = kb().answer(&turn);
+    let replies = tactful_core::directives::split_replies(&got);
+    let to: Vec<Option<&str>> = replies.iter().map(|(d, _)| d.reply_to.as_deref()).collect();
+    assert_eq!(to, [Some("q3"), Some("q2"), Some("q0")], "{got}");
+    assert!(replies[0].1.contains("\"What is floor control?\""), "{got}");
+}

@@ -21,7 +21,9 @@
 //!   ids like `$Zx9…` or `$local:server`); an
 //!   invalid value is dropped and reported; when the key repeats, the last
 //!   valid value wins;
-//! - CRLF and a lone CR are line ends like LF.
+//! - CRLF and a lone CR are line ends like LF;
+//! - one output may hold several replies ([`split_replies`]): after a blank
+//!   line, a line that is only a `[[reply_to:…]]` header starts the next.
 
 /// The longest `reply_to` value accepted.
 pub const MAX_REPLY_TO_LEN: usize = 255;
@@ -82,6 +84,49 @@ pub fn parse(output: &str) -> (Directives, &str) {
     (d, body_start)
 }
 
+/// The most replies one agent output may hold.
+pub const MAX_REPLIES: usize = 5;
+
+/// Splits agent output into its replies: the first as [`parse`] reads it,
+/// then one more for each line that is a `[[reply_to:…]]` header of its own
+/// after a blank line (an agent answering several messages of a batch
+/// separately). At most [`MAX_REPLIES`]; past that, the rest stays in the
+/// last reply's body.
+pub fn split_replies(output: &str) -> Vec<(Directives, &str)> {
+    let mut out = Vec::new();
+    let (mut d, mut rest) = parse(output);
+    while out.len() + 1 < MAX_REPLIES {
+        let Some(at) = next_reply(rest) else { break };
+        out.push((d, rest[..at].trim_end()));
+        (d, rest) = parse(&rest[at..]);
+    }
+    out.push((d, rest));
+    out
+}
+
+/// Where in `body` another reply starts: a line that is only a
+/// `[[reply_to:…]]` header (more directives may follow on it), right after
+/// a blank line.
+fn next_reply(body: &str) -> Option<usize> {
+    let mut offset = 0;
+    let mut blank_before = false;
+    for line in body.split_inclusive('\n') {
+        let t = line.trim();
+        if blank_before && offset > 0 && t.starts_with("[[") && t.ends_with("]]") {
+            let (d, after) = parse(t);
+            if d.present
+                && after.trim().is_empty()
+                && (d.reply_to.is_some() || !d.invalid_reply_to.is_empty())
+            {
+                return Some(offset);
+            }
+        }
+        blank_before = t.is_empty();
+        offset += line.len();
+    }
+    None
+}
+
 fn apply(d: &mut Directives, key: &str, value: &str) {
     if key.eq_ignore_ascii_case("reply_to") {
         if valid_reply_to(value) {
@@ -138,6 +183,32 @@ mod tests {
             assert_eq!(body, "hi", "{out:?}");
             assert!(!parse(body).0.present, "{out:?}");
         }
+    }
+
+    #[test]
+    fn one_output_may_hold_several_replies() {
+        let out = "[[reply_to:m3]]\nAnswer three.\n\n[[reply_to:m1]]\nAnswer one.\nSecond line.";
+        let replies = split_replies(out);
+        assert_eq!(replies.len(), 2);
+        assert_eq!(replies[0].0.reply_to.as_deref(), Some("m3"));
+        assert_eq!(replies[0].1, "Answer three.");
+        assert_eq!(replies[1].0.reply_to.as_deref(), Some("m1"));
+        assert_eq!(replies[1].1, "Answer one.\nSecond line.");
+        // Mentioned in passing, or not after a blank line: text.
+        for text in [
+            "[[reply_to:m1]]\nWrite [[reply_to:ID]] to answer one message.",
+            "[[reply_to:m1]]\nA line\n[[reply_to:m2]]\nstill one reply",
+            "Plain text\n\n[[Note]]\nstill one",
+        ] {
+            assert_eq!(split_replies(text).len(), 1, "{text}");
+        }
+        let many: String = (0..9).map(|i| format!("[[reply_to:m{i}]]\nA{i}\n\n")).collect();
+        let replies = split_replies(&many);
+        assert_eq!(replies.len(), MAX_REPLIES);
+        assert!(
+            replies[MAX_REPLIES - 1].1.contains("A8"),
+            "the rest stays in the last"
+        );
     }
 
     #[test]

@@ -43,6 +43,7 @@ use crate::rng::Rng;
 use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
+mod more_replies;
 mod restore;
 
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
@@ -157,6 +158,9 @@ pub struct Outgoing {
     /// characters before it was cut (the text ends with the truncation
     /// mark).
     pub truncated_from: Option<usize>,
+    /// Further replies of this turn the rate limit held back (on the
+    /// turn's last reply sent; see `directives::split_replies`).
+    pub more_withheld: u32,
 }
 
 impl Outgoing {
@@ -881,7 +885,9 @@ impl Engine {
             }
             AgentResult::Output(text) => text,
         };
-        let (d, body) = directives::parse(&text);
+        let mut replies = directives::split_replies(&text).into_iter();
+        let (d, body) = replies.next().unwrap_or_default();
+        let more: Vec<(Directives, String)> = replies.map(|(d, b)| (d, b.to_owned())).collect();
         let body = body.trim();
         if body.is_empty() {
             if d.present {
@@ -917,7 +923,18 @@ impl Engine {
             self.finish(now, turn_id, turn, false);
             return;
         }
+        let ctx = more_replies::TurnCtx {
+            kind: turn.kind,
+            persona: turn.persona,
+            room: turn.room.clone(),
+            thread: turn.thread.clone(),
+            is_dm: turn.is_dm,
+            policy: turn.policy.clone(),
+        };
         self.deliver(now, turn_id, turn, body, d, false);
+        if !more.is_empty() {
+            self.deliver_more(now, turn_id, &ctx, more);
+        }
     }
 
     /// A turn failed: the trace gets the reason; the room gets one short
@@ -988,6 +1005,7 @@ impl Engine {
             notice,
             is_dm: turn.is_dm,
             truncated_from,
+            more_withheld: 0,
         };
         let echo = outgoing.as_heard(spec.name.clone());
         self.out.push_back(Output::Send(Box::new(outgoing)));

@@ -192,3 +192,62 @@ fn a_platform_id_for_a_sent_reply_is_an_alias() {
         "{out:?}"
     );
 }
+
+/// One output answering several messages of the room separately: one
+/// `Send` each, in order, each a reply to its message; an unknown id is
+/// not sent; past the rate limit the rest is held back and the trace says
+/// how many.
+#[test]
+fn one_turn_may_answer_several_messages_each_with_its_own_reply() {
+    use tactful_core::policy::{PolicyPatch, RateLimit};
+    let mut config = EngineConfig {
+        personas: vec![PersonaSpec::new("docs", "a")],
+        ..Default::default()
+    };
+    config.policies.default.all = PolicyPatch {
+        rate_limit: Some(Some(RateLimit {
+            replies: 2,
+            per: std::time::Duration::from_secs(60),
+        })),
+        ..Default::default()
+    };
+    let mut e = Engine::new(config).expect("engine");
+    for (id, text) in [
+        ("m1", "how do I reset?"),
+        ("m2", "and the light?"),
+        ("m3", "@docs both please"),
+    ] {
+        e.handle_message(
+            Timestamp(0),
+            Message::new(id, "room", "alice", text, Timestamp(0)),
+        );
+    }
+    let t = turns(&drain(&mut e))[0];
+    let out = "[[reply_to:m3]]\nBoth below.\n\n[[reply_to:m1]]\nHold it.\n\n[[reply_to:nope]]\nLost.\n\n[[reply_to:m2]]\nIt blinks.";
+    e.handle_agent_result(Timestamp(1), t, AgentResult::Output(out.into()));
+    let sends: Vec<_> = drain(&mut e)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Send(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let seen: Vec<(Option<&str>, &str, u32)> = sends
+        .iter()
+        .map(|s| {
+            (
+                s.reply_to.as_ref().map(|m| m.as_str()),
+                s.text.as_str(),
+                s.more_withheld,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(Some("m3"), "Both below.", 0), (Some("m1"), "Hold it.", 1)],
+        "two replies fit the limit of 2; m2's is held back and counted"
+    );
+    assert!(sends.iter().all(|s| s.turn == t));
+    assert_ne!(sends[0].id, sends[1].id, "each reply has its own id");
+    assert_eq!(e.turns_in_flight(), 0, "the turn ended once");
+}

@@ -19,7 +19,7 @@
 //! - every failed call is tried once more, then logged with its room.
 //!
 //! Crash safety: each part of a reply is sent with an idempotency key
-//! (`<store id>:<turn>:<part>`), which platforms that can deduplicate use
+//! (`<store id>:<reply id>:<part>`), which platforms that can deduplicate use
 //! (the web room, Matrix transaction ids), and each part's delivery is
 //! recorded before the next part goes, so a restart resumes after the
 //! parts that went out. A placeholder is recorded before anything streams
@@ -406,8 +406,10 @@ impl RoomDelivery {
         }
     }
 
+    /// A part's idempotency key: `<store id>:<reply id>:<part>` (a turn
+    /// may send several replies, each with its own engine id).
     fn key(&self, out: &Outgoing, part: usize) -> String {
-        format!("{}:{}:{part}", self.key_prefix, out.turn.0)
+        format!("{}:{}:{part}", self.key_prefix, out.id)
     }
 
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {

@@ -366,6 +366,7 @@ impl Store {
                     notice: r.get(8)?,
                     is_dm: r.get(9)?,
                     truncated_from: None,
+                    more_withheld: 0,
                 },
                 parts_done: r.get::<_, i64>(11)?.max(0) as usize,
                 first_id: r.get::<_, Option<String>>(12)?.map(MsgId::new),

@@ -437,6 +437,10 @@ fn send_line(s: &Outgoing) -> Value {
     if s.notice {
         v["notice"] = json!(true);
     }
+    if s.more_withheld > 0 {
+        v["more_withheld"] = json!(s.more_withheld);
+        v["note"] = json!("further replies of this turn were held back by the rate limit");
+    }
     if let Some(d) = &s.dropped_reply_to {
         v["dropped_reply_to"] = json!(d);
         v["note"] = json!("reply_to names no message of this room; sent as a plain message");

@@ -130,6 +130,25 @@ async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
         replies.iter().all(|m| m["reply_to"] != chatter.as_str()),
         "chatter got no reply: {replies:#?}"
     );
+
+    // Two questions a moment apart land in one batch: each gets an answer.
+    let mut ids = Vec::new();
+    for q in ["what is floor control?", "how does the rate limit work?"] {
+        say(&mut ws, json!({ "type": "say", "room": "lobby", "text": q })).await;
+        ids.push(id_of(&mut ws, q).await);
+    }
+    let replies = bot_messages(&mut ws, |got| {
+        ids.iter()
+            .all(|id| got.iter().any(|m| m["reply_to"] == id.as_str()))
+    })
+    .await;
+    for id in &ids {
+        let r = replies
+            .iter()
+            .find(|m| m["reply_to"] == id.as_str())
+            .expect("answered");
+        assert_eq!(r["sender"]["name"], "Guide", "{r}");
+    }
     svc.stop().await;
 }
 
