@@ -189,6 +189,17 @@ try {
   await message(bob, "still here").first().waitFor(WAIT);
   check(await bob.locator(".member", { hasText: "Alice" }).count() === 1, "closing one of Alice's tabs leaves her listed");
 
+  // Another room by the switcher: its own address and history; back again.
+  check((await bob.title()).includes("#lobby · tactful"), "the page title names the room");
+  await bob.fill("#newroomname", "side");
+  await bob.press("#newroomname", "Enter");
+  await bob.waitForURL(/\/r\/side/, WAIT);
+  await send(bob, "over here");
+  check(await bob.locator(".msg", { hasText: "lunch at noon anyone" }).count() === 0, "another room shows its own history");
+  await bob.locator(".roomlink", { hasText: "#lobby" }).click();
+  await bob.locator(".msg", { hasText: "lunch at noon anyone" }).first().waitFor(WAIT);
+  check(/\/r\/lobby/.test(new URL(bob.url()).pathname), "the switcher goes back to the lobby");
+
   await bob.screenshot({ path: join(shots, "room-bob-desktop.png"), fullPage: true });
   const phone = await person(await browser.newContext(), "Pat", "lobby", PHONE);
   const overflow = await phone.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);

@@ -121,6 +121,8 @@ struct Shared {
     runtime: watch::Sender<Option<RuntimeHandle>>,
     /// Set when the listener is bound (its port completes the origins).
     access: OnceLock<Access>,
+    /// What the decision view remembers between trace events.
+    explainer: Mutex<why::Explainer>,
 }
 
 /// The web room: a [`Platform`] for the runtime and a server for people.
@@ -171,6 +173,7 @@ impl WebPlatform {
                 config,
                 runtime: watch::channel(None).0,
                 access: OnceLock::new(),
+                explainer: Mutex::new(why::Explainer::default()),
             }),
         })
     }
@@ -236,7 +239,11 @@ impl WebPlatform {
         let TraceEvent::Engine(output) = event else {
             return;
         };
-        for note in why::notes(output) {
+        let notes = match shared.explainer.lock() {
+            Ok(mut x) => x.notes(output),
+            Err(_) => why::notes(output),
+        };
+        for note in notes {
             let room = note.room.as_str();
             let known = shared
                 .with_rooms(|rooms| {

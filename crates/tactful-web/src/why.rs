@@ -35,6 +35,56 @@ pub struct Note {
     pub why: Why,
 }
 
+/// Turns engine outputs into notes, remembering how many messages each
+/// ambient persona has waiting in each room ("3 waiting for its next
+/// batch"). An entry lives until that batch runs, is cleared or skipped.
+#[derive(Debug, Default)]
+pub struct Explainer {
+    waiting: std::collections::HashMap<(RoomId, PersonaId), usize>,
+}
+
+impl Explainer {
+    /// The notes for `output`.
+    pub fn notes(&mut self, output: &Output) -> Vec<Note> {
+        match output {
+            Output::Decision(d) if d.outcome == Outcome::Record && d.reason == Reason::Buffered => {
+                let n = self
+                    .waiting
+                    .entry((d.room.clone(), d.persona.clone()))
+                    .or_default();
+                *n += 1;
+                let text = if *n == 1 {
+                    "listening: first message for its next batch".to_owned()
+                } else {
+                    format!("listening: {n} messages waiting for its next batch")
+                };
+                return vec![Note {
+                    room: d.room.clone(),
+                    msg: d.msg.clone(),
+                    why: Why {
+                        persona: d.persona.to_string(),
+                        state: "listening",
+                        text,
+                    },
+                }];
+            }
+            Output::CallAgent(req) if req.kind == tactful_core::TurnKind::Ambient => {
+                self.waiting.remove(&(req.room.clone(), req.persona.clone()));
+            }
+            Output::Ambient(n)
+                if matches!(
+                    n.event,
+                    AmbientEvent::Cleared { .. } | AmbientEvent::Skipped { .. }
+                ) =>
+            {
+                self.waiting.remove(&(n.room.clone(), n.persona.clone()));
+            }
+            _ => {}
+        }
+        notes(output)
+    }
+}
+
 /// The notes an engine output makes, one per message it concerns.
 pub fn notes(output: &Output) -> Vec<Note> {
     let note = |room: &RoomId, msg: &MsgId, persona: &PersonaId, state, text: String| Note {
@@ -172,6 +222,19 @@ mod tests {
             reason,
             turn: None::<TurnId>,
         })
+    }
+
+    #[test]
+    fn an_ambient_persona_counts_what_waits_for_its_batch() {
+        let mut x = Explainer::default();
+        let first = x.notes(&decision(Outcome::Record, Reason::Buffered));
+        assert_eq!(first[0].why.text, "listening: first message for its next batch");
+        let second = x.notes(&decision(Outcome::Record, Reason::Buffered));
+        assert_eq!(
+            second[0].why.text,
+            "listening: 2 messages waiting for its next batch"
+        );
+        assert_eq!(x.waiting.len(), 1);
     }
 
     #[test]

@@ -19,8 +19,11 @@ use tracing_subscriber::fmt::MakeWriter;
 /// silently ignored.
 pub fn init() {
     let (filter, bad) = filter_from(|k| std::env::var(k).ok());
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_writer(RedactedStderr)
+        // Colours only for a terminal: a log file or a pipe gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter)
         .init();
     if let Some((var, e)) = bad {
