@@ -109,20 +109,26 @@ fn sections(doc: &KbDoc) -> Vec<Section> {
     out
 }
 
-/// The opening prose of a section: its first paragraphs, without code,
-/// tables or HTML, up to [`EXCERPT_CHARS`].
-fn excerpt(body: &str) -> String {
-    let mut out = String::new();
+/// A section's paragraphs, trimmed, leaving out code blocks (a paragraph
+/// with an odd number of fences opens or closes one).
+fn outside_code(body: &str) -> impl Iterator<Item = &str> {
     let mut in_code = false;
-    for para in body.split("\n\n") {
-        let p = para.trim();
-        // A paragraph with an odd number of fences opens or closes a block.
+    body.split("\n\n").map(str::trim).filter(move |p| {
         if in_code || p.starts_with("```") {
             if p.matches("```").count() % 2 == 1 {
                 in_code = !in_code;
             }
-            continue;
+            return false;
         }
+        true
+    })
+}
+
+/// The opening prose of a section: its first paragraphs, without code,
+/// tables or HTML, up to [`EXCERPT_CHARS`].
+fn excerpt(body: &str) -> String {
+    let mut out = String::new();
+    for p in outside_code(body) {
         if p.is_empty() || p.starts_with('|') || p.starts_with('<') {
             continue;
         }
@@ -169,15 +175,7 @@ fn more_of(body: &str) -> String {
 /// `key (default): meaning`.
 fn passages(body: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut in_code = false;
-    for para in body.split("\n\n") {
-        let p = para.trim();
-        if in_code || p.starts_with("```") {
-            if p.matches("```").count() % 2 == 1 {
-                in_code = !in_code;
-            }
-            continue;
-        }
+    for p in outside_code(body) {
         if p.starts_with('|') {
             for row in p.lines().skip(2) {
                 let cells: Vec<&str> = row.trim().trim_matches('|').split('|').map(str::trim).collect();
