@@ -30,6 +30,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use irc::client::prelude::{Client, Command, Config as IrcClientConfig, Sender as IrcSender};
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
+use tactful_runtime::account::Backoff;
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock};
 
 /// How far back reply targets are remembered (message id → author nick).
@@ -215,7 +216,7 @@ impl Shared {
 
     async fn keep_connected(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff = Backoff::new(self.settings.max_backoff);
         loop {
             let result = self.session(i, &persona).await;
             if let Ok(mut live) = self.live.lock() {
@@ -226,13 +227,19 @@ impl Shared {
                 return;
             }
             match result {
-                Ok(()) => tracing::warn!(persona = %persona.id, "IRC connection closed; reconnecting"),
+                // It was up: start the pauses afresh.
+                Ok(()) => {
+                    backoff.reset();
+                    backoff
+                        .wait("IRC", persona.id.as_str(), &"the connection closed")
+                        .await;
+                }
                 Err(e) => {
-                    tracing::warn!(persona = %persona.id, "IRC connection failed: {e}; retrying in {backoff:?}")
+                    backoff
+                        .wait("IRC", persona.id.as_str(), &format!("connecting failed: {e}"))
+                        .await
                 }
             }
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(self.settings.max_backoff);
         }
     }
 

@@ -54,6 +54,7 @@ use matrix_sdk::ruma::events::{
 use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{MsgId, PersonaId, RoomId};
+use tactful_runtime::account::Backoff;
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
@@ -230,15 +231,11 @@ enum SessionError {
 impl Shared {
     async fn keep_syncing(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Duration::from_millis(500);
+        let mut backoff = Backoff::new(self.settings.max_backoff);
         let client = loop {
             match self.login(&persona).await {
                 Ok(c) => break c,
-                Err(e) => {
-                    tracing::warn!(persona = %persona.id, "Matrix: {e}; retrying in {backoff:?}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(self.settings.max_backoff);
-                }
+                Err(e) => backoff.wait("Matrix", persona.id.as_str(), &e).await,
             }
         };
         tracing::info!(persona = %persona.id, user = %persona.user_id, "logged in to Matrix");
@@ -249,7 +246,7 @@ impl Shared {
         self.join_configured(&persona, &client).await;
         let mut token = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.id));
         let mut first = true;
-        backoff = Duration::from_millis(500);
+        backoff.reset();
         loop {
             match self.sync(&persona, &client, token.as_deref(), first).await {
                 Ok(next) => {
@@ -259,13 +256,9 @@ impl Shared {
                         tracing::info!(persona = %persona.id, rooms = client.joined_rooms().len(), "Matrix sync is live");
                     }
                     token = Some(next);
-                    backoff = Duration::from_millis(500);
+                    backoff.reset();
                 }
-                Err(e) => {
-                    tracing::warn!(persona = %persona.id, "Matrix: {e}; retrying in {backoff:?}");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(self.settings.max_backoff);
-                }
+                Err(e) => backoff.wait("Matrix", persona.id.as_str(), &e).await,
             }
         }
     }

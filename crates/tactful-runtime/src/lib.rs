@@ -6,6 +6,7 @@
 //! - [`platform`]: the small trait a chat platform implements;
 //! - [`persist`]: saving to the store off the engine's task.
 
+pub mod account;
 pub mod delivery;
 mod driver;
 pub mod metrics;
