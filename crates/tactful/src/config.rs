@@ -11,7 +11,6 @@
 
 mod paths;
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -26,137 +25,14 @@ use tactful_agents::command::{CommandAgent, CommandConfig};
 use tactful_agents::kb::{KbAgent, KbDoc};
 use tactful_agents::openai::{OpenAiAgent, OpenAiConfig};
 use tactful_agents::{Agent, ScriptAgent, ScriptRule};
+use tactful_config::{Checker, EnvString, EnvValues, referenced_vars, with_env};
+pub use tactful_config::{ConfigError, expand_env};
 use tactful_core::engine::ContextLimits;
 use tactful_core::{
     AmbientPatch, EngineConfig, GatePatch, Mode, OnError, PersonaId, PersonaSpec, PolicyPatch, PolicyTable,
     RateLimit, RoomId, RoomLayer, UserId,
 };
 use toml::Spanned;
-
-/// A config that cannot be used, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ConfigError {
-    /// The file, as given.
-    pub path: PathBuf,
-    /// 1-based line and column, when known.
-    pub position: Option<(usize, usize)>,
-    /// What is wrong, naming the key.
-    pub message: String,
-    /// The offending source line, for context.
-    pub snippet: Option<String>,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.path.display())?;
-        if let Some((line, col)) = self.position {
-            write!(f, ":{line}:{col}")?;
-        }
-        write!(f, ": {}", self.message)?;
-        if let (Some((line, col)), Some(snippet)) = (self.position, &self.snippet) {
-            let gutter = line.to_string().len();
-            write!(
-                f,
-                "\n{:gutter$} |\n{line} | {snippet}\n{:gutter$} | {:>col$}",
-                "", "", "^"
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Where a span starts, as 1-based line and column, plus the line's text.
-fn locate(src: &str, offset: usize) -> ((usize, usize), String) {
-    let offset = offset.min(src.len());
-    let before = &src[..offset];
-    let line = before.matches('\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    let col = src[line_start..offset].chars().count() + 1;
-    let text = src[line_start..].lines().next().unwrap_or("").to_owned();
-    ((line, col), text)
-}
-
-/// What a masked secret value looks like in `tactful check` output.
-const SECRET_SHOWN: &str = "\"***\"";
-
-/// A config line with the values of secret keys masked.
-struct Masked {
-    line: String,
-    /// The column the caret points at, moved with the text.
-    col: usize,
-    /// The values taken out (raw, and unquoted when quoted), to take out of
-    /// the error message too.
-    values: Vec<String>,
-}
-
-/// Masks `key = value` pairs on one config line whose key names a secret
-/// (see [`tactful_core::secrets::is_secret_name`]), inline tables included:
-/// `matrix = { user_id = "@a:b", password = "hunter2" }`.
-fn mask_secrets(line: &str, col: usize) -> Masked {
-    static PAIR: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
-        // Only secret-named keys are matched, so a pair before one (even a
-        // malformed `0=auth_token = "..."`) cannot swallow it.
-        Regex::new(&format!(
-            r#"(?i)"?([a-z0-9_-]*(?:{})[a-z0-9_-]*)"?\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}}\]#]+)"#,
-            tactful_core::secrets::SECRET_WORDS.join("|")
-        ))
-        .expect("a valid pattern")
-    });
-    // Every secret pair, overlapping ones too: in a malformed line a quoted
-    // value can swallow the key of the next pair (`a_secret = "x = "pw"`),
-    // so a search that resumed after each match would miss the second.
-    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut from = 0;
-    while let Some(c) = PAIR.captures_at(line, from) {
-        let (Some(all), Some(key), Some(value)) = (c.get(0), c.get(1), c.get(2)) else {
-            break;
-        };
-        if tactful_core::secrets::is_secret_name(key.as_str()) {
-            ranges.push(value.range());
-        }
-        from = all.start() + line[all.start()..].chars().next().map_or(1, char::len_utf8);
-    }
-    ranges.sort_by_key(|r| r.start);
-    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
-    for r in ranges {
-        match merged.last_mut() {
-            Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
-            _ => merged.push(r),
-        }
-    }
-    let mut out = String::with_capacity(line.len());
-    let mut values = Vec::new();
-    let mut shift: isize = 0;
-    let mut inside = None;
-    let mut last = 0;
-    for value in merged {
-        let raw = &line[value.clone()];
-        values.push(raw.to_owned());
-        let unquoted = raw.trim_matches(|c| c == '"' || c == '\'');
-        if unquoted.chars().count() >= 3 {
-            values.push(unquoted.to_owned());
-        }
-        out.push_str(&line[last..value.start]);
-        out.push_str(SECRET_SHOWN);
-        last = value.end;
-        // Columns are 1-based characters.
-        let start = line[..value.start].chars().count() + 1;
-        let len = raw.chars().count();
-        if col >= start + len {
-            shift += SECRET_SHOWN.chars().count() as isize - len as isize;
-        } else if col > start {
-            inside = Some(start as isize + shift);
-        }
-    }
-    let new_col = inside.unwrap_or(col as isize + shift).max(1) as usize;
-    out.push_str(&line[last..]);
-    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-    Masked {
-        line: out,
-        col: new_col,
-        values,
-    }
-}
 
 /// The whole configuration, ready to build an engine and its agents from.
 #[derive(Debug, Clone)]
@@ -321,77 +197,6 @@ impl AgentConfig {
                     .expect("headers were checked when the config was read"),
             ),
         }
-    }
-}
-
-// ---------------------------------------------------------------------------
-// `${ENV}` expansion inside deserialisation.
-
-type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
-
-/// The values of the variables a config text refers to.
-type EnvValues = std::collections::HashMap<String, String>;
-
-thread_local! {
-    /// Set only while [`Config::parse`] reads, so the serde `Deserialize`
-    /// impl of [`EnvString`] (which takes no context) can see them.
-    static ENV: RefCell<Option<EnvValues>> = const { RefCell::new(None) };
-}
-
-/// Replaces `${NAME}` with the variable's value and `$${` with `${`.
-pub fn expand_env(s: &str, env: EnvLookup<'_>) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(lit) = after.strip_prefix("${") {
-            out.push_str("${");
-            rest = lit;
-        } else if let Some(name_start) = after.strip_prefix('{') {
-            let Some(end) = name_start.find('}') else {
-                return Err("`${` is not closed; write `$${` for a literal `${`".to_owned());
-            };
-            let name = &name_start[..end];
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-                return Err(format!(
-                    "`${{{name}}}` is not a valid environment variable reference"
-                ));
-            }
-            match env(name) {
-                Some(v) => out.push_str(&v),
-                None => return Err(format!("environment variable `{name}` is not set")),
-            }
-            rest = &name_start[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
-/// A string with `${ENV}` references expanded while it is read.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct EnvString(String);
-
-impl<'de> Deserialize<'de> for EnvString {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(d)?;
-        if !raw.contains('$') {
-            return Ok(EnvString(raw));
-        }
-        ENV.with(|env| {
-            let env = env.borrow();
-            let lookup = |k: &str| match env.as_ref() {
-                Some(values) => values.get(k).cloned(),
-                None => std::env::var(k).ok(),
-            };
-            expand_env(&raw, &lookup)
-                .map(EnvString)
-                .map_err(de::Error::custom)
-        })
     }
 }
 
@@ -728,38 +533,6 @@ struct RawContext {
 // ---------------------------------------------------------------------------
 // From the file's shape to the engine's config.
 
-struct Checker<'a> {
-    src: &'a str,
-    path: &'a Path,
-}
-
-impl Checker<'_> {
-    fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ConfigError {
-        let ((line, col), snippet) = locate(self.src, span.start);
-        // The line is shown for context: a literal secret on it must not be.
-        let masked = mask_secrets(&snippet, col);
-        let mut message = message.into();
-        for value in &masked.values {
-            message = message.replace(value.as_str(), SECRET_SHOWN);
-        }
-        ConfigError {
-            path: self.path.to_owned(),
-            position: Some((line, masked.col)),
-            message,
-            snippet: Some(masked.line),
-        }
-    }
-
-    fn nowhere(&self, message: impl Into<String>) -> ConfigError {
-        ConfigError {
-            path: self.path.to_owned(),
-            position: None,
-            message: message.into(),
-            snippet: None,
-        }
-    }
-}
-
 /// Whether `id` can be written as an `@handle` (see
 /// [`tactful_core::addressing::text_mentions`]).
 fn is_valid_handle(id: &str) -> bool {
@@ -859,9 +632,7 @@ impl Config {
             .into_iter()
             .filter_map(|k| env(&k).map(|v| (k, v)))
             .collect();
-        ENV.with(|e| *e.borrow_mut() = Some(values));
-        let raw = toml::from_str::<RawConfig>(src);
-        ENV.with(|e| *e.borrow_mut() = None);
+        let raw = with_env(values, || toml::from_str::<RawConfig>(src));
         let raw = raw.map_err(|e| match e.span() {
             Some(span) => check.at(span, e.message().to_owned()),
             None => check.nowhere(e.message().to_owned()),
@@ -1121,21 +892,6 @@ fn is_valid_nick(nick: &str) -> bool {
 
 /// The `${NAME}` names a text mentions, so their values can be looked up
 /// once, before reading.
-fn referenced_vars(src: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = src;
-    while let Some(i) = rest.find("${") {
-        let after = &rest[i + 2..];
-        if let Some(end) = after.find('}') {
-            out.push(after[..end].to_owned());
-            rest = &after[end..];
-        } else {
-            break;
-        }
-    }
-    out
-}
-
 fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
     // Agents first: personas refer to them.
     let mut agents = BTreeMap::new();
@@ -1947,26 +1703,6 @@ agent = "main"
 kind = "script"
 rules = [{ when = "(?i)reset", reply = "[[reply_to:{msg_id}]]\nHold the button." }]
 "#;
-
-    /// Found by the config fuzz target: a malformed pair before a secret
-    /// one (`0=auth_token = "..."`) used to be matched as the pair, so the
-    /// token itself went out unmasked.
-    #[test]
-    fn a_pair_before_a_secret_does_not_hide_it_from_the_mask() {
-        for line in [
-            r#"0=auth_token = "s3cr3t-value""#,
-            // Found by the fuzzer: a quoted value swallowing the next key.
-            r#"m = { a_secret_id = "@x user_password = "s3cr3t-value","#,
-            r#"x = 1, password = "s3cr3t-value""#,
-            r#"m = { user = "u", "api_key" = 's3cr3t-value' }"#,
-        ] {
-            let masked = mask_secrets(line, 1);
-            assert!(!masked.line.contains("s3cr3t-value"), "{line} -> {}", masked.line);
-            assert!(masked.line.contains("***"), "{}", masked.line);
-        }
-        let plain = mask_secrets(r#"model = "gpt-4o""#, 1);
-        assert!(plain.line.contains("gpt-4o"), "{}", plain.line);
-    }
 
     #[test]
     fn minimal_config_loads_with_defaults() {

@@ -1,0 +1,299 @@
+//! What every part of tactful's config file needs, whoever owns the part:
+//! errors that name the file, line and column with the line shown (secret
+//! values on it masked), `${ENV}` expansion while reading, and the check
+//! helper that turns a span into such an error.
+//!
+//! The binary owns the file; each platform crate will own its own section
+//! (`[platforms.<name>]`, `persona.<name>`) and validate it with these same
+//! tools, so `tactful check` reads the same for every part of the file.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use regex::Regex;
+use serde::Deserialize;
+use serde::de::{self, Deserializer};
+
+/// A config that cannot be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file, as given.
+    pub path: PathBuf,
+    /// 1-based line and column, when known.
+    pub position: Option<(usize, usize)>,
+    /// What is wrong, naming the key.
+    pub message: String,
+    /// The offending source line, for context.
+    pub snippet: Option<String>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.path.display())?;
+        if let Some((line, col)) = self.position {
+            write!(f, ":{line}:{col}")?;
+        }
+        write!(f, ": {}", self.message)?;
+        if let (Some((line, col)), Some(snippet)) = (self.position, &self.snippet) {
+            let gutter = line.to_string().len();
+            write!(
+                f,
+                "\n{:gutter$} |\n{line} | {snippet}\n{:gutter$} | {:>col$}",
+                "", "", "^"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a span starts, as 1-based line and column, plus the line's text.
+pub fn locate(src: &str, offset: usize) -> ((usize, usize), String) {
+    let offset = offset.min(src.len());
+    let before = &src[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = src[line_start..offset].chars().count() + 1;
+    let text = src[line_start..].lines().next().unwrap_or("").to_owned();
+    ((line, col), text)
+}
+
+/// What a masked secret value looks like in `tactful check` output.
+pub const SECRET_SHOWN: &str = "\"***\"";
+
+/// A config line with the values of secret keys masked.
+pub struct Masked {
+    /// The line, masked.
+    pub line: String,
+    /// The column the caret points at, moved with the text.
+    pub col: usize,
+    /// The values taken out (raw, and unquoted when quoted), to take out of
+    /// the error message too.
+    pub values: Vec<String>,
+}
+
+/// Masks `key = value` pairs on one config line whose key names a secret
+/// (see [`tactful_core::secrets::is_secret_name`]), inline tables included:
+/// `matrix = { user_id = "@a:b", password = "hunter2" }`.
+pub fn mask_secrets(line: &str, col: usize) -> Masked {
+    static PAIR: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+        // Only secret-named keys are matched, so a pair before one (even a
+        // malformed `0=auth_token = "..."`) cannot swallow it.
+        Regex::new(&format!(
+            r#"(?i)"?([a-z0-9_-]*(?:{})[a-z0-9_-]*)"?\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}}\]#]+)"#,
+            tactful_core::secrets::SECRET_WORDS.join("|")
+        ))
+        .expect("a valid pattern")
+    });
+    // Every secret pair, overlapping ones too: in a malformed line a quoted
+    // value can swallow the key of the next pair (`a_secret = "x = "pw"`),
+    // so a search that resumed after each match would miss the second.
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut from = 0;
+    while let Some(c) = PAIR.captures_at(line, from) {
+        let (Some(all), Some(key), Some(value)) = (c.get(0), c.get(1), c.get(2)) else {
+            break;
+        };
+        if tactful_core::secrets::is_secret_name(key.as_str()) {
+            ranges.push(value.range());
+        }
+        from = all.start() + line[all.start()..].chars().next().map_or(1, char::len_utf8);
+    }
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
+    for r in ranges {
+        match merged.last_mut() {
+            Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut values = Vec::new();
+    let mut shift: isize = 0;
+    let mut inside = None;
+    let mut last = 0;
+    for value in merged {
+        let raw = &line[value.clone()];
+        values.push(raw.to_owned());
+        let unquoted = raw.trim_matches(|c| c == '"' || c == '\'');
+        if unquoted.chars().count() >= 3 {
+            values.push(unquoted.to_owned());
+        }
+        out.push_str(&line[last..value.start]);
+        out.push_str(SECRET_SHOWN);
+        last = value.end;
+        // Columns are 1-based characters.
+        let start = line[..value.start].chars().count() + 1;
+        let len = raw.chars().count();
+        if col >= start + len {
+            shift += SECRET_SHOWN.chars().count() as isize - len as isize;
+        } else if col > start {
+            inside = Some(start as isize + shift);
+        }
+    }
+    let new_col = inside.unwrap_or(col as isize + shift).max(1) as usize;
+    out.push_str(&line[last..]);
+    values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+    Masked {
+        line: out,
+        col: new_col,
+        values,
+    }
+}
+
+/// Looks a variable up.
+pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The values of the variables a config text refers to.
+pub type EnvValues = std::collections::HashMap<String, String>;
+
+thread_local! {
+    /// Set only while [`with_env`] runs, so the serde `Deserialize`
+    /// impl of [`EnvString`] (which takes no context) can see them.
+    static ENV: RefCell<Option<EnvValues>> = const { RefCell::new(None) };
+}
+
+/// Replaces `${NAME}` with the variable's value and `$${` with `${`.
+pub fn expand_env(s: &str, env: EnvLookup<'_>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(lit) = after.strip_prefix("${") {
+            out.push_str("${");
+            rest = lit;
+        } else if let Some(name_start) = after.strip_prefix('{') {
+            let Some(end) = name_start.find('}') else {
+                return Err("`${` is not closed; write `$${` for a literal `${`".to_owned());
+            };
+            let name = &name_start[..end];
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+                return Err(format!(
+                    "`${{{name}}}` is not a valid environment variable reference"
+                ));
+            }
+            match env(name) {
+                Some(v) => out.push_str(&v),
+                None => return Err(format!("environment variable `{name}` is not set")),
+            }
+            rest = &name_start[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A string with `${ENV}` references expanded while it is read.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnvString(pub String);
+
+impl<'de> Deserialize<'de> for EnvString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        if !raw.contains('$') {
+            return Ok(EnvString(raw));
+        }
+        ENV.with(|env| {
+            let env = env.borrow();
+            let lookup = |k: &str| match env.as_ref() {
+                Some(values) => values.get(k).cloned(),
+                None => std::env::var(k).ok(),
+            };
+            expand_env(&raw, &lookup)
+                .map(EnvString)
+                .map_err(de::Error::custom)
+        })
+    }
+}
+
+/// Runs `read` (a deserialisation) with `values` as the environment the
+/// [`EnvString`]s in it see; outside, they read the process environment.
+pub fn with_env<T>(values: EnvValues, read: impl FnOnce() -> T) -> T {
+    ENV.with(|e| *e.borrow_mut() = Some(values));
+    let out = read();
+    ENV.with(|e| *e.borrow_mut() = None);
+    out
+}
+
+/// The variable names a config text refers to as `${NAME}`.
+pub fn referenced_vars(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = src;
+    while let Some(i) = rest.find("${") {
+        let after = &rest[i + 2..];
+        if let Some(end) = after.find('}') {
+            out.push(after[..end].to_owned());
+            rest = &after[end..];
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+/// Turns spans of one config file into errors naming its lines.
+pub struct Checker<'a> {
+    /// The file's text.
+    pub src: &'a str,
+    /// The file, as given.
+    pub path: &'a Path,
+}
+
+impl Checker<'_> {
+    /// An error at `span` (byte offsets into the file), with its line
+    /// shown and secret values on it masked.
+    pub fn at(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ConfigError {
+        let ((line, col), snippet) = locate(self.src, span.start);
+        // The line is shown for context: a literal secret on it must not be.
+        let masked = mask_secrets(&snippet, col);
+        let mut message = message.into();
+        for value in &masked.values {
+            message = message.replace(value.as_str(), SECRET_SHOWN);
+        }
+        ConfigError {
+            path: self.path.to_owned(),
+            position: Some((line, masked.col)),
+            message,
+            snippet: Some(masked.line),
+        }
+    }
+
+    /// An error about the file as a whole.
+    pub fn nowhere(&self, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            path: self.path.to_owned(),
+            position: None,
+            message: message.into(),
+            snippet: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the config fuzz target: a malformed pair before a secret
+    /// one (`0=auth_token = "..."`) used to be matched as the pair, so the
+    /// token itself went out unmasked.
+    #[test]
+    fn a_pair_before_a_secret_does_not_hide_it_from_the_mask() {
+        for line in [
+            r#"0=auth_token = "s3cr3t-value""#,
+            // Found by the fuzzer: a quoted value swallowing the next key.
+            r#"m = { a_secret_id = "@x user_password = "s3cr3t-value","#,
+            r#"x = 1, password = "s3cr3t-value""#,
+            r#"m = { user = "u", "api_key" = 's3cr3t-value' }"#,
+        ] {
+            let masked = mask_secrets(line, 1);
+            assert!(!masked.line.contains("s3cr3t-value"), "{line} -> {}", masked.line);
+            assert!(masked.line.contains("***"), "{}", masked.line);
+        }
+        let plain = mask_secrets(r#"model = "gpt-4o""#, 1);
+        assert!(plain.line.contains("gpt-4o"), "{}", plain.line);
+    }
+}
