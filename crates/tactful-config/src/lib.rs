@@ -13,7 +13,36 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 use serde::Deserialize;
-use serde::de::{self, Deserializer};
+use serde::de::{self, DeserializeOwned, Deserializer};
+pub use toml::Spanned;
+pub use toml::de::DeValue;
+
+/// A section of the file cut out for its owner (a platform's table, a
+/// persona's sub-table for that platform), spans still pointing into the
+/// whole file.
+pub type Section<'i> = Spanned<DeValue<'i>>;
+
+/// One persona as a platform sees it while reading the config: where it is
+/// in `[[persona]]`, its id, and its sub-table for that platform, if any.
+#[derive(Debug)]
+pub struct PersonaPart<'i> {
+    /// Its index among `[[persona]]` tables (for `persona[i]` in errors).
+    pub index: usize,
+    /// Its id, `${ENV}` already expanded, and the id's span.
+    pub id: Spanned<String>,
+    /// `persona.<platform> = { ... }`, when set.
+    pub section: Option<Section<'i>>,
+}
+
+/// Reads `section` as its owner's type. Errors name the line, as every
+/// config error does, and unknown keys are errors where `T` denies them.
+/// Call it inside [`with_env`] so `${ENV}` strings expand.
+pub fn read<T: DeserializeOwned>(section: Section<'_>, check: &Checker<'_>) -> Result<T, ConfigError> {
+    T::deserialize(toml::de::ValueDeserializer::from(section)).map_err(|e| match e.span() {
+        Some(span) => check.at(span, e.message().to_owned()),
+        None => check.nowhere(e.message().to_owned()),
+    })
+}
 
 /// A config that cannot be used, with where and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +90,47 @@ pub fn locate(src: &str, offset: usize) -> ((usize, usize), String) {
 /// What a masked secret value looks like in `tactful check` output.
 pub const SECRET_SHOWN: &str = "\"***\"";
 
+/// Whether a key names a secret, or nearly does: a misspelt `pasword` or
+/// `tokn` is an unknown key the error quotes, and its value is most likely
+/// the secret all the same.
+fn secret_like(key: &str) -> bool {
+    if tactful_core::secrets::is_secret_name(key) {
+        return true;
+    }
+    let lower = key.to_ascii_lowercase();
+    // Holds a secret word yet is not a secret: one of tactful's own
+    // settings (`max_tokens`, `silence_token`).
+    if tactful_core::secrets::SECRET_WORDS
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        return false;
+    }
+    let key: Vec<char> = lower.chars().collect();
+    tactful_core::secrets::SECRET_WORDS
+        .iter()
+        .filter(|w| w.len() >= 5)
+        .any(|w| {
+            let w: Vec<char> = w.chars().collect();
+            (w.len() - 1..=w.len() + 1).any(|n| key.windows(n).any(|window| within_one_edit(window, &w)))
+        })
+}
+
+/// Whether `a` becomes `b` with at most one insertion, deletion or change.
+fn within_one_edit(a: &[char], b: &[char]) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if long.len() - short.len() > 1 {
+        return false;
+    }
+    let same_start = short.iter().zip(long).take_while(|(x, y)| x == y).count();
+    if short.len() == long.len() {
+        short[same_start + 1.min(short.len() - same_start)..]
+            == long[same_start + 1.min(long.len() - same_start)..]
+    } else {
+        short[same_start..] == long[same_start + 1..]
+    }
+}
+
 /// A config line with the values of secret keys masked.
 pub struct Masked {
     /// The line, masked.
@@ -77,13 +147,8 @@ pub struct Masked {
 /// `matrix = { user_id = "@a:b", password = "hunter2" }`.
 pub fn mask_secrets(line: &str, col: usize) -> Masked {
     static PAIR: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
-        // Only secret-named keys are matched, so a pair before one (even a
-        // malformed `0=auth_token = "..."`) cannot swallow it.
-        Regex::new(&format!(
-            r#"(?i)"?([a-z0-9_-]*(?:{})[a-z0-9_-]*)"?\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}}\]#]+)"#,
-            tactful_core::secrets::SECRET_WORDS.join("|")
-        ))
-        .expect("a valid pattern")
+        Regex::new(r#""?([A-Za-z0-9_-]+)"?\s*=\s*("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,}\]#]+)"#)
+            .expect("a valid pattern")
     });
     // Every secret pair, overlapping ones too: in a malformed line a quoted
     // value can swallow the key of the next pair (`a_secret = "x = "pw"`),
@@ -94,7 +159,12 @@ pub fn mask_secrets(line: &str, col: usize) -> Masked {
         let (Some(all), Some(key), Some(value)) = (c.get(0), c.get(1), c.get(2)) else {
             break;
         };
-        if tactful_core::secrets::is_secret_name(key.as_str()) {
+        // A whole key only: `tokens` inside `max_tokens` is no key.
+        let whole = line[..all.start()]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+        if whole && secret_like(key.as_str()) {
             ranges.push(value.range());
         }
         from = all.start() + line[all.start()..].chars().next().map_or(1, char::len_utf8);
@@ -280,6 +350,27 @@ mod tests {
     /// Found by the config fuzz target: a malformed pair before a secret
     /// one (`0=auth_token = "..."`) used to be matched as the pair, so the
     /// token itself went out unmasked.
+    #[test]
+    fn a_misspelt_secret_key_is_masked_too() {
+        for line in [
+            r#"pasword = "s3cr3t-value""#,
+            r#"m = { user_id = "@a:b", passwrd = "s3cr3t-value" }"#,
+            r#"tokn = "s3cr3t-value""#,
+        ] {
+            let masked = mask_secrets(line, 1);
+            assert!(!masked.line.contains("s3cr3t-value"), "{line} -> {}", masked.line);
+        }
+        for plain in [
+            r#"model = "gpt-4o""#,
+            r#"user_id = "@a:b""#,
+            r#"history = 50"#,
+            r#"max_tokens = 600"#,
+            r#"silence_token = "NO_REPLY""#,
+        ] {
+            assert_eq!(mask_secrets(plain, 1).line, plain);
+        }
+    }
+
     #[test]
     fn a_pair_before_a_secret_does_not_hide_it_from_the_mask() {
         for line in [

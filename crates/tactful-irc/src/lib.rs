@@ -19,6 +19,7 @@
 //! for private conversations; people are `irc:<nick>` (for
 //! `allowed_users`), shown by their nick.
 
+pub mod config;
 pub mod text;
 
 use std::collections::{HashMap, VecDeque};

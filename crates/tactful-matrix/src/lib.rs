@@ -28,6 +28,7 @@
 //! Encrypted rooms are not supported: their messages are not readable
 //! without end-to-end encryption, which this build leaves out.
 
+pub mod config;
 pub mod event;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};

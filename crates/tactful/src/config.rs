@@ -10,6 +10,7 @@
 //! in errors, so an API key in the environment stays out of the output.
 
 mod paths;
+mod platforms;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -93,21 +94,9 @@ impl Platforms {
         #[allow(unused_mut)]
         let mut lines = Vec::new();
         #[cfg(feature = "irc")]
-        if let Some(i) = &self.irc {
-            let nicks: Vec<&str> = i.personas.iter().map(|p| p.nick.as_str()).collect();
-            lines.push(format!(
-                "on IRC at {}:{} in {} as {}",
-                i.server,
-                i.port,
-                i.channels.join(", "),
-                nicks.join(", ")
-            ));
-        }
+        lines.extend(self.irc.as_ref().map(tactful_irc::config::describe));
         #[cfg(feature = "matrix")]
-        if let Some(m) = &self.matrix {
-            let users: Vec<&str> = m.personas.iter().map(|p| p.user_id.as_str()).collect();
-            lines.push(format!("on Matrix at {} as {}", m.homeserver, users.join(", ")));
-        }
+        lines.extend(self.matrix.as_ref().map(tactful_matrix::config::describe));
         lines
     }
 }
@@ -215,7 +204,6 @@ struct RawConfig {
     rooms: BTreeMap<Spanned<String>, RawRoom>,
     #[serde(default)]
     context: Option<Spanned<RawContext>>,
-    platforms: Option<RawPlatforms>,
     runtime: Option<RawRuntime>,
     server: Option<RawServer>,
     store: Option<RawStore>,
@@ -231,14 +219,6 @@ struct RawStore {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Spanned<EnvString>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPlatforms {
-    web: Option<RawWeb>,
-    irc: Option<RawIrc>,
-    matrix: Option<RawMatrix>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -270,48 +250,6 @@ struct RawPersona {
     prompt: EnvString,
     #[serde(default)]
     aliases: Vec<EnvString>,
-    irc: Option<RawPersonaIrc>,
-    matrix: Option<RawPersonaMatrix>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(not(feature = "matrix"), allow(dead_code))]
-struct RawPersonaMatrix {
-    user_id: Spanned<EnvString>,
-    password: Option<EnvString>,
-    access_token: Option<EnvString>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(not(feature = "matrix"), allow(dead_code))]
-struct RawMatrix {
-    homeserver: Spanned<EnvString>,
-    #[serde(default)]
-    invites_from: Vec<EnvString>,
-    #[serde(default)]
-    rooms: Vec<Spanned<EnvString>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(not(feature = "irc"), allow(dead_code))]
-struct RawPersonaIrc {
-    nick: Option<Spanned<EnvString>>,
-    password: Option<EnvString>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(not(feature = "irc"), allow(dead_code))]
-struct RawIrc {
-    server: Spanned<EnvString>,
-    port: Option<u16>,
-    #[serde(default)]
-    tls: bool,
-    channels: Vec<Spanned<EnvString>>,
-    send_interval_ms: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -592,19 +530,14 @@ impl Config {
             out.extend(web.auth_token.clone());
         }
         #[cfg(feature = "irc")]
-        if let Some(irc) = &self.platforms.irc {
-            out.extend(irc.personas.iter().filter_map(|p| p.password.clone()));
-        }
+        out.extend(self.platforms.irc.iter().flat_map(tactful_irc::config::secrets));
         #[cfg(feature = "matrix")]
-        if let Some(m) = &self.platforms.matrix {
-            for p in &m.personas {
-                out.push(match &p.auth {
-                    tactful_matrix::MatrixAuth::Password(s) | tactful_matrix::MatrixAuth::AccessToken(s) => {
-                        s.clone()
-                    }
-                });
-            }
-        }
+        out.extend(
+            self.platforms
+                .matrix
+                .iter()
+                .flat_map(tactful_matrix::config::secrets),
+        );
         out.retain(|s| !s.trim().is_empty());
         out
     }
@@ -632,12 +565,20 @@ impl Config {
             .into_iter()
             .filter_map(|k| env(&k).map(|v| (k, v)))
             .collect();
-        let raw = with_env(values, || toml::from_str::<RawConfig>(src));
-        let raw = raw.map_err(|e| match e.span() {
+        let toml_error = |e: toml::de::Error| match e.span() {
             Some(span) => check.at(span, e.message().to_owned()),
             None => check.nowhere(e.message().to_owned()),
-        })?;
-        build(raw, &check)
+        };
+        with_env(values, || {
+            // Parsed once; the platforms' parts are cut out for their
+            // crates to read (spans still point into this file), the rest
+            // is tactful's own.
+            let mut root = toml::de::DeTable::parse(src).map_err(toml_error)?;
+            let cut = platforms::cut(&mut root);
+            let raw = RawConfig::deserialize(toml::de::Deserializer::from(root)).map_err(toml_error)?;
+            let platforms = platforms::read_all(cut, &raw.persona, &check)?;
+            build(raw, platforms, &check)
+        })
     }
 }
 
@@ -706,193 +647,7 @@ fn web_settings(web: RawWeb, check: &Checker<'_>) -> Result<WebSettings, ConfigE
     })
 }
 
-/// `[platforms.irc]` and each persona's `irc = { nick, password }`.
-#[cfg(feature = "irc")]
-fn irc_settings(
-    irc: RawIrc,
-    personas: &[RawPersona],
-    check: &Checker<'_>,
-) -> Result<tactful_irc::IrcSettings, ConfigError> {
-    let server = irc.server.get_ref().0.trim().to_owned();
-    if server.is_empty() {
-        return Err(check.at(
-            irc.server.span(),
-            "`platforms.irc.server` is empty: name the IRC server's host",
-        ));
-    }
-    let mut channels = Vec::new();
-    for c in &irc.channels {
-        let name = c.get_ref().0.trim();
-        if !name.starts_with(['#', '&']) || name.len() < 2 || name.contains([' ', ',', '\u{7}']) {
-            return Err(check.at(
-                c.span(),
-                format!("`platforms.irc.channels` has {name:?}: a channel name starts with # or & and has no spaces or commas"),
-            ));
-        }
-        channels.push(name.to_owned());
-    }
-    let mut out = Vec::new();
-    for (i, p) in personas.iter().enumerate() {
-        let id = p.id.get_ref().0.as_str();
-        let settings = p.irc.as_ref();
-        let nick = match settings.and_then(|s| s.nick.as_ref()) {
-            Some(n) => {
-                let nick = n.get_ref().0.clone();
-                if !is_valid_nick(&nick) {
-                    return Err(check.at(
-                        n.span(),
-                        format!("`persona[{i}].irc.nick` = {nick:?} is not an IRC nick: start with a letter or one of []\\`^{{}}|_, then letters, digits, - or those, at most 30"),
-                    ));
-                }
-                nick
-            }
-            None if is_valid_nick(id) => id.to_owned(),
-            None => {
-                return Err(check.at(
-                    p.id.span(),
-                    format!("persona {id:?} cannot be an IRC nick as it is: set `irc = {{ nick = \"...\" }}` on it"),
-                ));
-            }
-        };
-        out.push(tactful_irc::IrcPersona {
-            id: id.into(),
-            nick,
-            password: settings
-                .and_then(|s| s.password.as_ref())
-                .map(|p| p.0.clone())
-                .filter(|p| !p.is_empty()),
-        });
-    }
-    Ok(tactful_irc::IrcSettings {
-        server,
-        port: irc.port.unwrap_or(if irc.tls { 6697 } else { 6667 }),
-        tls: irc.tls,
-        channels,
-        send_interval: Duration::from_millis(irc.send_interval_ms.unwrap_or(700)),
-        personas: out,
-        max_backoff: Duration::from_secs(60),
-    })
-}
-
-/// `[platforms.matrix]` and each persona's `matrix = { user_id, password |
-/// access_token }`. Personas without a `matrix` table are not on Matrix.
-#[cfg(feature = "matrix")]
-fn matrix_settings(
-    m: RawMatrix,
-    personas: &[RawPersona],
-    check: &Checker<'_>,
-) -> Result<tactful_matrix::MatrixSettings, ConfigError> {
-    let homeserver = m.homeserver.get_ref().0.trim().trim_end_matches('/').to_owned();
-    if !(homeserver.starts_with("https://") || homeserver.starts_with("http://")) || homeserver.len() < 9 {
-        return Err(check.at(
-            m.homeserver.span(),
-            format!("`platforms.matrix.homeserver` = {homeserver:?} must be the homeserver's URL, like \"https://matrix.example.org\""),
-        ));
-    }
-    let mut rooms = Vec::new();
-    for r in &m.rooms {
-        let room = r.get_ref().0.trim();
-        if !(room.starts_with('!') || room.starts_with('#')) || room.len() < 2 {
-            return Err(check.at(
-                r.span(),
-                format!("`platforms.matrix.rooms` has {room:?}: give a room id (!abc...) or an alias (#room:server)"),
-            ));
-        }
-        rooms.push(room.to_owned());
-    }
-    let mut out = Vec::new();
-    for (i, p) in personas.iter().enumerate() {
-        let Some(pm) = &p.matrix else {
-            continue;
-        };
-        let user_id = pm.user_id.get_ref().0.trim().to_owned();
-        let valid = user_id
-            .strip_prefix('@')
-            .and_then(|r| r.split_once(':'))
-            .is_some_and(|(local, server)| !local.is_empty() && !server.is_empty());
-        if !valid {
-            return Err(check.at(
-                pm.user_id.span(),
-                format!("`persona[{i}].matrix.user_id` = {user_id:?} is not a Matrix user id: write it in full, like \"@bot:example.org\""),
-            ));
-        }
-        if out
-            .iter()
-            .any(|o: &tactful_matrix::MatrixPersona| o.user_id == user_id)
-        {
-            return Err(check.at(
-                pm.user_id.span(),
-                format!("`persona[{i}].matrix.user_id`: {user_id} is another persona's account already; each persona needs its own"),
-            ));
-        }
-        let secret = |s: &Option<EnvString>| s.as_ref().map(|v| v.0.clone()).filter(|v| !v.is_empty());
-        let auth = match (secret(&pm.password), secret(&pm.access_token)) {
-            (Some(pw), None) => tactful_matrix::MatrixAuth::Password(pw),
-            (None, Some(token)) => tactful_matrix::MatrixAuth::AccessToken(token),
-            (Some(_), Some(_)) => {
-                return Err(check.at(
-                    pm.user_id.span(),
-                    format!("`persona[{i}].matrix` has both `password` and `access_token`: keep one"),
-                ));
-            }
-            (None, None) => {
-                return Err(check.at(
-                    pm.user_id.span(),
-                    format!("`persona[{i}].matrix` needs `password` or `access_token` (from the environment: \"${{VAR}}\")"),
-                ));
-            }
-        };
-        out.push(tactful_matrix::MatrixPersona {
-            id: p.id.get_ref().0.as_str().into(),
-            user_id,
-            auth,
-        });
-    }
-    if out.is_empty() {
-        return Err(check.at(
-            m.homeserver.span(),
-            "[platforms.matrix] is set but no persona has an account: add `matrix = { user_id = \"@bot:example.org\", password = \"${BOT_PASSWORD}\" }` to a persona",
-        ));
-    }
-    Ok(tactful_matrix::MatrixSettings {
-        homeserver,
-        invites_from: m
-            .invites_from
-            .into_iter()
-            .map(|v| v.0.trim().to_owned())
-            .collect(),
-        rooms,
-        personas: out,
-        state_dir: None,
-        max_backoff: Duration::from_secs(60),
-        sync_timeout: Duration::from_secs(30),
-    })
-}
-
-/// The error for a platform table this build leaves out.
-#[cfg(not(all(feature = "irc", feature = "matrix")))]
-fn not_built(platform: &str, feature: &str) -> String {
-    format!(
-        "this tactful was built without {platform}: build it with the cargo feature `{feature}` (on by default)"
-    )
-}
-
-/// An IRC nick: a letter or special first, then letters, digits, `-` and
-/// specials; 30 characters at most (most networks allow that many).
-#[cfg(feature = "irc")]
-fn is_valid_nick(nick: &str) -> bool {
-    let special = |c: char| "[]\\`^{}|_".contains(c);
-    let mut chars = nick.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || special(c))
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || special(c))
-        && nick.len() <= 30
-}
-
-/// The `${NAME}` names a text mentions, so their values can be looked up
-/// once, before reading.
-fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
+fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Config, ConfigError> {
     // Agents first: personas refer to them.
     let mut agents = BTreeMap::new();
     for (name, agent) in raw.agents {
@@ -1015,43 +770,6 @@ fn build(raw: RawConfig, check: &Checker<'_>) -> Result<Config, ConfigError> {
         }
     }
 
-    let mut platforms = Platforms::default();
-    let (raw_web, raw_irc, raw_matrix) = raw
-        .platforms
-        .map_or((None, None, None), |p| (p.web, p.irc, p.matrix));
-    if raw_irc.is_none()
-        && let Some((i, p)) = raw.persona.iter().enumerate().find(|(_, p)| p.irc.is_some())
-    {
-        return Err(check.at(
-            p.id.span(),
-            format!("`persona[{i}].irc` is set but there is no [platforms.irc] table: add one with `server` and `channels`"),
-        ));
-    }
-    if let Some(irc) = raw_irc {
-        #[cfg(feature = "irc")]
-        {
-            platforms.irc = Some(irc_settings(irc, &raw.persona, check)?);
-        }
-        #[cfg(not(feature = "irc"))]
-        return Err(check.at(irc.server.span(), not_built("IRC", "irc")));
-    }
-    if let Some(matrix) = raw_matrix {
-        #[cfg(feature = "matrix")]
-        {
-            platforms.matrix = Some(matrix_settings(matrix, &raw.persona, check)?);
-        }
-        #[cfg(not(feature = "matrix"))]
-        return Err(check.at(matrix.homeserver.span(), not_built("Matrix", "matrix")));
-    } else if let Some((i, p)) = raw.persona.iter().enumerate().find(|(_, p)| p.matrix.is_some()) {
-        let span = p.matrix.as_ref().map_or(0..0, |m| m.user_id.span());
-        return Err(check.at(
-            span,
-            format!("`persona[{i}].matrix` is set but there is no [platforms.matrix] table: add one with `homeserver = \"https://...\"`"),
-        ));
-    }
-    if let Some(web) = raw_web {
-        platforms.web = Some(web_settings(web, check)?);
-    }
     let mut runtime = RuntimeSettings::default();
     if let Some(r) = raw.runtime {
         if let Some(v) = &r.edit_interval_ms {
@@ -1942,6 +1660,51 @@ rules = []
         assert_eq!(
             c.platforms.describe(),
             ["on Matrix at https://matrix.example.org as @docs:example.org"]
+        );
+    }
+
+    /// The platform registry: sections are cut out for their crates, and
+    /// mistakes around them still name their line.
+    #[test]
+    fn platform_sections_are_read_by_their_platform_with_lines() {
+        let e = parse(&format!("{BASE}\n[platforms.telegraph]\ntoken = \"x\"\n")).expect_err("unknown");
+        assert_eq!(e.position.map(|p| p.0), Some(11), "{e}");
+        assert!(e.message.contains("unknown platform `telegraph`"), "{e}");
+        // An unknown key inside a platform's own section: its line.
+        let e = parse(&format!(
+            "{BASE}\n[platforms.matrix]\nhomeserver = \"https://m.example.org\"\nhomesever = \"x\"\n"
+        ))
+        .expect_err("typo");
+        assert_eq!(e.position.map(|p| p.0), Some(13), "{e}");
+        assert!(e.message.contains("unknown field `homesever`"), "{e}");
+        // ... and inside a persona's sub-table for it.
+        let typo = BASE.replace("password = \"pw\"", "pasword = \"pw\"");
+        let e = parse(&format!(
+            "{typo}\n[platforms.matrix]\nhomeserver = \"https://m.example.org\"\n"
+        ))
+        .expect_err("persona typo");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        assert!(e.message.contains("unknown field `pasword`"), "{e}");
+        assert!(!e.to_string().contains("\"pw\""), "the secret stays masked: {e}");
+        let web = BASE.replace("matrix = {", "web = { x = 1 }\nmatrix = {");
+        let e = parse(&format!(
+            "{web}\n[platforms.matrix]\nhomeserver = \"https://m.example.org\"\n"
+        ))
+        .expect_err("persona web");
+        assert!(
+            e.message.contains("the web room has no per-persona settings"),
+            "{e}"
+        );
+        // ${ENV} expands inside a platform's section too.
+        let c = Config::parse(
+            &format!("{BASE}\n[platforms.matrix]\nhomeserver = \"${{HS}}\"\n"),
+            Path::new("t.toml"),
+            &|k| (k == "HS").then(|| "https://hs.example.org".to_owned()),
+        )
+        .expect("valid");
+        assert_eq!(
+            c.platforms.matrix.map(|m| m.homeserver).as_deref(),
+            Some("https://hs.example.org")
         );
     }
 
