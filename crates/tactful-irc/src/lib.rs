@@ -32,7 +32,9 @@ use futures::future::BoxFuture;
 use irc::client::prelude::{Client, Command, Config as IrcClientConfig, Sender as IrcSender};
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
 use tactful_runtime::account::Backoff;
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock};
+use tactful_runtime::{
+    Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
+};
 
 /// How far back reply targets are remembered (message id → author nick).
 const REMEMBERED_AUTHORS: usize = 2048;
@@ -392,6 +394,17 @@ impl Shared {
             .rev()
             .find(|(m, _)| m == id)
             .map(|(_, nick)| nick.clone())
+    }
+}
+
+impl Connected for IrcPlatform {
+    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
+        self.connect_runtime(runtime);
+        IrcPlatform::start(self)
+    }
+
+    fn describe(&self) -> BoxFuture<'_, String> {
+        Box::pin(IrcPlatform::describe(self, Duration::from_secs(5)))
     }
 }
 

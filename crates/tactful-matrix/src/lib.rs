@@ -56,7 +56,7 @@ use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomOrAliasId, UI
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{MsgId, PersonaId, RoomId};
 use tactful_runtime::account::Backoff;
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle};
+use tactful_runtime::{Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
 
@@ -562,6 +562,18 @@ pub fn invited_by_allowed(invites_from: &[String], inviter: &str) -> bool {
 
 fn event_id(id: &MsgId) -> Result<OwnedEventId, PlatformError> {
     OwnedEventId::try_from(id.as_str()).map_err(|_| PlatformError(format!("{id} is not a Matrix event id")))
+}
+
+impl Connected for MatrixPlatform {
+    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
+        self.connect_runtime(runtime);
+        MatrixPlatform::start(self)
+    }
+
+    fn describe(&self) -> BoxFuture<'_, String> {
+        let line = config::describe(&self.shared.settings);
+        Box::pin(async move { line })
+    }
 }
 
 impl Platform for MatrixPlatform {

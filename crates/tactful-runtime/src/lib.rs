@@ -18,7 +18,7 @@ pub mod runtime;
 pub use delivery::DeliveryConfig;
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
-pub use platform::{Capabilities, OutMessage, Platform, PlatformError};
+pub use platform::{Capabilities, Connected, OutMessage, Platform, PlatformError};
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock,
 };

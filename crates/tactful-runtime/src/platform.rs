@@ -9,6 +9,8 @@
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 
+use crate::RuntimeHandle;
+
 /// What a platform can do with messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
@@ -49,6 +51,21 @@ pub struct OutMessage<'a> {
     /// another (the web room remembers keys; Matrix uses it as the
     /// transaction id). `None` for placeholders.
     pub key: Option<&'a str>,
+}
+
+/// A chat platform as the service runs it: the outbound side ([`Platform`])
+/// and the accounts it connects, started once the runtime exists (the
+/// runtime is given its platforms before it starts, and they need its
+/// handle to hand in what people say). Every platform but the built-in web
+/// room implements it, and the binary starts them all the same way.
+pub trait Connected: Platform {
+    /// Connects every persona's account, handing what is heard to
+    /// `runtime`; the tasks run (reconnecting as needed) until aborted.
+    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>>;
+
+    /// The start banner's line, as connected: may wait a few seconds for
+    /// the accounts, to name what they really got (IRC's nick in use).
+    fn describe(&self) -> BoxFuture<'_, String>;
 }
 
 /// One chat platform, outbound.

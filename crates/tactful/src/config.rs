@@ -87,18 +87,6 @@ impl Platforms {
         }
         any
     }
-
-    /// One line per chat network served (not the web room), for the
-    /// startup message.
-    pub fn describe(&self) -> Vec<String> {
-        #[allow(unused_mut)]
-        let mut lines = Vec::new();
-        #[cfg(feature = "irc")]
-        lines.extend(self.irc.as_ref().map(tactful_irc::config::describe));
-        #[cfg(feature = "matrix")]
-        lines.extend(self.matrix.as_ref().map(tactful_matrix::config::describe));
-        lines
-    }
 }
 
 /// `[platforms.web]`.
@@ -1658,8 +1646,12 @@ rules = []
         assert!(matches!(&m.personas[0].auth, tactful_matrix::MatrixAuth::Password(p) if p == "pw"));
         assert_eq!(m.rooms, ["#team:example.org"]);
         assert_eq!(
-            c.platforms.describe(),
-            ["on Matrix at https://matrix.example.org as @docs:example.org"]
+            c.platforms
+                .matrix
+                .as_ref()
+                .map(tactful_matrix::config::describe)
+                .as_deref(),
+            Some("on Matrix at https://matrix.example.org as @docs:example.org")
         );
     }
 

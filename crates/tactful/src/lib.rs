@@ -5,5 +5,6 @@ pub mod config;
 pub mod demo;
 pub mod live;
 pub mod logging;
+pub mod registry;
 pub mod replay;
 pub mod scenario;

@@ -12,11 +12,9 @@ use anyhow::{Context as _, bail};
 use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
-#[cfg(feature = "irc")]
-use tactful_irc::IrcPlatform;
-#[cfg(feature = "matrix")]
-use tactful_matrix::MatrixPlatform;
-use tactful_runtime::{DeliveryConfig, Health, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock};
+use tactful_runtime::{
+    Connected, DeliveryConfig, Health, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock,
+};
 use tactful_web::{WebConfig, WebPlatform};
 use tokio::sync::mpsc;
 
@@ -87,7 +85,7 @@ async fn serve_metrics(
 pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Result<()> {
     let service = Service::start(config).await?;
     let mut listening = service.listening.clone();
-    listening.networks = service.networks(config).await;
+    listening.networks = service.networks().await;
     ready(listening);
     shutdown_signal().await;
     tracing::info!("shutting down");
@@ -102,8 +100,8 @@ pub struct Service {
     pub listening: Listening,
     /// The web room, when configured.
     pub web: Option<WebPlatform>,
-    #[cfg(feature = "irc")]
-    irc: Option<IrcPlatform>,
+    /// The chat platforms besides the web room.
+    connected: Vec<Arc<dyn Connected>>,
     runtime: Runtime,
     /// This service's hold on its store, released when it ends.
     _claim: tactful_store::Claim,
@@ -120,16 +118,13 @@ impl Service {
         }
     }
 
-    /// One line per chat network for the start banner. IRC's names the
-    /// nicks actually in use, so it waits (a few seconds at most) for the
-    /// connections.
-    pub async fn networks(&self, config: &Config) -> Vec<String> {
-        #[allow(unused_mut)]
-        let mut lines = config.platforms.describe();
-        #[cfg(feature = "irc")]
-        if let Some(irc) = &self.irc {
-            lines.retain(|l| !l.starts_with("on IRC"));
-            lines.insert(0, irc.describe(std::time::Duration::from_secs(5)).await);
+    /// One line per chat network for the start banner, as connected
+    /// (IRC's names the nicks actually in use, so it may wait a few
+    /// seconds for the connections).
+    pub async fn networks(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for platform in &self.connected {
+            lines.push(platform.describe().await);
         }
         lines
     }
@@ -162,30 +157,9 @@ impl Service {
         let claim = tactful_store::claim(&config.store, &who)?;
         let store =
             Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
-        let mut platforms: Vec<Arc<dyn Platform>> = Vec::new();
-        #[cfg(feature = "irc")]
-        let irc = config.platforms.irc.clone().map(IrcPlatform::new);
-        #[cfg(feature = "irc")]
-        if let Some(irc) = &irc {
-            platforms.push(Arc::new(irc.clone()));
-        }
-        #[cfg(feature = "matrix")]
-        let matrix = match config.platforms.matrix.clone() {
-            Some(mut settings) => {
-                // The SDK's room state lives beside the store, so a restart
-                // syncs only what changed.
-                if config.store.as_os_str() != ":memory:" {
-                    settings.state_dir = Some(config.store.with_extension("matrix"));
-                }
-                let saved = store
-                    .platform_state()
-                    .context("cannot read the Matrix sync tokens from the store")?;
-                let matrix = MatrixPlatform::new(settings, &saved);
-                platforms.push(Arc::new(matrix.clone()));
-                Some(matrix)
-            }
-            None => None,
-        };
+        let connected = crate::registry::build(config, &store)?;
+        let mut platforms: Vec<Arc<dyn Platform>> =
+            connected.iter().map(|p| p.clone() as Arc<dyn Platform>).collect();
         let web = match &config.platforms.web {
             Some(settings) => {
                 let shown = store
@@ -259,15 +233,8 @@ impl Service {
             web_addr = Some(addr);
             tasks.push(server);
         }
-        #[cfg(feature = "irc")]
-        if let Some(irc) = &irc {
-            irc.connect_runtime(runtime.handle());
-            tasks.extend(irc.start());
-        }
-        #[cfg(feature = "matrix")]
-        if let Some(matrix) = &matrix {
-            matrix.connect_runtime(runtime.handle());
-            tasks.extend(matrix.start());
+        for platform in &connected {
+            tasks.extend(platform.start(runtime.handle()));
         }
         let health = runtime.health();
         if let Some(h) = &health {
@@ -286,8 +253,7 @@ impl Service {
         Ok(Service {
             listening,
             web,
-            #[cfg(feature = "irc")]
-            irc,
+            connected,
             runtime,
             _claim: claim,
             tasks,
