@@ -110,9 +110,9 @@ fn is_valid_nick(nick: &str) -> bool {
         && nick.len() <= 30
 }
 
-/// The start banner's line for these settings, before connecting.
-pub fn describe(s: &IrcSettings) -> String {
-    let nicks: Vec<&str> = s.personas.iter().map(|p| p.nick.as_str()).collect();
+/// The banner line naming `nicks` (configured, or as connected).
+pub(crate) fn banner(s: &IrcSettings, nicks: &[impl AsRef<str>]) -> String {
+    let nicks: Vec<&str> = nicks.iter().map(AsRef::as_ref).collect();
     format!(
         "on IRC at {}:{} in {} as {}",
         s.server,

@@ -197,14 +197,7 @@ impl IrcPlatform {
                 None => format!("{} (still connecting)", p.nick),
             })
             .collect();
-        let s = &shared.settings;
-        format!(
-            "on IRC at {}:{} in {} as {}",
-            s.server,
-            s.port,
-            s.channels.join(", "),
-            nicks.join(", ")
-        )
+        config::banner(&shared.settings, &nicks)
     }
 }
 
