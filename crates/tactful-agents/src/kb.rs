@@ -149,6 +149,15 @@ fn excerpt(body: &str) -> String {
     out
 }
 
+/// A reply to message `id` quoting `text` from `s`, with the citation that
+/// a follow-up later reads back (see `KbAgent::followed_up`).
+fn cited(id: &tactful_core::MsgId, text: &str, s: &Section) -> String {
+    format!(
+        "[[reply_to:{id}]]\n{text}\n\n(from {}, \"{}\")",
+        s.source, s.heading
+    )
+}
+
 /// What follows the opening excerpt of a section: the rest of its prose,
 /// up to the same length, or the whole section again in brief when there
 /// is no more.
@@ -407,13 +416,7 @@ impl KbAgent {
         if let Some(e) = turn.triggers.last()
             && let Some(s) = self.followed_up(turn, e)
         {
-            return format!(
-                "[[reply_to:{}]]\n{}\n\n(from {}, \"{}\")",
-                e.id,
-                more_of(&s.body),
-                s.source,
-                s.heading
-            );
+            return cited(&e.id, &more_of(&s.body), s);
         }
         // In a batch, only questions; asked directly, the newest message.
         let candidates: Vec<&Arc<Entry>> = if ambient {
@@ -438,15 +441,7 @@ impl KbAgent {
         if !answers.is_empty() {
             return answers
                 .iter()
-                .map(|(s, e)| {
-                    format!(
-                        "[[reply_to:{}]]\n{}\n\n(from {}, \"{}\")",
-                        e.id,
-                        excerpt(&s.body),
-                        s.source,
-                        s.heading
-                    )
-                })
+                .map(|(s, e)| cited(&e.id, &excerpt(&s.body), s))
                 .collect::<Vec<_>>()
                 .join("\n\n");
         }

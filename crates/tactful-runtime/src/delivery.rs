@@ -465,16 +465,22 @@ impl RoomDelivery {
         let caps = self.platform.capabilities();
         let key = self.key(out, 0);
         let reply_to = out.reply_to.as_ref().filter(|_| caps.native_replies);
-        // The placeholder already replies to what the answer replies to (or
-        // the answer names nothing: it stays under the message that started
-        // its turn): it becomes the answer, in place.
-        if let Some(ph) = placeholder
-            && (reply_to.is_none() || reply_to == answering)
-            && let Some(id) = self.edit_or_keep(&out.persona, ph, first).await
-        {
-            return Some(id);
-        }
         match (placeholder, reply_to) {
+            // The placeholder already replies to what the answer replies to:
+            // it becomes the answer, in place (so does an answer naming no
+            // message: the arm below).
+            (Some(ph), Some(target)) if answering == Some(target) => {
+                match self.edit_or_keep(&out.persona, ph, first).await {
+                    Some(id) => Some(id),
+                    None => {
+                        let id = self.post(out, first, Some(target), &key).await.ok();
+                        if id.is_some() {
+                            self.remove_placeholder(&out.persona, ph).await;
+                        }
+                        id
+                    }
+                }
+            }
             // A reply to a specific message cannot be an edit: send it as a
             // reply first, then remove the placeholder. If the send fails,
             // the placeholder keeps the text.

@@ -104,6 +104,15 @@ pub fn normalise(origin: &str) -> Option<String> {
     Some(format!("{scheme}://{host}:{port}"))
 }
 
+/// A fresh secret: 128 bits from the OS, as hex. For a name's key (a
+/// person's other tabs keep their name with it) and a token made up for a
+/// room served off loopback. An error when the OS has no randomness to give.
+pub fn new_secret() -> Result<String, getrandom::Error> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,14 +28,6 @@ pub(crate) struct Person {
     pub(crate) key: String,
 }
 
-/// A fresh key for a name: 128 bits from the OS, as hex. `None` if the OS
-/// has no randomness to give (the person is asked to try again).
-pub(crate) fn new_key() -> Option<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// Whether `offered` is the name's key, compared in constant time.
 pub(crate) fn same_key(key: &str, offered: &str) -> bool {
     use subtle::ConstantTimeEq as _;

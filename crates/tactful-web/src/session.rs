@@ -214,7 +214,7 @@ impl Conn {
             }
             Some(_) => return error(identity::NameError::Taken(name.clone()).to_string()),
             None => {
-                let Some(key) = identity::new_key() else {
+                let Some(key) = crate::access::new_secret().ok() else {
                     return error("the web room cannot make a key right now; try again");
                 };
                 people.insert(

@@ -107,9 +107,7 @@ pub fn set_token(c: &mut Config, token: Option<String>) -> Result<Option<String>
 
 /// 128 random bits from the OS, as hex.
 fn made_up_token() -> Result<String, String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no random source for a token ({e}); pass --token"))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    tactful_web::access::new_secret().map_err(|e| format!("no random source for a token ({e}); pass --token"))
 }
 
 /// Where the demo keeps its rooms unless told otherwise:

@@ -101,7 +101,7 @@ pub(super) fn read_all(
             format!("`persona[{}].web`: the web room has no per-persona settings", p.0),
         ));
     }
-    for name in ["irc", "matrix"] {
+    for &name in NAMES.iter().filter(|n| **n != "web") {
         let parts = parts_for(name);
         let Some(section) = sections.remove(name) else {
             if let Some(p) = parts.into_iter().find(|p| p.section.is_some()) {
