@@ -136,6 +136,10 @@ pub enum CommandTarget {
     Persona(PersonaIdx),
     /// At an account that is not one of ours.
     Elsewhere,
+    /// At no one in particular (`/reset` without `@handle`): every persona
+    /// in command mode takes it, as a chat's bots all see a bare command.
+    /// It addresses nobody in the other modes.
+    Bare,
 }
 
 /// What one message says about its addressees, computed once per message.
@@ -165,12 +169,11 @@ impl Targets {
             Mentions::Explicit(ids) => ids.iter().for_each(|id| note(lookup(id.as_str()))),
             Mentions::FromText => text_mentions(&msg.text).for_each(|h| note(lookup(h))),
         }
-        if let Some(cmd) = parse_command(&msg.text)
-            && let Some(target) = cmd.target
-        {
-            t.command = Some(match lookup(target) {
-                Handle::Persona(p) => CommandTarget::Persona(p),
-                Handle::Bot | Handle::Other => CommandTarget::Elsewhere,
+        if let Some(cmd) = parse_command(&msg.text) {
+            t.command = Some(match cmd.target.map(&lookup) {
+                None => CommandTarget::Bare,
+                Some(Handle::Persona(p)) => CommandTarget::Persona(p),
+                Some(Handle::Bot | Handle::Other) => CommandTarget::Elsewhere,
             });
         }
         t
@@ -180,7 +183,12 @@ impl Targets {
     /// or by `/command@`). When it does, only those named are addressed: a
     /// reply to persona P's message that mentions Q wakes Q, not P.
     pub fn names_a_bot(&self) -> bool {
-        !self.personas.is_empty() || self.mentions_bot || self.command.is_some()
+        !self.personas.is_empty()
+            || self.mentions_bot
+            || matches!(
+                self.command,
+                Some(CommandTarget::Persona(_) | CommandTarget::Elsewhere)
+            )
     }
 
     /// Whether the message explicitly names someone other than `p`.

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
-use crate::addressing::{Addressed, Handle, Targets, handle_eq};
+use crate::addressing::{Addressed, CommandTarget, Handle, Targets, handle_eq};
 use crate::decision::{Decision, Outcome, Reason};
 use crate::directives::{self, Directives};
 use crate::ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
@@ -176,6 +176,7 @@ impl Outgoing {
                 id: UserId::new(self.persona.as_str()),
                 name,
                 is_bot: true,
+                handle: None,
             },
             text: Arc::from(self.text.as_str()),
             mentions: Mentions::FromText,
@@ -1585,6 +1586,7 @@ fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Facts<'_>) -> 
     };
     let reason = match (policy.mode, addressed) {
         (Mode::Command, Some(a @ (Addressed::Dm | Addressed::Command))) => Reason::from(a),
+        (Mode::Command, _) if f.targets.command == Some(CommandTarget::Bare) => Reason::Command,
         (Mode::Command, _) => return Verdict::new(Outcome::Record, Reason::NotCommand),
         (_, Some(a)) => Reason::from(a),
         (Mode::Mention, None) => return Verdict::new(Outcome::Record, Reason::NotAddressed),
@@ -1598,7 +1600,7 @@ fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Facts<'_>) -> 
     if f.is_bot && room.bot_streak >= policy.max_bot_turns {
         return Verdict::new(Outcome::Skip, Reason::BotTurnLimit);
     }
-    if !policy.allows(msg.sender.id.as_str()) {
+    if !policy.allows(msg.sender.id.as_str(), msg.sender.handle.as_deref()) {
         return Verdict::new(Outcome::Skip, Reason::NotAllowed);
     }
     if reason == Reason::Buffered {

@@ -22,6 +22,11 @@ pub struct Sender {
     /// Whether the platform marks the account as a bot. Personas hosted by
     /// this process are bots to each other whatever this says.
     pub is_bot: bool,
+    /// A second name the platform vouches for, which people know better
+    /// than the id (Telegram's `@username`), for `allowed_users` only: the
+    /// owner can change it, so nothing else (history, loop guards) keys on
+    /// it.
+    pub handle: Option<Arc<str>>,
 }
 
 /// How a message names its addressees.
@@ -80,6 +85,7 @@ impl Message {
                 name: Arc::from(sender.as_str()),
                 id: sender,
                 is_bot: false,
+                handle: None,
             },
             text: Arc::from(text),
             mentions: Mentions::FromText,

@@ -192,9 +192,12 @@ impl Default for RoomPolicy {
 }
 
 impl RoomPolicy {
-    /// Whether `sender` may get a reply under the allowlist.
-    pub fn allows(&self, sender: &str) -> bool {
-        self.allowed_users.is_empty() || self.allowed_users.contains(sender)
+    /// Whether `sender` may get a reply under the allowlist, by id or by
+    /// the handle its platform vouches for (see [`crate::Sender::handle`]).
+    pub fn allows(&self, sender: &str, handle: Option<&str>) -> bool {
+        self.allowed_users.is_empty()
+            || self.allowed_users.contains(sender)
+            || handle.is_some_and(|h| self.allowed_users.contains(h))
     }
 }
 
@@ -450,9 +453,10 @@ mod tests {
     #[test]
     fn empty_allowlist_allows_everyone() {
         let mut p = RoomPolicy::default();
-        assert!(p.allows("anyone"));
+        assert!(p.allows("anyone", None));
         p.allowed_users = Arc::new(["alice".into()].into_iter().collect());
-        assert!(p.allows("alice"));
-        assert!(!p.allows("mallory"));
+        assert!(p.allows("alice", None));
+        assert!(!p.allows("mallory", None));
+        assert!(!p.allows("mallory", Some("@mallory")));
     }
 }

@@ -251,3 +251,68 @@ fn one_turn_may_answer_several_messages_each_with_its_own_reply() {
     assert_ne!(sends[0].id, sends[1].id, "each reply has its own id");
     assert_eq!(e.turns_in_flight(), 0, "the turn ended once");
 }
+
+/// The decisions of one message, as (persona, reason).
+fn reasons(outputs: &[Output]) -> Vec<(String, Reason)> {
+    outputs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Decision(d) => Some((d.persona.to_string(), d.reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_bare_command_is_for_every_persona_in_command_mode_only() {
+    use tactful_core::policy::{Mode, PolicyPatch, PolicyTable};
+    let mut policies = PolicyTable::default();
+    policies.default.all.mode = Some(Mode::Command);
+    policies.default.personas.insert(
+        "chef".into(),
+        PolicyPatch {
+            mode: Some(Mode::Mention),
+            ..Default::default()
+        },
+    );
+    let mut e = Engine::new(EngineConfig {
+        personas: ["docs", "ops", "chef"]
+            .iter()
+            .map(|p| PersonaSpec::new(p, "a"))
+            .collect(),
+        policies,
+        ..Default::default()
+    })
+    .expect("valid engine config");
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m1", "room", "alice", "/reset", Timestamp(0)),
+    );
+    assert_eq!(
+        reasons(&drain(&mut e)),
+        [
+            ("docs".to_owned(), Reason::Command),
+            ("ops".to_owned(), Reason::Command),
+            ("chef".to_owned(), Reason::NotAddressed),
+        ]
+    );
+    // Aimed at one persona (or at a bot elsewhere), it is for that one only.
+    e.handle_message(
+        Timestamp(1),
+        Message::new("m2", "room", "alice", "/reset@ops", Timestamp(1)),
+    );
+    let r = reasons(&drain(&mut e));
+    assert_eq!(r[0], ("docs".to_owned(), Reason::NotCommand));
+    assert_eq!(r[1], ("ops".to_owned(), Reason::Command));
+    e.handle_message(
+        Timestamp(2),
+        Message::new("m3", "room", "alice", "/reset@other_bot", Timestamp(2)),
+    );
+    assert!(reasons(&drain(&mut e)).iter().all(|(_, r)| *r != Reason::Command));
+    // A path is not a command.
+    e.handle_message(
+        Timestamp(3),
+        Message::new("m4", "room", "alice", "/usr/bin is full", Timestamp(3)),
+    );
+    assert!(reasons(&drain(&mut e)).iter().all(|(_, r)| *r != Reason::Command));
+}

@@ -189,6 +189,7 @@ impl Sim {
                         id: UserId::new(o.persona.as_str()),
                         name: Arc::from(o.persona.as_str()),
                         is_bot: true,
+                        handle: None,
                     };
                     echo.reply_to = o.reply_to.clone();
                     self.saved.heard.push(echo);

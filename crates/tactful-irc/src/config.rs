@@ -7,6 +7,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, read};
 
+use tactful_runtime::Connected;
+use tactful_runtime::seam::{Context, PlatformConfig};
+
 use crate::{IrcPersona, IrcSettings};
 
 #[derive(Debug, Deserialize)]
@@ -125,4 +128,23 @@ pub(crate) fn banner(s: &IrcSettings, nicks: &[impl AsRef<str>]) -> String {
 /// The settings' secrets (NickServ passwords), for redaction.
 pub fn secrets(s: &IrcSettings) -> Vec<String> {
     s.personas.iter().filter_map(|p| p.password.clone()).collect()
+}
+
+/// The registry's entry point ([`tactful_runtime::seam::Configure`]).
+pub fn configure(
+    section: Section<'_>,
+    personas: Vec<PersonaPart<'_>>,
+    check: &Checker<'_>,
+) -> Result<std::sync::Arc<dyn PlatformConfig>, ConfigError> {
+    Ok(std::sync::Arc::new(parse(section, personas, check)?))
+}
+
+impl PlatformConfig for IrcSettings {
+    fn secrets(&self) -> Vec<String> {
+        secrets(self)
+    }
+
+    fn build(&self, _: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
+        Ok(std::sync::Arc::new(crate::IrcPlatform::new(self.clone())))
+    }
 }

@@ -365,6 +365,7 @@ impl Shared {
                 id: UserId::new(format!("irc:{from}")),
                 name: Arc::from(from),
                 is_bot: false,
+                handle: None,
             },
             text: Arc::from(body.as_str()),
             mentions: Mentions::Explicit(mentions),

@@ -8,6 +8,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, read};
 
+use tactful_runtime::Connected;
+use tactful_runtime::seam::{Context, PlatformConfig};
+
 use crate::{MatrixAuth, MatrixPersona, MatrixSettings};
 
 #[derive(Debug, Deserialize)]
@@ -136,4 +139,29 @@ pub fn secrets(s: &MatrixSettings) -> Vec<String> {
             MatrixAuth::Password(v) | MatrixAuth::AccessToken(v) => v.clone(),
         })
         .collect()
+}
+
+/// The registry's entry point ([`tactful_runtime::seam::Configure`]).
+pub fn configure(
+    section: Section<'_>,
+    personas: Vec<PersonaPart<'_>>,
+    check: &Checker<'_>,
+) -> Result<std::sync::Arc<dyn PlatformConfig>, ConfigError> {
+    Ok(std::sync::Arc::new(parse(section, personas, check)?))
+}
+
+impl PlatformConfig for MatrixSettings {
+    fn secrets(&self) -> Vec<String> {
+        secrets(self)
+    }
+
+    fn build(&self, cx: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
+        let mut settings = self.clone();
+        // The SDK's room state lives beside the store, so a restart syncs
+        // only what changed.
+        settings.state_dir = cx.store.map(|s| s.with_extension("matrix"));
+        Ok(std::sync::Arc::new(crate::MatrixPlatform::new(
+            settings, cx.saved,
+        )))
+    }
 }

@@ -94,6 +94,7 @@ pub fn to_message(ev: &OriginalSyncRoomMessageEvent, seen: &Seen<'_>) -> Option<
             name: Arc::from(name),
             // By Matrix convention, notices come from bots.
             is_bot: matches!(content.msgtype, MessageType::Notice(_)),
+            handle: None,
         },
         mentions: Mentions::Explicit(mentions(content, &text, seen.personas)),
         text: Arc::from(text.as_str()),

@@ -31,7 +31,7 @@
 pub mod config;
 pub mod event;
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -55,7 +55,7 @@ use matrix_sdk::ruma::events::{
 use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{MsgId, PersonaId, RoomId};
-use tactful_runtime::account::Backoff;
+use tactful_runtime::account::{Backoff, HeardOnce};
 use tactful_runtime::{Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
@@ -154,7 +154,7 @@ struct Shared {
     logged_in: tokio::sync::Notify,
     /// Saved sync tokens, by persona, taken by its loop at start.
     saved: Mutex<HashMap<PersonaId, String>>,
-    seen: Mutex<(HashSet<String>, VecDeque<String>)>,
+    seen: Mutex<HeardOnce<String>>,
     runtime: Mutex<Option<RuntimeHandle>>,
     synced: AtomicUsize,
 }
@@ -185,7 +185,7 @@ impl MatrixPlatform {
                 clients: Mutex::new(HashMap::new()),
                 logged_in: tokio::sync::Notify::new(),
                 saved: Mutex::new(tokens),
-                seen: Mutex::new((HashSet::new(), VecDeque::new())),
+                seen: Mutex::new(HeardOnce::new(REMEMBERED_EVENTS)),
                 runtime: Mutex::new(None),
                 synced: AtomicUsize::new(0),
             }),
@@ -467,20 +467,7 @@ impl Shared {
     /// Whether this is the first persona to see `event` (a shared room is
     /// heard once).
     fn first_sight(&self, event: &str) -> bool {
-        let Ok(mut seen) = self.seen.lock() else {
-            return false;
-        };
-        let (set, order) = &mut *seen;
-        if !set.insert(event.to_owned()) {
-            return false;
-        }
-        order.push_back(event.to_owned());
-        if order.len() > REMEMBERED_EVENTS
-            && let Some(old) = order.pop_front()
-        {
-            set.remove(&old);
-        }
-        true
+        self.seen.lock().is_ok_and(|mut s| s.first(event.to_owned()))
     }
 
     /// A DM: marked `m.direct`, or just this persona and one other member.

@@ -73,3 +73,55 @@ mod tests {
         );
     }
 }
+
+/// The last few thousand ids a platform handed in, so that a message
+/// several personas' accounts receive (one group, several bots) is heard
+/// once. Bounded: the oldest id is forgotten first.
+#[derive(Debug)]
+pub struct HeardOnce<K> {
+    set: std::collections::HashSet<K>,
+    order: std::collections::VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Clone> HeardOnce<K> {
+    /// Remembers up to `cap` ids.
+    pub fn new(cap: usize) -> Self {
+        HeardOnce {
+            set: std::collections::HashSet::new(),
+            order: std::collections::VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Whether `id` is new (and remembers it).
+    pub fn first(&mut self, id: K) -> bool {
+        if !self.set.insert(id.clone()) {
+            return false;
+        }
+        self.order.push_back(id);
+        if self.order.len() > self.cap
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod heard_once_tests {
+    use super::HeardOnce;
+
+    #[test]
+    fn an_id_is_new_once_and_memory_stays_bounded() {
+        let mut h = HeardOnce::new(2);
+        assert!(h.first(1));
+        assert!(!h.first(1));
+        assert!(h.first(2));
+        assert!(h.first(3));
+        // 1 was forgotten to keep the bound.
+        assert!(h.first(1));
+        assert_eq!(h.set.len(), 2);
+    }
+}

@@ -147,6 +147,45 @@ struct Stream {
     shown: String,
     throttle: EditThrottle,
     streamed: Arc<Streamed>,
+    /// Keeps the platform's "typing" status up while the turn runs;
+    /// stopped when the stream is dropped (the turn sent or fell silent).
+    _typing: Typing,
+}
+
+/// How often the "typing" status is renewed: Telegram lets it lapse after
+/// five seconds.
+const TYPING_EVERY: Duration = Duration::from_secs(4);
+
+/// A task renewing a turn's "typing" status, aborted when dropped.
+struct Typing(Option<tokio::task::JoinHandle<()>>);
+
+impl Typing {
+    fn start(
+        platform: Arc<dyn Platform>,
+        persona: PersonaId,
+        room: RoomId,
+        thread: Option<ThreadId>,
+    ) -> Typing {
+        // Outside a runtime (some unit tests drive delivery by hand) there
+        // is no status to keep.
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return Typing(None);
+        };
+        Typing(Some(rt.spawn(async move {
+            loop {
+                platform.typing(&persona, &room, thread.as_ref()).await;
+                tokio::time::sleep(TYPING_EVERY).await;
+            }
+        })))
+    }
+}
+
+impl Drop for Typing {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
 }
 
 /// Tries a platform call twice; logs the final failure with the room.
@@ -262,6 +301,12 @@ impl RoomDelivery {
         silence: Option<Arc<str>>,
         streamed: Arc<Streamed>,
     ) {
+        let typing = Typing::start(
+            self.platform.clone(),
+            persona.clone(),
+            self.room.clone(),
+            thread.clone(),
+        );
         let placeholder = if self.platform.capabilities().can_edit {
             // On record before it is posted (its id still unknown) and again
             // after: a crash at any point leaves a record a restart finds,
@@ -294,6 +339,7 @@ impl RoomDelivery {
                 shown: String::new(),
                 throttle: EditThrottle::new(self.config.edit_interval),
                 streamed,
+                _typing: typing,
             },
         );
     }

@@ -4,7 +4,8 @@
 //! - [`runtime`]: the task that owns the engine and runs turns;
 //! - [`delivery`]: the one path replies leave by, for every platform;
 //! - [`platform`]: the small trait a chat platform implements;
-//! - [`persist`]: saving to the store off the engine's task.
+//! - [`persist`]: saving to the store off the engine's task;
+//! - [`seam`]: what a platform crate hands the binary.
 
 pub mod account;
 pub mod delivery;
@@ -14,6 +15,7 @@ pub mod persist;
 pub mod platform;
 mod restart;
 pub mod runtime;
+pub mod seam;
 
 pub use delivery::DeliveryConfig;
 pub use metrics::Metrics;

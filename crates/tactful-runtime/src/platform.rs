@@ -98,6 +98,21 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(PlatformError("messages cannot be edited here".into())) })
     }
 
+    /// Shows that `persona` is writing in `room` (Telegram's "typing…"
+    /// status). Called when a reply turn starts and every few seconds
+    /// while it runs, since platforms let the status lapse by itself; a
+    /// failure only costs the status, so there is nothing to return.
+    /// Platforms without such a status keep the default.
+    fn typing<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
+    ) -> BoxFuture<'a, ()> {
+        let _ = (persona, room, thread);
+        Box::pin(async {})
+    }
+
     /// The service is stopping and every reply has been delivered: leave
     /// politely (IRC sends `QUIT` with a reason, so people see the persona
     /// left on purpose rather than "connection closed"). Called once, on a

@@ -127,7 +127,7 @@ pub struct LoadLimits {
 
 /// The columns [`message_from_row`] reads, in its order.
 const MESSAGE_COLUMNS: &str =
-    "id, sender_id, sender_name, is_bot, text, reply_to, thread, mentions, is_dm, dm_to, time";
+    "id, sender_id, sender_name, is_bot, text, reply_to, thread, mentions, is_dm, dm_to, time, sender_handle";
 
 /// A `messages` row (selected as [`MESSAGE_COLUMNS`], from column `at`) as
 /// the engine's message; unreadable mentions become "none", with a note.
@@ -157,6 +157,7 @@ fn message_from_row(
             id: UserId::new(r.get::<_, String>(at + 1)?),
             name: Arc::from(r.get::<_, String>(at + 2)?),
             is_bot: r.get(at + 3)?,
+            handle: r.get::<_, Option<String>>(at + 11)?.map(Arc::from),
         },
         text: Arc::from(r.get::<_, String>(at + 4)?),
         mentions,

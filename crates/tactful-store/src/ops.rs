@@ -147,8 +147,8 @@ fn insert_message(tx: &Transaction<'_>, m: &Message, persona: Option<&PersonaId>
     tx.prepare_cached(
         "INSERT OR IGNORE INTO messages
              (room, id, sender_id, sender_name, is_bot, persona, text, reply_to, thread, mentions, is_dm,
-              dm_to, time)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+              dm_to, time, sender_handle)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?
     .execute(params![
         m.room.as_str(),
@@ -164,6 +164,7 @@ fn insert_message(tx: &Transaction<'_>, m: &Message, persona: Option<&PersonaId>
         m.is_dm,
         m.dm_to.as_ref().map(PersonaId::as_str),
         m.time.as_millis() as i64,
+        m.sender.handle.as_deref(),
     ])?;
     Ok(())
 }

@@ -110,6 +110,12 @@ LEFT JOIN messages r ON r.room = m.room AND r.id = m.reply_to
 WHERE m.persona IS NULL OR m.platform_id IS NOT NULL
 ORDER BY m.seq;
 ",
+    // The handle a platform vouches for (Telegram's @username), which
+    // `allowed_users` may name: a message stored but not yet decided at a
+    // crash is decided with it after the restart.
+    r"
+ALTER TABLE messages ADD COLUMN sender_handle TEXT;
+",
 ];
 
 /// Brings the file at `path` to the current version.

@@ -228,7 +228,8 @@ fn a_store_from_the_first_schema_is_migrated() {
     let conn = rusqlite::Connection::open(&path).expect("opens");
     conn.execute_batch(
         "DROP TABLE platform_state; DROP TABLE shown; DROP TABLE placeholders;
-         ALTER TABLE outbox DROP COLUMN parts_done; PRAGMA user_version = 1;",
+         ALTER TABLE outbox DROP COLUMN parts_done; ALTER TABLE messages DROP COLUMN sender_handle;
+         PRAGMA user_version = 1;",
     )
     .expect("downgraded");
     drop(conn);
@@ -254,7 +255,7 @@ fn schema_2_store(path: &std::path::Path, ops: &[Op]) {
     let conn = rusqlite::Connection::open(path).expect("opens");
     conn.execute_batch(
         "DROP TABLE shown; DROP TABLE placeholders; ALTER TABLE outbox DROP COLUMN parts_done;
-         PRAGMA user_version = 2;",
+         ALTER TABLE messages DROP COLUMN sender_handle; PRAGMA user_version = 2;",
     )
     .expect("downgraded");
 }
@@ -491,4 +492,29 @@ fn a_locked_store_is_a_transient_failure() {
             value: "v".into(),
         }])
         .expect("writes again");
+}
+
+#[test]
+fn a_senders_handle_survives_a_restart() {
+    // `allowed_users` may name a Telegram @username: a message stored but
+    // not yet decided at a crash must come back with it.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.db");
+    let mut msg = Message::new("h1", "tg:-100", "tg:42", "hello", at(1));
+    msg.sender.handle = Some("@alice".into());
+    let plain = Message::new("h2", "tg:-100", "tg:43", "hi", at(2));
+    {
+        let mut store = Store::open(&path).expect("opens");
+        store
+            .apply(&[Op::Heard(msg.clone()), Op::Heard(plain.clone())])
+            .expect("saved");
+    }
+    let store = Store::open(&path).expect("reopens");
+    let restored = store.load(LIMITS).expect("loads");
+    let room = restored
+        .rooms
+        .iter()
+        .find(|r| r.room.as_str() == "tg:-100")
+        .expect("room");
+    assert_eq!(room.messages, [msg, plain]);
 }

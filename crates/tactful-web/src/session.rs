@@ -356,6 +356,7 @@ impl Conn {
                 id: UserId::new(member.id.as_str()),
                 name: Arc::from(member.name.as_str()),
                 is_bot: false,
+                handle: None,
             },
             text: Arc::from(text),
             mentions: Mentions::Explicit(mentions.into_iter().map(UserId::new).collect()),

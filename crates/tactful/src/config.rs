@@ -33,6 +33,7 @@ use tactful_core::{
     AmbientPatch, EngineConfig, GatePatch, Mode, OnError, PersonaId, PersonaSpec, PolicyPatch, PolicyTable,
     RateLimit, RoomId, RoomLayer, UserId,
 };
+use tactful_runtime::seam::PlatformConfig;
 use toml::Spanned;
 
 /// The whole configuration, ready to build an engine and its agents from.
@@ -64,28 +65,21 @@ pub struct Config {
 pub struct Platforms {
     /// `[platforms.web]`: the built-in web room.
     pub web: Option<WebSettings>,
-    /// `[platforms.irc]`: an IRC network, one nick per persona.
-    #[cfg(feature = "irc")]
-    pub irc: Option<tactful_irc::IrcSettings>,
-    /// `[platforms.matrix]`: a Matrix homeserver, one account per persona.
-    #[cfg(feature = "matrix")]
-    pub matrix: Option<tactful_matrix::MatrixSettings>,
+    /// Every other configured platform, by table name, as its own crate
+    /// read it (see `registry.rs`).
+    pub connected: Vec<(&'static str, Arc<dyn PlatformConfig>)>,
 }
 
 impl Platforms {
     /// Whether any platform is configured.
     pub fn any(&self) -> bool {
-        #[allow(unused_mut)]
-        let mut any = self.web.is_some();
-        #[cfg(feature = "irc")]
-        {
-            any |= self.irc.is_some();
-        }
-        #[cfg(feature = "matrix")]
-        {
-            any |= self.matrix.is_some();
-        }
-        any
+        self.web.is_some() || !self.connected.is_empty()
+    }
+
+    /// The settings of platform `name`, as its crate's type `T`.
+    pub fn get<T: PlatformConfig>(&self, name: &str) -> Option<&T> {
+        let (_, settings) = self.connected.iter().find(|(n, _)| *n == name)?;
+        (settings.as_ref() as &dyn std::any::Any).downcast_ref()
     }
 }
 
@@ -517,15 +511,7 @@ impl Config {
         if let Some(web) = &self.platforms.web {
             out.extend(web.auth_token.clone());
         }
-        #[cfg(feature = "irc")]
-        out.extend(self.platforms.irc.iter().flat_map(tactful_irc::config::secrets));
-        #[cfg(feature = "matrix")]
-        out.extend(
-            self.platforms
-                .matrix
-                .iter()
-                .flat_map(tactful_matrix::config::secrets),
-        );
+        out.extend(self.platforms.connected.iter().flat_map(|(_, p)| p.secrets()));
         out.retain(|s| !s.trim().is_empty());
         out
     }
@@ -1640,18 +1626,18 @@ rules = []
             "{BASE}\n[platforms.matrix]\nhomeserver = \"https://matrix.example.org/\"\ninvites_from = [\"example.org\"]\nrooms = [\"#team:example.org\"]\n"
         ))
         .expect("valid");
-        let m = c.platforms.matrix.clone().expect("matrix");
+        let m = c
+            .platforms
+            .get::<tactful_matrix::MatrixSettings>("matrix")
+            .cloned()
+            .expect("matrix");
         assert_eq!(m.homeserver, "https://matrix.example.org");
         assert_eq!(m.personas[0].user_id, "@docs:example.org");
         assert!(matches!(&m.personas[0].auth, tactful_matrix::MatrixAuth::Password(p) if p == "pw"));
         assert_eq!(m.rooms, ["#team:example.org"]);
         assert_eq!(
-            c.platforms
-                .matrix
-                .as_ref()
-                .map(tactful_matrix::config::describe)
-                .as_deref(),
-            Some("on Matrix at https://matrix.example.org as @docs:example.org")
+            tactful_matrix::config::describe(&m),
+            "on Matrix at https://matrix.example.org as @docs:example.org"
         );
     }
 
@@ -1695,7 +1681,9 @@ rules = []
         )
         .expect("valid");
         assert_eq!(
-            c.platforms.matrix.map(|m| m.homeserver).as_deref(),
+            c.platforms
+                .get::<tactful_matrix::MatrixSettings>("matrix")
+                .map(|m| m.homeserver.as_str()),
             Some("https://hs.example.org")
         );
     }

@@ -1,37 +1,68 @@
-//! The chat platforms this build can run, one entry each under its cargo
-//! feature: how each is built from its settings (read by its own crate,
-//! see `config/platforms.rs`) and the store's state. The service then
-//! starts them all the same way ([`tactful_runtime::Connected`]).
+//! The chat platforms this build can run: one line each, under its cargo
+//! feature. A platform's crate owns everything else about it (its config
+//! section, its secrets, how it is built and connected: see
+//! [`tactful_runtime::seam`]); the service starts them all the same way
+//! ([`tactful_runtime::Connected`]).
 
 use std::sync::Arc;
 
-#[allow(unused_imports)]
 use anyhow::Context as _;
+use tactful_runtime::seam::{Context, Registration};
 use tactful_runtime::{Connected, Store};
 
 use crate::config::Config;
 
+/// A registry line: platform `$name` from crate `$krate` when the feature
+/// of that name is on; known but refused when it is off.
+macro_rules! platform {
+    ($list:ident, $name:literal, $krate:ident) => {
+        #[cfg(feature = $name)]
+        $list.push(Registration {
+            name: $name,
+            configure: Some($krate::config::configure),
+        });
+        #[cfg(not(feature = $name))]
+        $list.push(Registration {
+            name: $name,
+            configure: None,
+        });
+    };
+}
+
+/// Every platform tactful has besides the built-in web room, built into
+/// this binary or not.
+// One `push` per line, each under its feature: `vec![]` cannot hold the
+// `#[cfg]`s.
+#[allow(clippy::vec_init_then_push)]
+pub fn platforms() -> Vec<Registration> {
+    let mut list = Vec::new();
+    platform!(list, "irc", tactful_irc);
+    platform!(list, "matrix", tactful_matrix);
+    platform!(list, "telegram", tactful_telegram);
+    list
+}
+
 /// Every configured platform but the built-in web room, built and not yet
 /// connected.
-#[allow(unused_variables, unused_mut)]
 pub fn build(config: &Config, store: &Store) -> anyhow::Result<Vec<Arc<dyn Connected>>> {
-    let mut out: Vec<Arc<dyn Connected>> = Vec::new();
-    #[cfg(feature = "irc")]
-    if let Some(settings) = &config.platforms.irc {
-        out.push(Arc::new(tactful_irc::IrcPlatform::new(settings.clone())));
+    if config.platforms.connected.is_empty() {
+        return Ok(Vec::new());
     }
-    #[cfg(feature = "matrix")]
-    if let Some(settings) = &config.platforms.matrix {
-        let mut settings = settings.clone();
-        // The SDK's room state lives beside the store, so a restart syncs
-        // only what changed.
-        if config.store.as_os_str() != ":memory:" {
-            settings.state_dir = Some(config.store.with_extension("matrix"));
-        }
-        let saved = store
-            .platform_state()
-            .context("cannot read the Matrix sync tokens from the store")?;
-        out.push(Arc::new(tactful_matrix::MatrixPlatform::new(settings, &saved)));
-    }
-    Ok(out)
+    let saved = store
+        .platform_state()
+        .context("cannot read the platforms' saved state (sync tokens, offsets) from the store")?;
+    let on_disk = config.store.as_os_str() != ":memory:";
+    let cx = Context {
+        store: on_disk.then_some(config.store.as_path()),
+        saved: &saved,
+    };
+    config
+        .platforms
+        .connected
+        .iter()
+        .map(|(name, p)| {
+            p.build(&cx)
+                .map_err(|e| anyhow::anyhow!("cannot set up {name}: {e}"))
+        })
+        .collect()
 }

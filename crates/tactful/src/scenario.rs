@@ -51,6 +51,8 @@ struct RawLine {
     name: Option<String>,
     #[serde(default)]
     bot: bool,
+    /// The platform handle `allowed_users` may name (`@alice` on Telegram).
+    handle: Option<String>,
     mentions: Option<Vec<String>>,
     reply_to: Option<String>,
     #[serde(default)]
@@ -150,6 +152,7 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<Scenari
                 name: Arc::from(raw.name.as_deref().unwrap_or(&raw.from)),
                 id: UserId::new(raw.from),
                 is_bot: raw.bot,
+                handle: raw.handle.map(Arc::from),
             },
             text: Arc::from(raw.text),
             mentions: match raw.mentions {

@@ -1,7 +1,7 @@
-//! The platform registry: which `[platforms.<name>]` tables this build
-//! knows, and who reads each. A platform crate owns its section and each
-//! persona's `<name> = { ... }` sub-table (`tactful_irc::config`, ...);
-//! adding a platform is one line in each list below, under its feature.
+//! The platforms' parts of the file: `[platforms.<name>]` tables and each
+//! persona's `<name> = { ... }` sub-table, cut out and handed to the crate
+//! that owns them (listed in `registry.rs`); only the built-in web room is
+//! read here.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +11,11 @@ use super::{Platforms, RawPersona, RawWeb, web_settings};
 
 /// Every platform name a config may use, built in or not: a persona's
 /// sub-table under one of these names belongs to that platform.
-pub(super) const NAMES: &[&str] = &["web", "irc", "matrix"];
+fn names() -> Vec<&'static str> {
+    std::iter::once("web")
+        .chain(crate::registry::platforms().iter().map(|r| r.name))
+        .collect()
+}
 
 /// What the file says about platforms, cut out of it before the rest is
 /// read: `[platforms]`, and each persona's sub-tables by platform name.
@@ -25,13 +29,14 @@ pub(super) struct Cut<'i> {
 pub(super) fn cut<'i>(root: &mut tactful_config::Spanned<toml::de::DeTable<'i>>) -> Cut<'i> {
     let platforms = root.get_mut().remove("platforms");
     let mut personas = Vec::new();
+    let names = names();
     if let Some(list) = root.get_mut().get_mut("persona")
         && let DeValue::Array(items) = list.get_mut()
     {
         for item in items.iter_mut() {
             let mut parts = BTreeMap::new();
             if let DeValue::Table(t) = item.get_mut() {
-                for name in NAMES {
+                for name in &names {
                     if let Some(v) = t.remove(*name) {
                         parts.insert(*name, v);
                     }
@@ -61,12 +66,12 @@ pub(super) fn read_all(
         };
         for (name, v) in t {
             let key = name.get_ref().to_string();
-            if !NAMES.contains(&key.as_str()) {
+            if !names().contains(&key.as_str()) {
                 return Err(check.at(
                     name.span(),
                     format!(
                         "unknown platform `{key}`: this tactful knows {}",
-                        NAMES.join(", ")
+                        names().join(", ")
                     ),
                 ));
             }
@@ -101,7 +106,8 @@ pub(super) fn read_all(
             format!("`persona[{}].web`: the web room has no per-persona settings", p.0),
         ));
     }
-    for &name in NAMES.iter().filter(|n| **n != "web") {
+    for registration in crate::registry::platforms() {
+        let name = registration.name;
         let parts = parts_for(name);
         let Some(section) = sections.remove(name) else {
             if let Some(p) = parts.into_iter().find(|p| p.section.is_some()) {
@@ -116,20 +122,15 @@ pub(super) fn read_all(
             }
             continue;
         };
-        match name {
-            #[cfg(feature = "irc")]
-            "irc" => out.irc = Some(tactful_irc::config::parse(section, parts, check)?),
-            #[cfg(feature = "matrix")]
-            "matrix" => out.matrix = Some(tactful_matrix::config::parse(section, parts, check)?),
-            _ => {
-                return Err(check.at(
-                    section.span(),
-                    format!(
-                        "this tactful was built without {name}: build it with the cargo feature `{name}` (on by default)"
-                    ),
-                ));
-            }
-        }
+        let Some(configure) = registration.configure else {
+            return Err(check.at(
+                section.span(),
+                format!(
+                    "this tactful was built without {name}: build it with the cargo feature `{name}` (on by default)"
+                ),
+            ));
+        };
+        out.connected.push((name, configure(section, parts, check)?));
     }
     Ok(out)
 }

@@ -1,0 +1,62 @@
+//! The platform seam: everything a chat platform crate hands the binary,
+//! so that adding a platform is its crate plus one registry line.
+//!
+//! A platform crate
+//! - reads its own `[platforms.<name>]` table and each persona's
+//!   `<name> = { ... }` sub-table ([`Configure`], with the line-accurate
+//!   errors of [`tactful_config`]);
+//! - names its secrets for redaction ([`PlatformConfig::secrets`]);
+//! - builds its [`Connected`] platform from what the service has for it
+//!   ([`Context`]: the store's saved platform state, where the store
+//!   lives), which the service then starts like every other;
+//! - reuses [`crate::account::Backoff`] for reconnecting.
+//!
+//! The binary lists the platforms it was built with, each under its cargo
+//! feature, and knows nothing else about them.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use tactful_config::{Checker, ConfigError, PersonaPart, Section};
+
+use crate::platform::Connected;
+
+/// What the service gives a platform to build it.
+#[derive(Clone, Copy, Debug)]
+pub struct Context<'a> {
+    /// The store's file, `None` for an in-memory store: a platform may keep
+    /// state of its own beside it (Matrix keeps its SDK's room state).
+    pub store: Option<&'a Path>,
+    /// The platform state the store holds (sync tokens, update offsets),
+    /// saved with [`crate::RuntimeHandle::save_state`].
+    pub saved: &'a BTreeMap<String, String>,
+}
+
+/// A platform's settings, read from the config by its own crate.
+pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
+    /// The values to keep out of every log, error and trace (tokens,
+    /// passwords).
+    fn secrets(&self) -> Vec<String>;
+
+    /// Builds the platform, not yet connected.
+    fn build(&self, cx: &Context<'_>) -> Result<Arc<dyn Connected>, String>;
+}
+
+/// Reads a platform's section and the personas' sub-tables for it (every
+/// persona is listed, in config order, with its sub-table if it has one).
+/// Called inside [`tactful_config::with_env`].
+pub type Configure =
+    fn(Section<'_>, Vec<PersonaPart<'_>>, &Checker<'_>) -> Result<Arc<dyn PlatformConfig>, ConfigError>;
+
+/// One line of the binary's platform registry.
+#[derive(Clone, Copy, Debug)]
+pub struct Registration {
+    /// The table name: `[platforms.<name>]`, `persona.<name>`, and the
+    /// cargo feature that builds it.
+    pub name: &'static str,
+    /// How to read it, `None` when this binary was built without it (its
+    /// tables are then refused with a clear error rather than ignored).
+    pub configure: Option<Configure>,
+}

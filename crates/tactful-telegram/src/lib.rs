@@ -1,0 +1,396 @@
+//! Telegram for tactful: every persona is a bot of its own, all in one
+//! process, each long-polling the Bot API (`getUpdates`) with
+//! `teloxide-core`'s typed requests.
+//!
+//! - What a poll brings is handed to the runtime in order, and only then
+//!   is the bot's update offset saved behind it
+//!   ([`RuntimeHandle::save_state`]): after a restart the next poll starts
+//!   right after the last update the store holds, so nothing is answered
+//!   twice and nothing is missed (Telegram keeps updates for 24 hours).
+//! - A bot's very first poll (no saved offset) may bring up to a day of
+//!   old updates: what was written before the service started is recorded
+//!   as context, never answered.
+//! - Telegram does not show a bot the messages of other bots, so the
+//!   personas never hear each other through Telegram: they hear each
+//!   other inside the engine, which records every reply as it is sent. A
+//!   group message several bots receive is handed in once.
+//! - Edited messages are not new messages: the bots subscribe to new
+//!   messages only, so edits never arrive (and are not in the transcript).
+//! - Out: replies are real replies (`reply_parameters`, sent even if the
+//!   target is gone), stay in their forum topic, stream by editing the
+//!   placeholder, are rendered from Markdown to Telegram HTML (plain text
+//!   when Telegram cannot parse it), and "typing…" shows while a turn
+//!   runs. A 429 is waited out as `retry_after` says; a refused
+//!   connection is retried.
+//!
+//! Rooms are `tg:<chat id>` (a DM: `tg:<chat id>:<bot id>`); people are
+//! `tg:<user id>`, with their `@username` as a handle `allowed_users` may
+//! name; message ids are Telegram's.
+
+pub mod config;
+pub mod html;
+pub mod inbound;
+mod send;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tactful_core::{PersonaId, RoomId};
+use tactful_runtime::account::{Backoff, HeardOnce};
+use tactful_runtime::{Connected, RuntimeHandle};
+use teloxide_core::Bot;
+use teloxide_core::payloads::GetUpdatesSetters as _;
+use teloxide_core::requests::{Request as _, Requester as _};
+use teloxide_core::types::{AllowedUpdate, UpdateKind};
+
+use crate::inbound::{KnownBot, Receiver, to_message};
+
+/// How many recent messages are remembered to hear a shared group once.
+const REMEMBERED_MESSAGES: usize = 4096;
+
+/// How long a bot waits for the others to say who they are before it
+/// starts listening (mentions of a bot not yet known are not recognised).
+const IDENTIFY_WAIT: Duration = Duration::from_secs(30);
+
+/// One persona's bot.
+#[derive(Clone)]
+pub struct TelegramPersona {
+    /// The persona.
+    pub id: PersonaId,
+    /// The bot token BotFather gave (`123456789:AAE...`).
+    pub token: String,
+    /// The bot's user id: the number before the token's colon.
+    pub bot_id: u64,
+}
+
+/// `[platforms.telegram]` and the personas' bots.
+#[derive(Clone)]
+pub struct TelegramSettings {
+    /// The Bot API's base URL (`https://api.telegram.org`, or a
+    /// self-hosted `telegram-bot-api`, or a test double).
+    pub api_url: String,
+    /// The personas on Telegram.
+    pub personas: Vec<TelegramPersona>,
+    /// The longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+    /// How long one `getUpdates` waits for news.
+    pub poll_timeout: Duration,
+}
+
+impl std::fmt::Debug for TelegramSettings {
+    // Tokens never reach a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramSettings")
+            .field("api_url", &self.api_url)
+            .field(
+                "personas",
+                &self
+                    .personas
+                    .iter()
+                    .map(|p| (p.id.as_str(), p.bot_id))
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// The store key of a bot's update offset.
+pub fn state_key(bot_id: u64) -> String {
+    format!("telegram:offset:{bot_id}")
+}
+
+/// The Telegram platform: a [`tactful_runtime::Platform`] for the runtime
+/// and the polling loops.
+#[derive(Clone)]
+pub struct TelegramPlatform {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TelegramPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelegramPlatform")
+            .field("settings", &self.shared.settings)
+            .finish()
+    }
+}
+
+struct Shared {
+    settings: TelegramSettings,
+    /// One client per persona, in settings order.
+    bots: Vec<Bot>,
+    /// What each bot is called, once `getMe` answered.
+    known: RwLock<Vec<KnownBot>>,
+    identified: AtomicUsize,
+    identified_changed: tokio::sync::Notify,
+    /// Saved offsets by bot id, taken by each loop at start.
+    saved: Mutex<HashMap<u64, i32>>,
+    /// Recently heard (room, message id), so a group message several bots
+    /// receive is handed in once.
+    seen: Mutex<HeardOnce<(RoomId, i32)>>,
+    runtime: Mutex<Option<RuntimeHandle>>,
+    /// Unix seconds at start: older updates of a first poll are history.
+    started: i64,
+}
+
+/// Why a bot could not poll; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+enum PollError {
+    #[error("getMe failed: {0}")]
+    Identify(String),
+    #[error("the token belongs to bot {found}, not {want}")]
+    WrongBot { want: u64, found: u64 },
+    #[error("getUpdates failed: {0}")]
+    Poll(String),
+}
+
+impl TelegramPlatform {
+    /// A Telegram platform; nothing connects before [`Connected::start`].
+    /// `saved` is the platform state the store holds (offsets under
+    /// [`state_key`]). Fails only on an `api_url` that is not a URL, which
+    /// config loading already refuses.
+    pub fn new(
+        settings: TelegramSettings,
+        saved: &BTreeMap<String, String>,
+    ) -> Result<TelegramPlatform, String> {
+        let url = url::Url::parse(&settings.api_url).map_err(|e| format!("{}: {e}", settings.api_url))?;
+        // The client waits longer than a long poll, or every quiet poll
+        // would end as a timeout error.
+        let client = teloxide_core::net::default_reqwest_settings()
+            .timeout(settings.poll_timeout + Duration::from_secs(15))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let bots = settings
+            .personas
+            .iter()
+            .map(|p| Bot::with_client(p.token.clone(), client.clone()).set_api_url(url.clone()))
+            .collect();
+        let known = settings
+            .personas
+            .iter()
+            .map(|p| KnownBot {
+                persona: p.id.clone(),
+                bot_id: p.bot_id,
+                username: None,
+            })
+            .collect();
+        let offsets = settings
+            .personas
+            .iter()
+            .filter_map(|p| Some((p.bot_id, saved.get(&state_key(p.bot_id))?.parse().ok()?)))
+            .collect();
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Ok(TelegramPlatform {
+            shared: Arc::new(Shared {
+                settings,
+                bots,
+                known: RwLock::new(known),
+                identified: AtomicUsize::new(0),
+                identified_changed: tokio::sync::Notify::new(),
+                saved: Mutex::new(offsets),
+                seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
+                runtime: Mutex::new(None),
+                started,
+            }),
+        })
+    }
+
+    /// How many bots have said who they are (for readiness and tests).
+    pub fn identified(&self) -> usize {
+        self.shared.identified.load(Ordering::SeqCst)
+    }
+}
+
+impl Shared {
+    fn known(&self) -> Vec<KnownBot> {
+        self.known.read().map(|k| k.clone()).unwrap_or_default()
+    }
+
+    async fn keep_polling(self: Arc<Self>, i: usize) {
+        let persona = self.settings.personas[i].clone();
+        let bot = self.bots[i].clone();
+        let mut backoff = Backoff::new(self.settings.max_backoff);
+        loop {
+            match self.identify(&persona, &bot).await {
+                Ok(()) => break,
+                Err(e) => backoff.wait("Telegram", persona.id.as_str(), &e).await,
+            }
+        }
+        self.wait_for_the_others().await;
+        let mut offset = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.bot_id));
+        backoff.reset();
+        tracing::info!(persona = %persona.id, "Telegram: listening");
+        loop {
+            match self.poll(&persona, &bot, offset).await {
+                Ok(next) => {
+                    offset = next.or(offset);
+                    backoff.reset();
+                }
+                Err(e) => backoff.wait("Telegram", persona.id.as_str(), &e).await,
+            }
+        }
+    }
+
+    /// `getMe`: learns the bot's username (mentions name it).
+    async fn identify(&self, persona: &TelegramPersona, bot: &Bot) -> Result<(), PollError> {
+        let me = bot
+            .get_me()
+            .send()
+            .await
+            .map_err(|e| PollError::Identify(send::describe(&e)))?;
+        if me.user.id.0 != persona.bot_id {
+            return Err(PollError::WrongBot {
+                want: persona.bot_id,
+                found: me.user.id.0,
+            });
+        }
+        let username = me.user.username.clone();
+        if username.is_none() {
+            tracing::warn!(persona = %persona.id, "Telegram: the bot has no username; people cannot @mention it");
+        }
+        if let Ok(mut known) = self.known.write()
+            && let Some(k) = known.iter_mut().find(|k| k.bot_id == persona.bot_id)
+        {
+            k.username = username.clone();
+        }
+        self.identified.fetch_add(1, Ordering::SeqCst);
+        self.identified_changed.notify_waiters();
+        tracing::info!(persona = %persona.id, username = ?username, "Telegram: bot identified");
+        Ok(())
+    }
+
+    /// Waits (a while) until every bot is known, so a mention of any of
+    /// them is recognised from the first message on.
+    async fn wait_for_the_others(&self) {
+        let all = self.settings.personas.len();
+        let deadline = tokio::time::Instant::now() + IDENTIFY_WAIT;
+        loop {
+            let changed = self.identified_changed.notified();
+            if self.identified.load(Ordering::SeqCst) >= all {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                tracing::warn!(
+                    "Telegram: not every bot could say who it is; mentions of the missing ones are not recognised yet"
+                );
+                return;
+            }
+        }
+    }
+
+    /// One `getUpdates`: hands its messages in, then saves the offset
+    /// behind them. Returns the next offset, if there were updates.
+    async fn poll(
+        &self,
+        persona: &TelegramPersona,
+        bot: &Bot,
+        offset: Option<i32>,
+    ) -> Result<Option<i32>, PollError> {
+        let mut req = bot
+            .get_updates()
+            .timeout(self.settings.poll_timeout.as_secs() as u32)
+            .allowed_updates([AllowedUpdate::Message]);
+        if let Some(o) = offset {
+            req = req.offset(o);
+        }
+        let updates = req
+            .send()
+            .await
+            .map_err(|e| PollError::Poll(send::describe(&e)))?;
+        let Some(last) = updates.last() else {
+            return Ok(None);
+        };
+        let next = last.id.as_offset();
+        let known = self.known();
+        let Some(me) = known.iter().find(|k| k.bot_id == persona.bot_id) else {
+            return Ok(Some(next));
+        };
+        for update in &updates {
+            let msg = match &update.kind {
+                UpdateKind::Message(m) => m,
+                UpdateKind::Error(raw) => {
+                    tracing::warn!(persona = %persona.id, update = update.id.0, "Telegram: skipped an update that does not parse: {}", send::clip(&raw.to_string()));
+                    continue;
+                }
+                // Edits and everything else: not new messages.
+                _ => continue,
+            };
+            let receiver = Receiver {
+                bot: me,
+                bots: &known,
+            };
+            let Some(heard) = to_message(msg, receiver) else {
+                continue;
+            };
+            if !self.first_sight(&heard.room, msg.id.0) {
+                continue;
+            }
+            // Before any offset, a day of old updates may come: what was
+            // written before the start is history, not a question.
+            let backlog = offset.is_none() && msg.date.timestamp() < self.started;
+            if let Ok(r) = self.runtime.lock()
+                && let Some(handle) = r.as_ref()
+            {
+                if backlog {
+                    handle.backlog(heard);
+                } else {
+                    handle.inbound(heard);
+                }
+            }
+        }
+        if let Ok(r) = self.runtime.lock()
+            && let Some(handle) = r.as_ref()
+        {
+            handle.save_state(state_key(persona.bot_id), next.to_string());
+        }
+        Ok(Some(next))
+    }
+
+    /// Whether this is the first bot to hand in this message.
+    fn first_sight(&self, room: &RoomId, id: i32) -> bool {
+        self.seen.lock().is_ok_and(|mut s| s.first((room.clone(), id)))
+    }
+
+    fn bot(&self, persona: &PersonaId) -> Option<&Bot> {
+        let i = self.settings.personas.iter().position(|p| &p.id == persona)?;
+        self.bots.get(i)
+    }
+}
+
+impl Connected for TelegramPlatform {
+    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
+        if let Ok(mut r) = self.shared.runtime.lock() {
+            *r = Some(runtime);
+        }
+        (0..self.shared.settings.personas.len())
+            .map(|i| {
+                let shared = self.shared.clone();
+                tokio::spawn(async move { shared.keep_polling(i).await })
+            })
+            .collect()
+    }
+
+    fn describe(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            // A few seconds for the bots to say who they are, so the banner
+            // shows the usernames people will type.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            let all = self.shared.settings.personas.len();
+            while self.identified() < all && tokio::time::Instant::now() < deadline {
+                let changed = self.shared.identified_changed.notified();
+                let _ = tokio::time::timeout_at(deadline, changed).await;
+            }
+            let names: Vec<(String, Option<String>)> = self
+                .shared
+                .known()
+                .into_iter()
+                .map(|k| (k.persona.to_string(), k.username))
+                .collect();
+            config::describe(&self.shared.settings, &names)
+        })
+    }
+}
