@@ -32,12 +32,14 @@ const MAX_FLOOD_WAIT: Duration = Duration::from_secs(120);
 /// Network retries of one call.
 const NETWORK_RETRIES: u32 = 3;
 
-/// A server's text in an error, cut to a loggable size.
+/// A server's text in an error, cut to a loggable size. Secrets are
+/// masked first: a token cut in half would no longer be recognised.
 pub(crate) fn clip(s: &str) -> String {
     const MAX: usize = 300;
+    let s = tactful_core::secrets::redact(s);
     match s.char_indices().nth(MAX) {
         Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
+        None => s.into_owned(),
     }
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Reaper, free_port};
+use common::{Reaper, free_port, http_get, metric, settle};
 use serde_json::{Value, json};
 
 const SECRET: &str = "tactful-test-shared-secret";
@@ -146,26 +146,6 @@ impl Synapse {
 /// Whether GET `path` on 127.0.0.1:`port` answers 200.
 fn http_ok(port: u16, path: &str) -> bool {
     http_get(port, path).is_some_and(|(status, _)| status == 200)
-}
-
-fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.split(' ').nth(1)?.parse().ok()?;
-    Some((
-        status,
-        out.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default(),
-    ))
 }
 
 /// The people: a matrix-nio process spoken to in JSON lines.
@@ -366,39 +346,6 @@ mode = "observe"
 "##,
         store = store.display(),
     )
-}
-
-/// A metric's value from `/metrics` (summed over its label sets).
-fn metric(port: u16, name: &str) -> Option<f64> {
-    let (_, body) = http_get(port, "/metrics")?;
-    let mut total = None;
-    for line in body.lines().filter(|l| !l.starts_with('#')) {
-        let (key, value) = line.rsplit_once(' ')?;
-        let key = key.split('{').next()?;
-        if key == name {
-            *total.get_or_insert(0.0) += value.parse::<f64>().ok()?;
-        }
-    }
-    total
-}
-
-/// Waits until tactful has heard at least `heard` live messages and has
-/// nothing in progress: every decision made, every turn ended, every reply
-/// delivered.
-fn settle(port: u16, heard: f64) {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let got = metric(port, "tactful_messages_in_total").unwrap_or(0.0);
-        let busy = metric(port, "tactful_busy").unwrap_or(1.0);
-        if got >= heard && busy == 0.0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "tactful never settled: heard {got} of {heard}, busy {busy}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn start_tactful(dir: &Path, config: &str) -> Reaper {

@@ -311,3 +311,51 @@ async fn an_agent_failure_is_logged_with_its_reason_and_without_secrets() {
     assert!(log.contains("upstream refused key [redacted]"), "{log}");
     assert!(!log.contains(API_KEY), "{log}");
 }
+
+#[cfg(feature = "telegram")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
+    // The token is in every request's URL; this server quotes the request
+    // back in its error, as a misconfigured proxy might.
+    const BOT_TOKEN: &str = "7003:AAHsecret-bot-token-0123456789";
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (r, mut w) = sock.into_split();
+                let mut r = tokio::io::BufReader::new(r);
+                let mut first = String::new();
+                let _ = r.read_line(&mut first).await;
+                let json = serde_json::json!({
+                    "ok": false, "error_code": 401,
+                    "description": format!("Unauthorized: {}", first.trim()),
+                })
+                .to_string();
+                let reply = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
+                    json.len()
+                );
+                let _ = w.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \":memory:\"\n\n\
+             [[persona]]\nid = \"docs\"\nagent = \"a\"\ntelegram = {{ token = \"{BOT_TOKEN}\" }}\n\n\
+             [agents.a]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"ok\" }}]\n\n\
+             [platforms.telegram]\napi_url = \"http://127.0.0.1:{port}\"\n"
+        ),
+    )
+    .expect("config");
+    let mut run = Running::start(&path, Some("trace"));
+    let log = run
+        .until("the failed getMe", |l| l.contains("WARN") && l.contains("Unauthorized"))
+        .join("\n");
+    assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
+    assert!(!leaks(&log, BOT_TOKEN), "{log}");
+}

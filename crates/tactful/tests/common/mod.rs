@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -220,4 +220,58 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// GET a path on 127.0.0.1 (blocking, 5 s timeout): the status and body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split(' ').nth(1)?.parse().ok()?;
+    Some((
+        status,
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    ))
+}
+
+/// A metric's value from `/metrics` (summed over its label sets).
+pub fn metric(port: u16, name: &str) -> Option<f64> {
+    let (_, body) = http_get(port, "/metrics")?;
+    let mut total = None;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let (key, value) = line.rsplit_once(' ')?;
+        let key = key.split('{').next()?;
+        if key == name {
+            *total.get_or_insert(0.0) += value.parse::<f64>().ok()?;
+        }
+    }
+    total
+}
+
+/// Waits until tactful has heard at least `heard` live messages and has
+/// nothing in progress: every decision made, every turn ended, every reply
+/// delivered.
+pub fn settle(port: u16, heard: f64) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let got = metric(port, "tactful_messages_in_total").unwrap_or(0.0);
+        let busy = metric(port, "tactful_busy").unwrap_or(1.0);
+        if got >= heard && busy == 0.0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tactful never settled: heard {got} of {heard}, busy {busy}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

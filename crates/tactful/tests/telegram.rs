@@ -1,0 +1,383 @@
+//! tactful on Telegram, against an in-process Bot API double that follows
+//! the documented JSON (`telegram_double`): two personas (two bots) and
+//! two people in a forum supergroup, a DM, an ambient group and a group
+//! where the bots may talk to each other; then a restart on the saved
+//! update offset.
+
+#![cfg(feature = "telegram")]
+
+mod common;
+mod telegram_double;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{Reaper, free_port, metric, settle};
+use serde_json::{Value, json};
+use telegram_double::{Bot, Double, Shown};
+
+const DOCS: &str = "7001:AAHdocs-test-token-secret";
+const CHEF: &str = "7002:AAHchef-test-token-secret";
+
+/// The forum supergroup, the ambient group, the banter group.
+const TEAM: i64 = -1001;
+const AMBIENT: i64 = -1002;
+const BANTER: i64 = -1003;
+
+fn bots() -> Vec<Bot> {
+    vec![
+        Bot {
+            token: DOCS.into(),
+            id: 7001,
+            username: "docs_bot".into(),
+            name: "Docs".into(),
+        },
+        Bot {
+            token: CHEF.into(),
+            id: 7002,
+            username: "ChefBot".into(),
+            name: "Chef".into(),
+        },
+    ]
+}
+
+fn alice() -> Value {
+    json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"})
+}
+
+fn bob() -> Value {
+    json!({"id": 222, "is_bot": false, "first_name": "Bob"})
+}
+
+fn mallory() -> Value {
+    json!({"id": 333, "is_bot": false, "first_name": "Mallory", "username": "mallory"})
+}
+
+fn group(id: i64) -> Value {
+    json!({"id": id, "type": "supergroup", "title": format!("group {id}"), "is_forum": id == TEAM})
+}
+
+fn mention(offset: usize, length: usize) -> Value {
+    json!([{"type": "mention", "offset": offset, "length": length}])
+}
+
+fn config(api_url: &str, store: &Path, metrics_port: u16) -> String {
+    format!(
+        r##"
+[store]
+path = "{store}"
+
+[server]
+listen = "127.0.0.1:{metrics_port}"
+
+[platforms.telegram]
+api_url = "{api_url}"
+poll_timeout_secs = 5
+
+[[persona]]
+id = "docs"
+agent = "docs"
+telegram = {{ token = "${{DOCS_TOKEN}}" }}
+
+[[persona]]
+id = "chef"
+agent = "chef"
+telegram = {{ token = "${{CHEF_TOKEN}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [
+  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
+  {{ when = "(?i)format", reply = "Use **REJECT_HTML** carefully." }},
+  {{ when = "", reply = "docs answers {{msg_id}}" }},
+]
+
+[agents.chef]
+kind = "script"
+rules = [{{ when = "", reply = "chef answers {{msg_id}}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[rooms."tg:{TEAM}"]
+allowed_users = ["@alice", "tg:222"]
+
+[rooms."tg:{AMBIENT}"]
+mode = "ambient"
+ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
+
+[rooms."tg:{BANTER}"]
+mode = "all"
+ignore_bots = false
+max_bot_turns = 3
+"##,
+        store = store.display(),
+    )
+}
+
+fn start_tactful(dir: &Path, config: &str) -> Reaper {
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, config).expect("config");
+    Reaper(
+        Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&cfg)
+            .env("DOCS_TOKEN", DOCS)
+            .env("CHEF_TOKEN", CHEF)
+            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("tactful starts"),
+    )
+}
+
+/// The bot messages of `chat` answering message `id`.
+fn answers(double: &Double, chat: i64, id: i64) -> Vec<Shown> {
+    double
+        .bot_messages(chat)
+        .into_iter()
+        .filter(|m| m.reply_to == Some(id))
+        .collect()
+}
+
+/// Waits until `token`'s bot answers message `id` in `chat` with `text`.
+async fn answered(double: &Double, chat: i64, id: i64, token: &str, text: &str) -> Shown {
+    let what = format!("{text:?} in reply to {id} in {chat}");
+    double
+        .wait_until(&what, |_, messages| {
+            messages.iter().any(|m| {
+                m.chat == chat && m.reply_to == Some(id) && m.token.as_deref() == Some(token) && m.text == text && !m.deleted
+            })
+        })
+        .await;
+    let found = answers(double, chat, id);
+    assert_eq!(found.len(), 1, "answered once: {found:?}");
+    found.into_iter().next().expect("the answer")
+}
+
+/// Waits until every bot is long-polling (so they know each other).
+async fn polling(double: &Double) {
+    double
+        .wait_until("both bots polling", |calls, _| {
+            [DOCS, CHEF]
+                .iter()
+                .all(|t| calls.iter().any(|c| c.token == *t && c.method == "getUpdates"))
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telegram_groups_topics_dms_and_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let double = Double::start(bots()).await;
+    double.reject_html_with("REJECT_HTML");
+    let metrics = free_port();
+    let cfg = config(&double.url, &store, metrics);
+    let tactful = start_tactful(dir.path(), &cfg);
+    polling(&double).await;
+    let both = [DOCS, CHEF];
+    let mut heard = 0.0;
+
+    // A mention after emoji (offsets in UTF-16 units), heard by both bots
+    // and handed in once.
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "🎉🎉 @docs_bot how do I reset?", "entities": mention(5, 9)}),
+    );
+    heard += 1.0;
+    let first = answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+    // "typing…" showed while the turn ran.
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.method == "sendChatAction" && c.body["chat_id"] == TEAM && c.body["action"] == "typing"),
+        "typing status"
+    );
+
+    // A text_mention (a user without a username, by id).
+    let q = double.post(
+        &both,
+        group(TEAM),
+        bob(),
+        json!({"text": "Chef, taste this", "entities": [{"type": "text_mention", "offset": 0, "length": 4,
+            "user": {"id": 7002, "is_bot": true, "first_name": "Chef"}}]}),
+    );
+    heard += 1.0;
+    answered(&double, TEAM, q, CHEF, &format!("chef answers {q}")).await;
+
+    // /command@bot.
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "/reset@docs_bot", "entities": [{"type": "bot_command", "offset": 0, "length": 15}]}),
+    );
+    heard += 1.0;
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+
+    // A mention in a photo's caption.
+    let q = double.post(
+        &both,
+        group(TEAM),
+        bob(),
+        json!({"photo": [{"file_id": "p1", "file_unique_id": "u1", "width": 64, "height": 64}],
+            "caption": "@ChefBot plating ok?", "caption_entities": mention(0, 8)}),
+    );
+    heard += 1.0;
+    answered(&double, TEAM, q, CHEF, &format!("chef answers {q}")).await;
+
+    // A reply to a persona's message, naming no one.
+    let q = double.post(
+        &both,
+        group(TEAM),
+        bob(),
+        json!({"text": "thanks, and then?", "reply_to_message": {"message_id": first.id, "date": 0,
+            "chat": group(TEAM), "from": {"id": 7001, "is_bot": true, "first_name": "Docs", "username": "docs_bot"},
+            "text": first.text}}),
+    );
+    heard += 1.0;
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+
+    // In a forum topic: the answer stays in the topic.
+    let root = json!({"message_id": 7, "date": 0, "chat": group(TEAM), "from": alice(),
+        "message_thread_id": 7, "forum_topic_created": {"name": "Deploys", "icon_color": 7322096}});
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot in the topic?", "entities": mention(0, 9),
+            "message_thread_id": 7, "is_topic_message": true, "reply_to_message": root}),
+    );
+    heard += 1.0;
+    let in_topic = answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+    assert_eq!(in_topic.thread, Some(7));
+
+    // Someone not on the room's allowlist; chatter; a silent answer.
+    let not_allowed = double.post(
+        &both,
+        group(TEAM),
+        mallory(),
+        json!({"text": "@docs_bot let me in", "entities": mention(0, 9)}),
+    );
+    let chatter = double.post(&both, group(TEAM), alice(), json!({"text": "lunch anyone?"}));
+    let silent = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot never mind", "entities": mention(0, 9)}),
+    );
+    heard += 3.0;
+    // The silent turn's placeholder was posted, then deleted.
+    double
+        .wait_until("the silent turn's placeholder deleted", |_, messages| {
+            messages
+                .iter()
+                .any(|m| m.chat == TEAM && m.reply_to == Some(silent) && m.deleted)
+        })
+        .await;
+
+    // Formatting Telegram refuses: sent again as plain text, not dropped.
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot format please", "entities": mention(0, 9)}),
+    );
+    heard += 1.0;
+    let plain = answered(&double, TEAM, q, DOCS, "Use **REJECT_HTML** carefully.").await;
+    assert_eq!(plain.parse_mode, None);
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.status == 400 && c.body["text"].as_str().is_some_and(|t| t.contains("<b>REJECT_HTML</b>"))),
+        "the HTML was tried first"
+    );
+
+    // Flood control: the 429's retry_after is waited out, the answer
+    // arrives once.
+    double.flood_next_send(CHEF);
+    let q = double.post(
+        &both,
+        group(TEAM),
+        bob(),
+        json!({"text": "@ChefBot one more", "entities": mention(0, 8)}),
+    );
+    heard += 1.0;
+    answered(&double, TEAM, q, CHEF, &format!("chef answers {q}")).await;
+    assert!(double.calls().iter().any(|c| c.token == CHEF && c.status == 429));
+
+    // A DM: Alice's private chat with docs's bot.
+    let dm_chat = json!({"id": 111, "type": "private", "first_name": "Alice", "username": "alice"});
+    let q = double.post(&[DOCS], dm_chat, alice(), json!({"text": "psst, a question"}));
+    heard += 1.0;
+    double
+        .wait_until("docs answers the DM", |_, messages| {
+            messages
+                .iter()
+                .any(|m| m.chat == 111 && m.token.as_deref() == Some(DOCS) && m.text == format!("docs answers {q}"))
+        })
+        .await;
+
+    // Ambient: both personas listen; a question is answered once (floor).
+    double.post(
+        &both,
+        group(AMBIENT),
+        alice(),
+        json!({"text": "does anyone know where the keys are?"}),
+    );
+    // Banter: the bots may answer each other, three turns at most.
+    double.post(&both, group(BANTER), bob(), json!({"text": "hello bots"}));
+    heard += 2.0;
+    settle(metrics, heard);
+    let ambient = double.bot_messages(AMBIENT);
+    assert_eq!(ambient.len(), 1, "one answer in the ambient group: {ambient:?}");
+    let banter = double.bot_messages(BANTER);
+    assert_eq!(banter.len(), 3, "max_bot_turns between the bots: {banter:?}");
+    assert!(answers(&double, TEAM, not_allowed).is_empty(), "not on the allowlist");
+    assert!(answers(&double, TEAM, chatter).is_empty(), "chatter stays unanswered");
+    assert!(answers(&double, TEAM, silent).is_empty(), "silence");
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+
+    // A restart (killed, not stopped): what was said meanwhile is answered,
+    // nothing before it again.
+    drop(tactful);
+    let before = double.bot_messages(TEAM).len();
+    let polls_before = double.calls().len();
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot after the restart", "entities": mention(0, 9)}),
+    );
+    // Everything before it was confirmed by the next poll's offset.
+    let waiting: Vec<Vec<i64>> = both.iter().map(|t| double.queued(t)).collect();
+    assert!(waiting.iter().all(|w| w.len() == 1), "{waiting:?}");
+    let _tactful = start_tactful(dir.path(), &cfg);
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+    settle(metrics, 1.0);
+    assert_eq!(double.bot_messages(TEAM).len(), before + 1, "nothing re-answered");
+    // Each bot asked for updates after the ones it had: a saved offset.
+    for (token, waiting) in both.iter().zip(&waiting) {
+        let first_poll = double.calls()[polls_before..]
+            .iter()
+            .find(|c| c.token == *token && c.method == "getUpdates")
+            .map(|c| c.body.clone())
+            .expect("a poll after the restart");
+        assert_eq!(
+            first_poll["offset"].as_i64(),
+            Some(waiting[0]),
+            "{token}'s first poll after the restart: {first_poll}"
+        );
+    }
+}
