@@ -51,6 +51,11 @@ use crate::inbound::{KnownBot, Receiver, to_message};
 /// How many recent messages are remembered to hear a shared group once.
 const REMEMBERED_MESSAGES: usize = 4096;
 
+/// The least time between two polls that brought nothing: a server that
+/// answers at once instead of holding the poll (a proxy, an emulator) is
+/// not hammered.
+const EMPTY_POLL_PAUSE: Duration = Duration::from_millis(500);
+
 /// How long a bot waits for the others to say who they are before it
 /// starts listening (mentions of a bot not yet known are not recognised).
 const IDENTIFY_WAIT: Duration = Duration::from_secs(30);
@@ -225,10 +230,15 @@ impl Shared {
         backoff.reset();
         tracing::info!(persona = %persona.id, "Telegram: listening");
         loop {
+            let asked = tokio::time::Instant::now();
             match self.poll(&persona, &bot, offset).await {
-                Ok(next) => {
-                    offset = next.or(offset);
+                Ok(Some(next)) => {
+                    offset = Some(next);
                     backoff.reset();
+                }
+                Ok(None) => {
+                    backoff.reset();
+                    tokio::time::sleep_until(asked + EMPTY_POLL_PAUSE).await;
                 }
                 Err(e) => backoff.wait("Telegram", persona.id.as_str(), &e).await,
             }

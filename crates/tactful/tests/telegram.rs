@@ -8,21 +8,12 @@
 
 mod common;
 mod telegram_double;
+mod telegram_setup;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-
-use common::{Reaper, free_port, metric, settle};
+use common::{free_port, metric, settle};
 use serde_json::{Value, json};
 use telegram_double::{Bot, Double, Shown};
-
-const DOCS: &str = "7001:AAHdocs-test-token-secret";
-const CHEF: &str = "7002:AAHchef-test-token-secret";
-
-/// The forum supergroup, the ambient group, the banter group.
-const TEAM: i64 = -1001;
-const AMBIENT: i64 = -1002;
-const BANTER: i64 = -1003;
+use telegram_setup::{AMBIENT, BANTER, CHEF, DOCS, TEAM, config, start_tactful};
 
 fn bots() -> Vec<Bot> {
     vec![
@@ -59,82 +50,6 @@ fn group(id: i64) -> Value {
 
 fn mention(offset: usize, length: usize) -> Value {
     json!([{"type": "mention", "offset": offset, "length": length}])
-}
-
-fn config(api_url: &str, store: &Path, metrics_port: u16) -> String {
-    format!(
-        r##"
-[store]
-path = "{store}"
-
-[server]
-listen = "127.0.0.1:{metrics_port}"
-
-[platforms.telegram]
-api_url = "{api_url}"
-poll_timeout_secs = 5
-
-[[persona]]
-id = "docs"
-agent = "docs"
-telegram = {{ token = "${{DOCS_TOKEN}}" }}
-
-[[persona]]
-id = "chef"
-agent = "chef"
-telegram = {{ token = "${{CHEF_TOKEN}}" }}
-
-[agents.docs]
-kind = "script"
-rules = [
-  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
-  {{ when = "(?i)format", reply = "Use **REJECT_HTML** carefully." }},
-  {{ when = "", reply = "docs answers {{msg_id}}" }},
-]
-
-[agents.chef]
-kind = "script"
-rules = [{{ when = "", reply = "chef answers {{msg_id}}" }}]
-
-[rooms.default]
-mode = "mention"
-rate_limit = "off"
-
-[rooms."tg:{TEAM}"]
-allowed_users = ["@alice", "tg:222"]
-
-[rooms."tg:{AMBIENT}"]
-mode = "ambient"
-ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
-
-[rooms."tg:{BANTER}"]
-mode = "all"
-ignore_bots = false
-max_bot_turns = 3
-"##,
-        store = store.display(),
-    )
-}
-
-fn start_tactful(dir: &Path, config: &str) -> Reaper {
-    let cfg = dir.join("tactful.toml");
-    std::fs::write(&cfg, config).expect("config");
-    Reaper(
-        Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&cfg)
-            .env("DOCS_TOKEN", DOCS)
-            .env("CHEF_TOKEN", CHEF)
-            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
-            .stdout(Stdio::null())
-            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("tactful starts"),
-    )
 }
 
 /// The bot messages of `chat` answering message `id`.
