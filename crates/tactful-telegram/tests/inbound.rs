@@ -251,3 +251,30 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Whatever text and entities a server sends (offsets past the end,
+    /// inside surrogate pairs, overlapping), conversion never panics, and
+    /// the text reaches the engine unchanged unless a leading command
+    /// named a persona's bot.
+    #[test]
+    fn conversion_is_total(
+        text in "(\\PC|@docs_bot|/reset@ChefBot|🎉){0,8}",
+        entities in proptest::collection::vec((0usize..30, 0usize..30, 0u8..4), 0..5),
+    ) {
+        let entities: Vec<Value> = entities
+            .into_iter()
+            .map(|(offset, length, kind)| match kind {
+                0 => json!({"type": "mention", "offset": offset, "length": length}),
+                1 => json!({"type": "bot_command", "offset": offset, "length": length}),
+                2 => json!({"type": "text_mention", "offset": offset, "length": length,
+                    "user": {"id": 7002, "is_bot": true, "first_name": "Chef"}}),
+                _ => json!({"type": "bold", "offset": offset, "length": length}),
+            })
+            .collect();
+        let m = heard(json!({"text": text, "entities": entities})).expect("a message");
+        if !m.text.starts_with("/reset@chef") {
+            prop_assert_eq!(&*m.text, text.as_str());
+        }
+    }
+}

@@ -194,6 +194,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     agent.kind()
                 );
             }
+            let platforms: Vec<&str> = c
+                .platforms
+                .web
+                .iter()
+                .map(|_| "web")
+                .chain(c.platforms.connected.iter().map(|(name, _)| *name))
+                .collect();
+            println!(
+                "  platforms: {}",
+                if platforms.is_empty() {
+                    "none (tactful demo still runs; tactful run needs one)".to_owned()
+                } else {
+                    platforms.join(", ")
+                }
+            );
             let rooms = &c.engine.policies.rooms;
             println!(
                 "  rooms: default{}",

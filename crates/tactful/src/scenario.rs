@@ -205,6 +205,13 @@ mod tests {
     }
 
     #[test]
+    fn a_platform_handle_rides_along() {
+        let ev = parse_ok(r#"{"at": 1, "from": "tg:42", "handle": "@alice", "text": "hi"}"#);
+        assert_eq!(ev[0].message.sender.handle.as_deref(), Some("@alice"));
+        assert_eq!(ev[0].message.sender.id.as_str(), "tg:42");
+    }
+
+    #[test]
     fn dms_get_their_own_room() {
         let ev = parse_ok(r#"{"at": 1, "from": "alice", "text": "hi", "dm": true, "to": "docs"}"#);
         let m = &ev[0].message;

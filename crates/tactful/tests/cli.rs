@@ -83,6 +83,25 @@ fn check_summarises_a_good_config() {
     assert!(out.contains("ok"));
     assert!(out.contains("persona docs (Docs)"));
     assert!(out.contains("\"lobby\""));
+    assert!(out.contains("platforms: none"), "{out}");
+}
+
+#[cfg(feature = "telegram")]
+#[test]
+fn check_names_the_platforms_and_never_a_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tg.toml");
+    std::fs::write(
+        &cfg,
+        "[[persona]]\nid = \"docs\"\nagent = \"a\"\ntelegram = { token = \"123456789:AAE-in-the-file\" }\n\n\
+         [agents.a]\nkind = \"script\"\nrules = []\n\n[platforms.web]\n\n[platforms.telegram]\n",
+    )
+    .expect("config");
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("platforms: web, telegram"), "{out}");
+    assert!(!out.contains("AAE-in-the-file") && !stderr(&o).contains("AAE-in-the-file"));
 }
 
 #[test]

@@ -354,7 +354,9 @@ async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
     .expect("config");
     let mut run = Running::start(&path, Some("trace"));
     let log = run
-        .until("the failed getMe", |l| l.contains("WARN") && l.contains("Unauthorized"))
+        .until("the failed getMe", |l| {
+            l.contains("WARN") && l.contains("Unauthorized")
+        })
         .join("\n");
     assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
     assert!(!leaks(&log, BOT_TOKEN), "{log}");

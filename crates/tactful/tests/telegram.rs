@@ -67,7 +67,11 @@ async fn answered(double: &Double, chat: i64, id: i64, token: &str, text: &str) 
     double
         .wait_until(&what, |_, messages| {
             messages.iter().any(|m| {
-                m.chat == chat && m.reply_to == Some(id) && m.token.as_deref() == Some(token) && m.text == text && !m.deleted
+                m.chat == chat
+                    && m.reply_to == Some(id)
+                    && m.token.as_deref() == Some(token)
+                    && m.text == text
+                    && !m.deleted
             })
         })
         .await;
@@ -112,10 +116,9 @@ async fn telegram_groups_topics_dms_and_a_restart() {
     let first = answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
     // "typing…" showed while the turn ran.
     assert!(
-        double
-            .calls()
-            .iter()
-            .any(|c| c.method == "sendChatAction" && c.body["chat_id"] == TEAM && c.body["action"] == "typing"),
+        double.calls().iter().any(|c| c.method == "sendChatAction"
+            && c.body["chat_id"] == TEAM
+            && c.body["action"] == "typing"),
         "typing status"
     );
 
@@ -212,10 +215,10 @@ async fn telegram_groups_topics_dms_and_a_restart() {
     let plain = answered(&double, TEAM, q, DOCS, "Use **REJECT_HTML** carefully.").await;
     assert_eq!(plain.parse_mode, None);
     assert!(
-        double
-            .calls()
-            .iter()
-            .any(|c| c.status == 400 && c.body["text"].as_str().is_some_and(|t| t.contains("<b>REJECT_HTML</b>"))),
+        double.calls().iter().any(|c| c.status == 400
+            && c.body["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("<b>REJECT_HTML</b>"))),
         "the HTML was tried first"
     );
 
@@ -238,9 +241,9 @@ async fn telegram_groups_topics_dms_and_a_restart() {
     heard += 1.0;
     double
         .wait_until("docs answers the DM", |_, messages| {
-            messages
-                .iter()
-                .any(|m| m.chat == 111 && m.token.as_deref() == Some(DOCS) && m.text == format!("docs answers {q}"))
+            messages.iter().any(|m| {
+                m.chat == 111 && m.token.as_deref() == Some(DOCS) && m.text == format!("docs answers {q}")
+            })
         })
         .await;
 
@@ -259,8 +262,14 @@ async fn telegram_groups_topics_dms_and_a_restart() {
     assert_eq!(ambient.len(), 1, "one answer in the ambient group: {ambient:?}");
     let banter = double.bot_messages(BANTER);
     assert_eq!(banter.len(), 3, "max_bot_turns between the bots: {banter:?}");
-    assert!(answers(&double, TEAM, not_allowed).is_empty(), "not on the allowlist");
-    assert!(answers(&double, TEAM, chatter).is_empty(), "chatter stays unanswered");
+    assert!(
+        answers(&double, TEAM, not_allowed).is_empty(),
+        "not on the allowlist"
+    );
+    assert!(
+        answers(&double, TEAM, chatter).is_empty(),
+        "chatter stays unanswered"
+    );
     assert!(answers(&double, TEAM, silent).is_empty(), "silence");
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
 

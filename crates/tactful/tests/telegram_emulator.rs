@@ -66,7 +66,9 @@ impl Emulator {
 
     fn read(&mut self) -> Value {
         let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("a line from the emulator");
+        self.stdout
+            .read_line(&mut line)
+            .expect("a line from the emulator");
         let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
         assert!(v.get("error").is_none(), "the emulator says: {v}");
         v
@@ -80,8 +82,9 @@ impl Emulator {
     /// A person says `text` (with `extra` fields) in `chat`; it reaches
     /// the bot of `token`. Returns its message id.
     fn say(&mut self, token: &str, user: Value, chat: Value, text: &str, extra: Value) -> i64 {
-        self.ask(json!({"op": "say", "token": token, "user": user, "chat": chat, "text": text, "extra": extra}))
-            ["message_id"]
+        self.ask(
+            json!({"op": "say", "token": token, "user": user, "chat": chat, "text": text, "extra": extra}),
+        )["message_id"]
             .as_i64()
             .expect("a message id")
     }
@@ -211,7 +214,13 @@ fn telegram_against_the_telegram_test_api_emulator() {
     emu.shows(111, None, DOCS, &format!("docs answers {q}"));
 
     // Ambient: heard through one bot, both personas listen; answered once.
-    emu.say(CHEF, alice(), group(AMBIENT), "does anyone know where the keys are?", json!({}));
+    emu.say(
+        CHEF,
+        alice(),
+        group(AMBIENT),
+        "does anyone know where the keys are?",
+        json!({}),
+    );
     // Banter between the bots, three turns at most.
     emu.say(DOCS, bob(), group(BANTER), "hello bots", json!({}));
     heard += 2.0;
@@ -226,11 +235,15 @@ fn telegram_against_the_telegram_test_api_emulator() {
     );
     // Every answer went through although typing failed with a 500 each
     // time, and the short polls did not flood the emulator.
-    let calls = emu.ask(json!({"op": "calls"}))["calls"].as_array().cloned().unwrap_or_default();
+    let calls = emu.ask(json!({"op": "calls"}))["calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert!(
-        calls
-            .iter()
-            .any(|c| c["method"].as_str().is_some_and(|m| m.eq_ignore_ascii_case("sendChatAction")) && c["status"] == 500),
+        calls.iter().any(|c| c["method"]
+            .as_str()
+            .is_some_and(|m| m.eq_ignore_ascii_case("sendChatAction"))
+            && c["status"] == 500),
         "typing was tried: {calls:?}"
     );
 }

@@ -134,3 +134,95 @@ pub(super) fn read_all(
     }
     Ok(out)
 }
+
+#[cfg(all(test, feature = "telegram"))]
+mod telegram_tests {
+    use std::path::Path;
+
+    use crate::config::{Config, ConfigError};
+
+    const BASE: &str = r#"
+[[persona]]
+id = "docs"
+agent = "main"
+telegram = { token = "${DOCS_BOT_TOKEN}" }
+
+[[persona]]
+id = "chef"
+agent = "main"
+
+[agents.main]
+kind = "script"
+rules = []
+"#;
+
+    const TOKEN: &str = "123456789:AAE-very-secret";
+
+    fn parse(src: &str) -> Result<Config, ConfigError> {
+        Config::parse(src, Path::new("t.toml"), &|k| {
+            (k == "DOCS_BOT_TOKEN").then(|| TOKEN.to_owned())
+        })
+    }
+
+    #[test]
+    fn a_bot_per_persona_read_by_its_crate() {
+        let c = parse(&format!(
+            "{BASE}\n[platforms.telegram]\napi_url = \"http://127.0.0.1:8081/\"\n"
+        ))
+        .expect("valid");
+        let t = c
+            .platforms
+            .get::<tactful_telegram::TelegramSettings>("telegram")
+            .expect("telegram");
+        assert_eq!(t.api_url, "http://127.0.0.1:8081");
+        assert_eq!(t.personas.len(), 1, "chef has no bot");
+        assert_eq!(
+            (t.personas[0].id.as_str(), t.personas[0].bot_id),
+            ("docs", 123_456_789)
+        );
+        assert!(c.secrets().contains(&TOKEN.to_owned()), "the token is redacted");
+        let c = parse(&format!("{BASE}\n[platforms.telegram]\n")).expect("valid");
+        assert_eq!(
+            c.platforms
+                .get::<tactful_telegram::TelegramSettings>("telegram")
+                .map(|t| t.api_url.as_str()),
+            Some("https://api.telegram.org")
+        );
+    }
+
+    #[test]
+    fn telegram_mistakes_name_key_and_line_and_hide_the_token() {
+        let bad = BASE.replace("${DOCS_BOT_TOKEN}", "not-a-token");
+        let e = parse(&format!("{bad}\n[platforms.telegram]\n")).expect_err("bad token");
+        assert!(e.message.contains("persona[0].telegram.token"), "{e}");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        let e = parse(&format!(
+            "{BASE}\n[platforms.telegram]\napi_url = \"api.telegram.org\"\n"
+        ))
+        .expect_err("bad url");
+        assert!(e.message.contains("platforms.telegram.api_url"), "{e}");
+        let e =
+            parse(&format!("{BASE}\n[platforms.telegram]\npoll_timeout_secs = 90\n")).expect_err("too long");
+        assert!(e.message.contains("poll_timeout_secs"), "{e}");
+        let e = parse(BASE).expect_err("no table");
+        assert!(e.message.contains("no [platforms.telegram] table"), "{e}");
+        let two = BASE.replace(
+            "agent = \"main\"\n\n[agents",
+            "agent = \"main\"\ntelegram = { token = \"${DOCS_BOT_TOKEN}\" }\n\n[agents",
+        );
+        let e = parse(&format!("{two}\n[platforms.telegram]\n")).expect_err("one bot, two personas");
+        assert!(e.message.contains("another persona's bot"), "{e}");
+        // A typo in the key: still masked on the quoted line.
+        let typo = BASE.replace(
+            "telegram = { token = \"${DOCS_BOT_TOKEN}\" }",
+            &format!("telegram = {{ tokne = \"{TOKEN}\" }}"),
+        );
+        let e = parse(&format!("{typo}\n[platforms.telegram]\n")).expect_err("unknown key");
+        assert!(!e.to_string().contains("very-secret"), "{e}");
+        let e = parse(&format!("{BASE}\n[platforms.telegarm]\n")).expect_err("unknown platform");
+        assert!(
+            e.message.contains("unknown platform `telegarm`") && e.message.contains("telegram"),
+            "{e}"
+        );
+    }
+}

@@ -147,7 +147,11 @@ impl Double {
                 chat: chat_id,
                 id,
                 token: None,
-                text: msg["text"].as_str().or(msg["caption"].as_str()).unwrap_or_default().to_owned(),
+                text: msg["text"]
+                    .as_str()
+                    .or(msg["caption"].as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
                 parse_mode: None,
                 reply_to: msg["reply_to_message"]["message_id"].as_i64(),
                 thread: msg["message_thread_id"].as_i64(),
@@ -307,7 +311,8 @@ async fn answer(shared: &Shared, token: &str, method: &str, body: &Value) -> Res
                 thread,
                 deleted: false,
             });
-            let mut msg = json!({"message_id": id, "date": now_secs(), "chat": chat, "from": me, "text": text});
+            let mut msg =
+                json!({"message_id": id, "date": now_secs(), "chat": chat, "from": me, "text": text});
             if let Some(t) = thread {
                 msg["message_thread_id"] = json!(t);
                 msg["is_topic_message"] = json!(true);

@@ -90,4 +90,3 @@ pub fn start_tactful(dir: &Path, config: &str) -> Reaper {
             .expect("tactful starts"),
     )
 }
-
