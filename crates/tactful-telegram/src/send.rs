@@ -268,3 +268,24 @@ impl Platform for TelegramPlatform {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_general_topic_is_sent_to_without_a_thread() {
+        assert_eq!(topic(Some(&ThreadId::new("1"))), None);
+        assert_eq!(topic(Some(&ThreadId::new("7"))), Some(tg::ThreadId(MessageId(7))));
+        assert_eq!(topic(Some(&ThreadId::new("$matrix-root"))), None);
+        assert_eq!(topic(None), None);
+    }
+
+    #[test]
+    fn clipped_server_text_never_shows_half_a_secret() {
+        tactful_core::secrets::register("123:AAE-clip-secret-token");
+        let long = format!("{}123:AAE-clip-secret-token", "x".repeat(290));
+        let shown = clip(&long);
+        assert!(!shown.contains("123:AAE"), "{shown}");
+    }
+}

@@ -195,6 +195,9 @@ async fn telegram_groups_topics_dms_and_a_restart() {
         json!({"text": "@docs_bot never mind", "entities": mention(0, 9)}),
     );
     heard += 3.0;
+    // An edit is not a new message: the chatter edited into a question
+    // is not heard again.
+    double.edit(&both, group(TEAM), alice(), chatter, "@docs_bot lunch?");
     // The silent turn's placeholder was posted, then deleted.
     double
         .wait_until("the silent turn's placeholder deleted", |_, messages| {

@@ -172,6 +172,26 @@ impl Double {
         id
     }
 
+    /// Someone edits message `id` of `chat` to `text`: an `edited_message`
+    /// update (which a bot that asked for new messages only would not get
+    /// from Telegram; a server that sends it anyway must not be answered).
+    pub fn edit(&self, tokens: &[&str], chat: Value, from: Value, id: i64, text: &str) {
+        self.with(|s| {
+            let msg = json!({"message_id": id, "date": now_secs(), "edit_date": now_secs(),
+                "chat": chat, "from": from, "text": text});
+            for token in tokens {
+                let next = s.next_update.entry((*token).to_owned()).or_insert(1);
+                let update_id = *next;
+                *next += 1;
+                s.queues
+                    .entry((*token).to_owned())
+                    .or_default()
+                    .push_back(json!({"update_id": update_id, "edited_message": msg}));
+            }
+        });
+        self.shared.changed.notify_waiters();
+    }
+
     /// The next `sendMessage` of this bot gets a 429 asking to wait 1 s.
     pub fn flood_next_send(&self, token: &str) {
         self.with(|s| s.flood.insert(token.to_owned()));
