@@ -139,7 +139,7 @@ impl Service {
     pub async fn start(config: &Config) -> anyhow::Result<Service> {
         if !config.platforms.any() {
             bail!(
-                "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\"), [platforms.irc], [platforms.matrix] or [platforms.telegram]"
+                "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\"), [platforms.irc], [platforms.matrix], [platforms.telegram] or [platforms.discord]"
             );
         }
         let agents: HashMap<String, Arc<dyn Agent>> = config

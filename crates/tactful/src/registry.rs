@@ -39,6 +39,7 @@ pub fn platforms() -> Vec<Registration> {
     platform!(list, "irc", tactful_irc);
     platform!(list, "matrix", tactful_matrix);
     platform!(list, "telegram", tactful_telegram);
+    platform!(list, "discord", tactful_discord);
     list
 }
 

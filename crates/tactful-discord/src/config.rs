@@ -1,0 +1,151 @@
+//! `[platforms.discord]` and each persona's `discord = { token }`: read and
+//! checked here, with errors that name the line like every config error.
+//! Personas without a `discord` table are not on Discord.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, read};
+use tactful_runtime::Connected;
+use tactful_runtime::seam::{Context, PlatformConfig};
+
+use crate::{DiscordPersona, DiscordSettings, Pings};
+
+/// Discord's REST API, unless told otherwise.
+pub const DEFAULT_API_URL: &str = "https://discord.com";
+
+/// Discord's gateway, unless told otherwise.
+pub const DEFAULT_GATEWAY_URL: &str = "wss://gateway.discord.gg";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDiscord {
+    api_url: Option<Spanned<EnvString>>,
+    gateway_url: Option<Spanned<EnvString>>,
+    #[serde(default)]
+    everyone_addresses: bool,
+    #[serde(default)]
+    allowed_mentions: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPersonaDiscord {
+    token: Spanned<EnvString>,
+}
+
+fn url(
+    value: &Option<Spanned<EnvString>>,
+    key: &str,
+    default: &str,
+    schemes: &[&str],
+    check: &Checker<'_>,
+) -> Result<String, ConfigError> {
+    let Some(v) = value else {
+        return Ok(default.to_owned());
+    };
+    let url = v.get_ref().0.trim().trim_end_matches('/').to_owned();
+    let ok = schemes.iter().any(|s| url.starts_with(s)) && url::Url::parse(&url).is_ok();
+    if !ok {
+        return Err(check.at(
+            v.span(),
+            format!(
+                "`platforms.discord.{key}` = {url:?} must be a URL starting with {} (default \"{default}\")",
+                schemes.join(" or ")
+            ),
+        ));
+    }
+    Ok(url)
+}
+
+/// Reads `[platforms.discord]` and the personas' `discord` sub-tables;
+/// call inside [`tactful_config::with_env`].
+pub fn parse(
+    section: Section<'_>,
+    personas: Vec<PersonaPart<'_>>,
+    check: &Checker<'_>,
+) -> Result<DiscordSettings, ConfigError> {
+    let span = section.span();
+    let d: RawDiscord = read(section, check)?;
+    let api_url = url(&d.api_url, "api_url", DEFAULT_API_URL, &["https://", "http://"], check)?;
+    let gateway_url = url(&d.gateway_url, "gateway_url", DEFAULT_GATEWAY_URL, &["wss://", "ws://"], check)?;
+    let mut pings = Pings::default();
+    for m in &d.allowed_mentions {
+        match m.get_ref().as_str() {
+            "users" => pings.users = true,
+            "roles" => pings.roles = true,
+            "everyone" => pings.everyone = true,
+            other => {
+                return Err(check.at(
+                    m.span(),
+                    format!("`platforms.discord.allowed_mentions` has {other:?}: use \"users\", \"roles\" or \"everyone\" (default: none, so an agent's output pings nobody)"),
+                ));
+            }
+        }
+    }
+    let mut out: Vec<DiscordPersona> = Vec::new();
+    for p in personas {
+        let i = p.index;
+        let Some(section) = p.section else {
+            continue;
+        };
+        let pd: RawPersonaDiscord = read(section, check)?;
+        let token = pd.token.get_ref().0.trim().trim_start_matches("Bot ").to_owned();
+        // Three dot-separated parts, the first the bot's id in base64.
+        let parts: Vec<&str> = token.split('.').collect();
+        if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) || token.contains(char::is_whitespace) {
+            return Err(check.at(
+                pd.token.span(),
+                format!("`persona[{i}].discord.token` is not a bot token (the Bot page of your application in the Developer Portal shows one: three parts separated by dots); keep it out of the file: token = \"${{DOCS_DISCORD_TOKEN}}\""),
+            ));
+        }
+        if out.iter().any(|o| o.token == token) {
+            return Err(check.at(
+                pd.token.span(),
+                format!("`persona[{i}].discord.token` is another persona's bot already: each persona needs an application of its own"),
+            ));
+        }
+        out.push(DiscordPersona {
+            id: p.id.get_ref().as_str().into(),
+            token,
+        });
+    }
+    if out.is_empty() {
+        return Err(check.at(
+            span,
+            "[platforms.discord] is set but no persona has a bot: add `discord = { token = \"${DOCS_DISCORD_TOKEN}\" }` to a persona",
+        ));
+    }
+    Ok(DiscordSettings {
+        api_url,
+        gateway_url,
+        everyone_addresses: d.everyone_addresses,
+        pings,
+        personas: out,
+        max_backoff: Duration::from_secs(60),
+    })
+}
+
+/// The settings' secrets (bot tokens), for redaction.
+pub fn secrets(s: &DiscordSettings) -> Vec<String> {
+    s.personas.iter().map(|p| p.token.clone()).collect()
+}
+
+/// The registry's entry point ([`tactful_runtime::seam::Configure`]).
+pub fn configure(
+    section: Section<'_>,
+    personas: Vec<PersonaPart<'_>>,
+    check: &Checker<'_>,
+) -> Result<std::sync::Arc<dyn PlatformConfig>, ConfigError> {
+    Ok(std::sync::Arc::new(parse(section, personas, check)?))
+}
+
+impl PlatformConfig for DiscordSettings {
+    fn secrets(&self) -> Vec<String> {
+        secrets(self)
+    }
+
+    fn build(&self, _: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
+        Ok(std::sync::Arc::new(crate::DiscordPlatform::new(self.clone())?))
+    }
+}

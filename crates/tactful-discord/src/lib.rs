@@ -1,0 +1,481 @@
+//! Discord for tactful: every persona is a bot application of its own, all
+//! in one process, each with a gateway connection (`twilight-gateway`) and
+//! an HTTP client (`twilight-http`).
+//!
+//! - The gateway connection resumes after a drop (twilight does it, from
+//!   the session and sequence it holds), so the messages sent meanwhile
+//!   arrive; a session Discord no longer accepts starts over with backoff.
+//! - Discord shows every bot the messages of the others, so a guild
+//!   message reaches each persona's bot: it is handed in once, and the
+//!   personas' own messages are left out (the engine heard them when they
+//!   were sent).
+//! - Which channel is a thread, and which roles a persona's bot holds, is
+//!   learnt from the gateway (`GUILD_CREATE`, thread events) and, for what
+//!   it did not say, asked once over HTTP.
+//! - A persona mentioned in a thread joins it, so it hears the rest.
+//! - Out: every message is sent with `allowed_mentions` that parse nothing
+//!   (unless configured), so an agent's output never pings `@everyone`, a
+//!   role or a user; replies are message references that do not fail when
+//!   the target is gone; streaming edits the placeholder; silence deletes
+//!   it; typing shows while a turn runs. twilight's rate limiter waits out
+//!   429s (`retry_after`, per route and global); every call has an overall
+//!   deadline so a server that keeps refusing cannot stall a room.
+//!
+//! Rooms are `discord:<channel id>` (a thread is a thread in its parent's
+//! room); people are `discord:<user id>`; message ids are snowflakes.
+
+pub mod config;
+pub mod inbound;
+mod send;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tactful_core::{Mentions, PersonaId};
+use tactful_runtime::account::{Backoff, HeardOnce};
+use tactful_runtime::{Connected, RuntimeHandle};
+use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
+use twilight_http::Client;
+use twilight_model::channel::Channel;
+use twilight_model::gateway::payload::incoming::GuildCreate;
+use twilight_model::id::Id;
+use twilight_model::id::marker::{ChannelMarker, GuildMarker, RoleMarker};
+
+use crate::inbound::{KnownBot, Seen, to_message};
+
+/// How many recent message ids are remembered to hear a guild once.
+const REMEMBERED_MESSAGES: usize = 4096;
+
+/// How long a bot waits for the others to say who they are.
+const IDENTIFY_WAIT: Duration = Duration::from_secs(30);
+
+/// One persona's bot.
+#[derive(Clone)]
+pub struct DiscordPersona {
+    /// The persona.
+    pub id: PersonaId,
+    /// The bot token (the Bot page of the application).
+    pub token: String,
+}
+
+/// What an agent's output may ping (`allowed_mentions`). Nothing, unless
+/// configured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pings {
+    /// `<@user>` in the output pings the user.
+    pub users: bool,
+    /// `<@&role>` pings the role.
+    pub roles: bool,
+    /// `@everyone` and `@here` ping.
+    pub everyone: bool,
+}
+
+/// `[platforms.discord]` and the personas' bots.
+#[derive(Clone)]
+pub struct DiscordSettings {
+    /// The REST API's base (`https://discord.com`; requests go to
+    /// `<base>/api/v10/...`).
+    pub api_url: String,
+    /// The gateway's URL (`wss://gateway.discord.gg`).
+    pub gateway_url: String,
+    /// Whether `@everyone`/`@here` in a person's message address every
+    /// persona.
+    pub everyone_addresses: bool,
+    /// What agents' output may ping.
+    pub pings: Pings,
+    /// The personas on Discord.
+    pub personas: Vec<DiscordPersona>,
+    /// The longest wait between reconnection attempts.
+    pub max_backoff: Duration,
+}
+
+impl std::fmt::Debug for DiscordSettings {
+    // Tokens never reach a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordSettings")
+            .field("api_url", &self.api_url)
+            .field("gateway_url", &self.gateway_url)
+            .field(
+                "personas",
+                &self.personas.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Discord platform: a [`tactful_runtime::Platform`] for the runtime
+/// and the gateway loops.
+#[derive(Clone)]
+pub struct DiscordPlatform {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for DiscordPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiscordPlatform")
+            .field("settings", &self.shared.settings)
+            .finish()
+    }
+}
+
+struct Shared {
+    settings: DiscordSettings,
+    /// One HTTP client per persona, in settings order.
+    clients: Vec<Arc<Client>>,
+    /// Each bot's user id and name, once known.
+    bots: RwLock<Vec<(PersonaId, Option<(Id<twilight_model::id::marker::UserMarker>, String)>)>>,
+    identified: AtomicUsize,
+    identified_changed: tokio::sync::Notify,
+    /// The roles each persona's bot holds, by guild.
+    roles: Mutex<HashMap<(usize, Id<GuildMarker>), Vec<Id<RoleMarker>>>>,
+    /// Channels seen: a thread's parent, `None` for a channel that is not
+    /// a thread.
+    parents: Mutex<HashMap<Id<ChannelMarker>, Option<Id<ChannelMarker>>>>,
+    /// Threads each persona joined.
+    joined: Mutex<HashSet<(usize, Id<ChannelMarker>)>>,
+    seen: Mutex<HeardOnce<u64>>,
+    /// The channel of each message the bots posted lately (a thread's
+    /// messages are edited and deleted in the thread).
+    posted: Mutex<Posted>,
+    runtime: Mutex<Option<RuntimeHandle>>,
+}
+
+/// Recently posted message ids and their channels, bounded.
+#[derive(Default)]
+struct Posted {
+    by_id: HashMap<String, Id<ChannelMarker>>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Posted {
+    fn first(&mut self, id: String, channel: Id<ChannelMarker>) {
+        if self.by_id.insert(id.clone(), channel).is_none() {
+            self.order.push_back(id);
+            if self.order.len() > REMEMBERED_MESSAGES
+                && let Some(old) = self.order.pop_front()
+            {
+                self.by_id.remove(&old);
+            }
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<&Id<ChannelMarker>> {
+        self.by_id.get(id)
+    }
+}
+
+/// Why a bot could not connect; retried with backoff.
+#[derive(Debug, thiserror::Error)]
+enum ConnectError {
+    #[error("cannot read the bot's user (is the token right?): {0}")]
+    Identify(String),
+    #[error(
+        "the gateway closed for good (a wrong token, or the Message Content intent not enabled on the Bot page of the application)"
+    )]
+    Closed,
+}
+
+/// `host[:port]` and whether it is plain HTTP, for twilight's `proxy`.
+fn proxy_of(api_url: &str) -> Option<(String, bool)> {
+    if api_url == config::DEFAULT_API_URL {
+        return None;
+    }
+    let url = url::Url::parse(api_url).ok()?;
+    let host = url.host_str()?;
+    let authority = match url.port() {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_owned(),
+    };
+    Some((authority, url.scheme() == "http"))
+}
+
+impl DiscordPlatform {
+    /// A Discord platform; nothing connects before [`Connected::start`].
+    /// Must be called inside the tokio runtime (twilight's rate limiter
+    /// runs a task).
+    pub fn new(settings: DiscordSettings) -> Result<DiscordPlatform, String> {
+        // Several TLS providers are in the build; name the one to use.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let proxy = proxy_of(&settings.api_url);
+        let clients = settings
+            .personas
+            .iter()
+            .map(|p| {
+                let mut b = Client::builder()
+                    .token(p.token.clone())
+                    .timeout(Duration::from_secs(15));
+                if let Some((authority, http)) = &proxy {
+                    b = b.proxy(authority.clone(), *http);
+                }
+                Arc::new(b.build())
+            })
+            .collect();
+        let bots = settings.personas.iter().map(|p| (p.id.clone(), None)).collect();
+        Ok(DiscordPlatform {
+            shared: Arc::new(Shared {
+                settings,
+                clients,
+                bots: RwLock::new(bots),
+                identified: AtomicUsize::new(0),
+                identified_changed: tokio::sync::Notify::new(),
+                roles: Mutex::new(HashMap::new()),
+                parents: Mutex::new(HashMap::new()),
+                joined: Mutex::new(HashSet::new()),
+                seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
+                posted: Mutex::new(Posted::default()),
+                runtime: Mutex::new(None),
+            }),
+        })
+    }
+}
+
+impl Shared {
+    async fn keep_connected(self: Arc<Self>, i: usize) {
+        let persona = self.settings.personas[i].clone();
+        let mut backoff = Backoff::new(self.settings.max_backoff);
+        loop {
+            match self.identify(i).await {
+                Ok(()) => break,
+                Err(e) => backoff.wait("Discord", persona.id.as_str(), &e).await,
+            }
+        }
+        self.wait_for_the_others().await;
+        backoff.reset();
+        loop {
+            let intents =
+                Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::DIRECT_MESSAGES | Intents::MESSAGE_CONTENT;
+            let mut config = ConfigBuilder::new(persona.token.clone(), intents);
+            if self.settings.gateway_url != config::DEFAULT_GATEWAY_URL {
+                config = config.proxy_url(self.settings.gateway_url.clone());
+            }
+            let mut shard = Shard::with_config(ShardId::ONE, config.build());
+            tracing::info!(persona = %persona.id, "Discord: connecting to the gateway");
+            while let Some(item) = shard.next_event(EventTypeFlags::all()).await {
+                match item {
+                    Ok(event) => {
+                        if matches!(event, Event::Ready(_) | Event::Resumed) {
+                            backoff.reset();
+                        }
+                        self.event(i, event).await;
+                    }
+                    // twilight reconnects (and resumes) by itself.
+                    Err(e) => tracing::debug!(persona = %persona.id, "Discord gateway: {e}"),
+                }
+            }
+            backoff.wait("Discord", persona.id.as_str(), &ConnectError::Closed).await;
+        }
+    }
+
+    /// Learns the bot's user id (mentions name it).
+    async fn identify(&self, i: usize) -> Result<(), ConnectError> {
+        let me = send::deadline(self.clients[i].current_user())
+            .await
+            .map_err(|e| ConnectError::Identify(e.0))?
+            .model()
+            .await
+            .map_err(|e| ConnectError::Identify(e.to_string()))?;
+        tracing::info!(persona = %self.settings.personas[i].id, bot = %me.name, "Discord: bot identified");
+        if let Ok(mut bots) = self.bots.write() {
+            bots[i].1 = Some((me.id, me.name));
+        }
+        self.identified.fetch_add(1, Ordering::SeqCst);
+        self.identified_changed.notify_waiters();
+        Ok(())
+    }
+
+    async fn wait_for_the_others(&self) {
+        let all = self.settings.personas.len();
+        let deadline = tokio::time::Instant::now() + IDENTIFY_WAIT;
+        loop {
+            let changed = self.identified_changed.notified();
+            if self.identified.load(Ordering::SeqCst) >= all
+                || tokio::time::timeout_at(deadline, changed).await.is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    fn note_thread(&self, ch: &Channel) {
+        if let Ok(mut p) = self.parents.lock() {
+            p.insert(ch.id, ch.kind.is_thread().then_some(ch.parent_id).flatten());
+        }
+    }
+
+    async fn event(&self, i: usize, event: Event) {
+        match event {
+            Event::Ready(r) => {
+                tracing::info!(persona = %self.settings.personas[i].id, guilds = r.guilds.len(), "Discord gateway is live")
+            }
+            Event::GuildCreate(g) => {
+                if let GuildCreate::Available(guild) = *g {
+                    let me = self.user_of(i);
+                    if let Some(m) = guild.members.iter().find(|m| Some(m.user.id) == me)
+                        && let Ok(mut roles) = self.roles.lock()
+                    {
+                        roles.insert((i, guild.id), m.roles.clone());
+                    }
+                    guild.threads.iter().for_each(|t| self.note_thread(t));
+                    guild.channels.iter().for_each(|c| self.note_thread(c));
+                }
+            }
+            Event::ThreadCreate(t) => self.note_thread(&t.0),
+            Event::ThreadUpdate(t) => self.note_thread(&t.0),
+            Event::ThreadListSync(s) => s.threads.iter().for_each(|t| self.note_thread(t)),
+            Event::MessageCreate(m) => self.heard(i, &m.message).await,
+            _ => {}
+        }
+    }
+
+    fn user_of(&self, i: usize) -> Option<Id<twilight_model::id::marker::UserMarker>> {
+        self.bots.read().ok().and_then(|b| b[i].1.as_ref().map(|(id, _)| *id))
+    }
+
+    /// A thread's parent channel, asked over HTTP the first time.
+    async fn parent_of(&self, i: usize, channel: Id<ChannelMarker>) -> Option<Id<ChannelMarker>> {
+        if let Some(known) = self.parents.lock().ok().and_then(|p| p.get(&channel).copied()) {
+            return known;
+        }
+        match send::deadline(self.clients[i].channel(channel)).await {
+            Ok(r) => match r.model().await {
+                Ok(ch) => {
+                    self.note_thread(&ch);
+                    ch.kind.is_thread().then_some(ch.parent_id).flatten()
+                }
+                Err(e) => {
+                    tracing::warn!(%channel, "Discord: cannot read a channel: {e}");
+                    None
+                }
+            },
+            Err(e) => {
+                tracing::warn!(%channel, "Discord: cannot read a channel: {}", e.0);
+                None
+            }
+        }
+    }
+
+    /// The roles persona `j`'s bot holds in `guild`, asked over HTTP the
+    /// first time.
+    async fn roles_of(&self, j: usize, guild: Id<GuildMarker>) -> Vec<Id<RoleMarker>> {
+        if let Some(r) = self.roles.lock().ok().and_then(|r| r.get(&(j, guild)).cloned()) {
+            return r;
+        }
+        let Some(me) = self.user_of(j) else {
+            return Vec::new();
+        };
+        let roles = match send::deadline(self.clients[j].guild_member(guild, me)).await {
+            Ok(r) => r.model().await.map(|m| m.roles).unwrap_or_default(),
+            // Not in that guild, or not reachable: holds no role there.
+            Err(_) => Vec::new(),
+        };
+        if let Ok(mut all) = self.roles.lock() {
+            all.insert((j, guild), roles.clone());
+        }
+        roles
+    }
+
+    async fn heard(&self, i: usize, msg: &twilight_model::channel::Message) {
+        if !self.seen.lock().is_ok_and(|mut s| s.first(msg.id.get())) {
+            return;
+        }
+        let parent = match msg.guild_id {
+            Some(_) => self.parent_of(i, msg.channel_id).await,
+            None => None,
+        };
+        let mut known: Vec<KnownBot> = self
+            .bots
+            .read()
+            .map(|b| {
+                b.iter()
+                    .map(|(persona, user)| KnownBot {
+                        persona: persona.clone(),
+                        user: user.as_ref().map(|(id, _)| *id),
+                        roles: Vec::new(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(guild) = msg.guild_id
+            && !msg.mention_roles.is_empty()
+        {
+            for (j, k) in known.iter_mut().enumerate() {
+                k.roles = self.roles_of(j, guild).await;
+            }
+        }
+        let seen = Seen {
+            receiver: &self.settings.personas[i].id,
+            bots: &known,
+            parent,
+            everyone_addresses: self.settings.everyone_addresses,
+        };
+        let Some(heard) = to_message(msg, seen) else {
+            return;
+        };
+        if parent.is_some() {
+            self.join_mentioned(&heard.mentions, msg.channel_id).await;
+        }
+        if let Ok(r) = self.runtime.lock()
+            && let Some(handle) = r.as_ref()
+        {
+            handle.inbound(heard);
+        }
+    }
+
+    /// Personas mentioned in a thread join it, to hear what follows.
+    async fn join_mentioned(&self, mentions: &Mentions, thread: Id<ChannelMarker>) {
+        let Mentions::Explicit(ids) = mentions else {
+            return;
+        };
+        for (j, p) in self.settings.personas.iter().enumerate() {
+            if !ids.iter().any(|u| u.as_str() == p.id.as_str()) {
+                continue;
+            }
+            let first = self.joined.lock().is_ok_and(|mut s| s.insert((j, thread)));
+            if first && let Err(e) = send::deadline(self.clients[j].join_thread(thread)).await {
+                tracing::warn!(persona = %p.id, %thread, "Discord: cannot join the thread: {}", e.0);
+            }
+        }
+    }
+}
+
+impl Connected for DiscordPlatform {
+    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
+        if let Ok(mut r) = self.shared.runtime.lock() {
+            *r = Some(runtime);
+        }
+        (0..self.shared.settings.personas.len())
+            .map(|i| {
+                let shared = self.shared.clone();
+                tokio::spawn(async move { shared.keep_connected(i).await })
+            })
+            .collect()
+    }
+
+    fn describe(&self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            let all = self.shared.settings.personas.len();
+            while self.shared.identified.load(Ordering::SeqCst) < all && tokio::time::Instant::now() < deadline {
+                let changed = self.shared.identified_changed.notified();
+                let _ = tokio::time::timeout_at(deadline, changed).await;
+            }
+            let bots: Vec<String> = self
+                .shared
+                .bots
+                .read()
+                .map(|b| {
+                    b.iter()
+                        .map(|(p, user)| match user {
+                            Some((_, name)) => format!("{name} ({p})"),
+                            None => format!("{p} (not connected yet)"),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("on Discord as {}", bots.join(", "))
+        })
+    }
+}

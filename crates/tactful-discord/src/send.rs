@@ -1,0 +1,190 @@
+//! Everything that goes out to Discord: the [`Platform`] calls.
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+use twilight_http::Client;
+use twilight_model::channel::message::{AllowedMentions, MentionType};
+use twilight_model::id::Id;
+use twilight_model::id::marker::{ChannelMarker, MessageMarker};
+
+use crate::inbound::channel_of;
+use crate::{DiscordPlatform, Pings};
+
+/// The longest one call may take, rate-limit waits included: twilight
+/// retries a 429 by itself, without end if the server keeps refusing.
+const CALL_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Runs a twilight request under [`CALL_DEADLINE`].
+pub(crate) async fn deadline<R, T>(req: R) -> Result<twilight_http::Response<T>, PlatformError>
+where
+    R: IntoFuture<Output = Result<twilight_http::Response<T>, twilight_http::Error>>,
+{
+    match tokio::time::timeout(CALL_DEADLINE, req.into_future()).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(PlatformError(format!("Discord: {e}"))),
+        Err(_) => Err(PlatformError(format!(
+            "Discord: no answer within {}s (rate limited all along?)",
+            CALL_DEADLINE.as_secs()
+        ))),
+    }
+}
+
+/// `allowed_mentions` for every message: what `pings` allows, nothing
+/// else; a reply never pings its author.
+fn allowed(pings: Pings) -> AllowedMentions {
+    let mut parse = Vec::new();
+    if pings.users {
+        parse.push(MentionType::Users);
+    }
+    if pings.roles {
+        parse.push(MentionType::Roles);
+    }
+    if pings.everyone {
+        parse.push(MentionType::Everyone);
+    }
+    AllowedMentions {
+        parse,
+        ..AllowedMentions::default()
+    }
+}
+
+fn snowflake<T>(s: &str) -> Option<Id<T>> {
+    s.parse::<u64>().ok().and_then(Id::new_checked)
+}
+
+impl DiscordPlatform {
+    fn client(&self, persona: &PersonaId) -> Result<&Client, PlatformError> {
+        let i = self
+            .shared
+            .settings
+            .personas
+            .iter()
+            .position(|p| &p.id == persona)
+            .ok_or_else(|| PlatformError(format!("{persona} has no Discord bot")))?;
+        Ok(&self.shared.clients[i])
+    }
+
+    /// Where a message goes: the thread, or the room's channel.
+    fn channel(room: &RoomId, thread: Option<&ThreadId>) -> Result<Id<ChannelMarker>, PlatformError> {
+        thread
+            .and_then(|t| snowflake(t.as_str()))
+            .or_else(|| channel_of(room))
+            .ok_or_else(|| PlatformError(format!("{room} is not a Discord channel")))
+    }
+
+    /// The channel a message of `room` lives in: messages are addressed by
+    /// id within their channel, and a thread's messages are in the
+    /// thread, which the room id does not name. The message ids of
+    /// threads tactful posted in are remembered as it sends.
+    fn channel_of_message(&self, room: &RoomId, id: &MsgId) -> Result<Id<ChannelMarker>, PlatformError> {
+        let known = self
+            .shared
+            .posted
+            .lock()
+            .ok()
+            .and_then(|p| p.get(id.as_str()).copied());
+        match known {
+            Some(c) => Ok(c),
+            None => Self::channel(room, None),
+        }
+    }
+
+    fn remember(&self, id: Id<MessageMarker>, channel: Id<ChannelMarker>) {
+        if let Ok(mut p) = self.shared.posted.lock() {
+            p.first(id.to_string(), channel);
+        }
+    }
+}
+
+impl Platform for DiscordPlatform {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            can_edit: true,
+            can_delete: true,
+            native_replies: true,
+            // Discord's limit for a message's content.
+            max_message_chars: 2000,
+        }
+    }
+
+    fn owns(&self, room: &RoomId) -> bool {
+        channel_of(room).is_some()
+    }
+
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        Box::pin(async move {
+            let client = self.client(msg.persona)?;
+            let channel = Self::channel(msg.room, msg.thread)?;
+            let mentions = allowed(self.shared.settings.pings);
+            let mut req = client
+                .create_message(channel)
+                .content(msg.text)
+                .allowed_mentions(Some(&mentions));
+            if let Some(target) = msg.reply_to.and_then(|r| snowflake(r.as_str())) {
+                // The message may be gone by the time the answer is ready.
+                req = req.reply(target).fail_if_not_exists(false);
+            }
+            let sent = deadline(req)
+                .await?
+                .model()
+                .await
+                .map_err(|e| PlatformError(format!("Discord: an answer that is not a message: {e}")))?;
+            self.remember(sent.id, channel);
+            Ok(MsgId::new(sent.id.to_string()))
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let client = self.client(persona)?;
+            let target = snowflake(id.as_str()).ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
+            let mentions = allowed(self.shared.settings.pings);
+            let req = client
+                .update_message(self.channel_of_message(room, id)?, target)
+                .content(Some(text))
+                .allowed_mentions(Some(&mentions));
+            deadline(req).await.map(|_| ())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let client = self.client(persona)?;
+            let target = snowflake(id.as_str()).ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
+            deadline(client.delete_message(self.channel_of_message(room, id)?, target))
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn typing<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let (Ok(client), Ok(channel)) = (self.client(persona), Self::channel(room, thread)) else {
+                return;
+            };
+            if let Err(e) = deadline(client.create_typing_trigger(channel)).await {
+                tracing::debug!(%room, "Discord: no typing status: {}", e.0);
+            }
+        })
+    }
+}

@@ -1,0 +1,308 @@
+//! tactful on Discord, against an in-process double of the gateway and the
+//! REST API (`discord_double`, payloads from twilight's model): two
+//! personas (two bot applications) and two people in a guild channel, a
+//! thread, a DM, an ambient channel and a channel where the bots may talk
+//! to each other; then dropped and reconnected gateway connections.
+
+#![cfg(feature = "discord")]
+// The guild of the double is a large `json!` literal.
+#![recursion_limit = "256"]
+
+mod common;
+mod discord_double;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Reaper, free_port, metric, settle};
+use discord_double::{AMBIENT, BANTER, Bot, CHANNEL, DM, DOCS_ROLE, Double, GUILD, THREAD, Shown, mention, message, reply, user};
+use serde_json::json;
+use twilight_model::id::Id;
+
+const DOCS: &str = "NzAwMQ.docs.test-token-secret";
+const CHEF: &str = "NzAwMg.chef.test-token-secret";
+const DOCS_BOT: u64 = 7001;
+const CHEF_BOT: u64 = 7002;
+
+fn bots() -> Vec<Bot> {
+    vec![
+        Bot {
+            token: DOCS.into(),
+            id: DOCS_BOT,
+            name: "docs-bot".into(),
+            roles: vec![DOCS_ROLE],
+        },
+        Bot {
+            token: CHEF.into(),
+            id: CHEF_BOT,
+            name: "chef-bot".into(),
+            roles: vec![],
+        },
+    ]
+}
+
+fn config(double: &Double, metrics_port: u16) -> String {
+    format!(
+        r##"
+[store]
+path = ":memory:"
+
+[server]
+listen = "127.0.0.1:{metrics_port}"
+
+[platforms.discord]
+api_url = "{api}"
+gateway_url = "{gateway}"
+
+[[persona]]
+id = "docs"
+agent = "docs"
+discord = {{ token = "${{DOCS_TOKEN}}" }}
+
+[[persona]]
+id = "chef"
+agent = "chef"
+discord = {{ token = "${{CHEF_TOKEN}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [
+  {{ when = "(?i)shout", reply = "Hey @everyone and @here, <@&{DOCS_ROLE}> and <@11>: look!" }},
+  {{ when = "", reply = "docs answers {{msg_id}}" }},
+]
+
+[agents.chef]
+kind = "script"
+rules = [{{ when = "", reply = "chef answers {{msg_id}}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[rooms."discord:{AMBIENT}"]
+mode = "ambient"
+ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
+
+[rooms."discord:{BANTER}"]
+mode = "all"
+ignore_bots = false
+max_bot_turns = 3
+"##,
+        api = double.url,
+        gateway = double.gateway(),
+    )
+}
+
+fn start_tactful(dir: &Path, config: &str) -> Reaper {
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, config).expect("config");
+    Reaper(
+        Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&cfg)
+            .env("DOCS_TOKEN", DOCS)
+            .env("CHEF_TOKEN", CHEF)
+            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("tactful starts"),
+    )
+}
+
+fn alice() -> twilight_model::user::User {
+    user(11, "alice", false)
+}
+
+fn bob() -> twilight_model::user::User {
+    user(12, "bob", false)
+}
+
+/// Waits until `token`'s bot shows `text` in `channel` in reply to `id`,
+/// and checks it is the only answer there.
+async fn answered(double: &Double, channel: u64, id: u64, token: &str, text: &str) -> Shown {
+    let what = format!("{text:?} in reply to {id} in {channel}");
+    double
+        .wait_until(&what, |v| {
+            v.messages.iter().any(|m| {
+                m.channel == channel && m.reply_to == Some(id) && m.token.as_deref() == Some(token) && m.content == text && !m.deleted
+            })
+        })
+        .await;
+    let found: Vec<Shown> = double
+        .bot_messages(channel)
+        .into_iter()
+        .filter(|m| m.reply_to == Some(id))
+        .collect();
+    assert_eq!(found.len(), 1, "answered once: {found:?}");
+    found.into_iter().next().expect("the answer")
+}
+
+fn answers(double: &Double, channel: u64, id: u64) -> Vec<Shown> {
+    double
+        .bot_messages(channel)
+        .into_iter()
+        .filter(|m| m.reply_to == Some(id))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = free_port();
+    let _tactful = start_tactful(dir.path(), &config(&double, metrics));
+    double
+        .wait_until("both bots through the gateway handshake", |_| {
+            double.connected(DOCS) && double.connected(CHEF)
+        })
+        .await;
+    let both = [DOCS, CHEF];
+    let mut heard = 0.0;
+
+    // A user mention, from the `mentions` array; every send parses no
+    // mentions.
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "<@7001> how do I reset?");
+    m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    let first = answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+    for c in double.calls().iter().filter(|c| c.method == "POST" && c.path.ends_with("/messages")) {
+        assert_eq!(c.body["allowed_mentions"], json!({"parse": []}), "{c:?}");
+    }
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.path == format!("channels/{CHANNEL}/typing") && c.token == DOCS),
+        "typing while the turn ran"
+    );
+
+    // A role mention: the role docs's bot holds.
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), bob(), "<@&500> anyone?");
+    m.mention_roles = vec![Id::new(DOCS_ROLE)];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+
+    // A reply to a persona's message.
+    let m = reply(
+        message(double.id(), CHANNEL, Some(GUILD), bob(), "thanks, and then?"),
+        first.id,
+    );
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+
+    // @everyone in a person's message addresses nobody; chatter neither.
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "@everyone standup in 5");
+    m.mention_everyone = true;
+    let everyone = double.post(&both, m);
+    let chatter = double.post(&both, message(double.id(), CHANNEL, Some(GUILD), bob(), "lunch anyone?"));
+    heard += 2.0;
+
+    // @everyone, a role and a user in an agent's output: sent, pinging no
+    // one.
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "<@7001> shout it");
+    m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, CHANNEL, q, DOCS, "Hey @everyone and @here, <@&500> and <@11>: look!").await;
+    let carrying: Vec<_> = double
+        .calls()
+        .into_iter()
+        .filter(|c| c.body["content"].as_str().is_some_and(|t| t.contains("@everyone")))
+        .collect();
+    assert!(!carrying.is_empty());
+    for c in carrying {
+        assert_eq!(c.body["allowed_mentions"], json!({"parse": []}), "{c:?}");
+    }
+
+    // In a thread: the answer stays in it, and the persona joins it.
+    let mut m = message(double.id(), THREAD, Some(GUILD), alice(), "<@7002> in the thread?");
+    m.mentions = vec![mention(&user(CHEF_BOT, "chef-bot", true))];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, THREAD, q, CHEF, &format!("chef answers {q}")).await;
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.method == "PUT" && c.path == format!("channels/{THREAD}/thread-members/@me") && c.token == CHEF),
+        "chef joined the thread"
+    );
+
+    // A 429 with retry_after: waited out, answered once.
+    double.flood_next_send(CHEF);
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), bob(), "<@7002> once more");
+    m.mentions = vec![mention(&user(CHEF_BOT, "chef-bot", true))];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, CHANNEL, q, CHEF, &format!("chef answers {q}")).await;
+    let calls = double.calls();
+    let limited = calls.iter().position(|c| c.status == 429).expect("a 429");
+    let retry = calls[limited + 1..]
+        .iter()
+        .find(|c| c.token == CHEF && c.method == "POST" && c.path.ends_with("/messages"))
+        .expect("the retry");
+    assert!(
+        retry.at.duration_since(calls[limited].at) >= Duration::from_millis(900),
+        "the retry waited for retry_after"
+    );
+
+    // A DM (no guild), to docs's bot only.
+    let q = double.post(&[DOCS], message(double.id(), DM, None, alice(), "psst, a question"));
+    heard += 1.0;
+    double
+        .wait_until("docs answers the DM", |v| {
+            v.messages
+                .iter()
+                .any(|m| m.channel == DM && m.token.as_deref() == Some(DOCS) && m.content == format!("docs answers {q}"))
+        })
+        .await;
+
+    // Ambient: a question answered once; banter: three bot turns at most.
+    double.post(
+        &both,
+        message(double.id(), AMBIENT, Some(GUILD), alice(), "does anyone know where the keys are?"),
+    );
+    double.post(&both, message(double.id(), BANTER, Some(GUILD), bob(), "hello bots"));
+    heard += 2.0;
+    settle(metrics, heard);
+    assert_eq!(double.bot_messages(AMBIENT).len(), 1, "one answer in the ambient channel");
+    assert_eq!(double.bot_messages(BANTER).len(), 3, "max_bot_turns between the bots");
+    assert!(answers(&double, CHANNEL, everyone).is_empty(), "@everyone addresses nobody");
+    assert!(answers(&double, CHANNEL, chatter).is_empty(), "chatter stays unanswered");
+    // The bots' own messages, which Discord shows every bot, were not
+    // heard again.
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+
+    // The gateway drops both connections; a message said meanwhile
+    // arrives with the resumed session, once.
+    double.drop_connection(DOCS);
+    double.drop_connection(CHEF);
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "<@7001> while you were away");
+    m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+    assert_eq!(double.handshakes(DOCS), (1, 1), "resumed, not identified again");
+
+    // Opcode 7: reconnect and resume.
+    double.reconnect(DOCS);
+    double
+        .wait_until("docs resumes after opcode 7", |_| double.handshakes(DOCS).1 >= 2)
+        .await;
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), bob(), "<@7001> still there?");
+    m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
+    let q = double.post(&both, m);
+    heard += 1.0;
+    answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+    settle(metrics, heard);
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+}
