@@ -67,8 +67,20 @@ pub fn parse(
 ) -> Result<DiscordSettings, ConfigError> {
     let span = section.span();
     let d: RawDiscord = read(section, check)?;
-    let api_url = url(&d.api_url, "api_url", DEFAULT_API_URL, &["https://", "http://"], check)?;
-    let gateway_url = url(&d.gateway_url, "gateway_url", DEFAULT_GATEWAY_URL, &["wss://", "ws://"], check)?;
+    let api_url = url(
+        &d.api_url,
+        "api_url",
+        DEFAULT_API_URL,
+        &["https://", "http://"],
+        check,
+    )?;
+    let gateway_url = url(
+        &d.gateway_url,
+        "gateway_url",
+        DEFAULT_GATEWAY_URL,
+        &["wss://", "ws://"],
+        check,
+    )?;
     let mut pings = Pings::default();
     for m in &d.allowed_mentions {
         match m.get_ref().as_str() {

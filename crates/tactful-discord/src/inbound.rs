@@ -93,11 +93,15 @@ pub fn to_message(msg: &twilight_model::channel::Message, seen: Seen<'_>) -> Opt
         }
     }
     if msg.mention_everyone && seen.everyone_addresses {
-        seen.bots.iter().for_each(|b| add(UserId::new(b.persona.as_str())));
+        seen.bots
+            .iter()
+            .for_each(|b| add(UserId::new(b.persona.as_str())));
     }
     if !msg.attachments.is_empty() {
         let names: Vec<&str> = msg.attachments.iter().map(|a| a.filename.as_str()).collect();
-        text = format!("{text}\n[attached: {}]", names.join(", ")).trim().to_owned();
+        text = format!("{text}\n[attached: {}]", names.join(", "))
+            .trim()
+            .to_owned();
     }
     if text.trim().is_empty() {
         // Stickers, embeds only: nothing an agent could read.

@@ -42,7 +42,7 @@ use twilight_http::Client;
 use twilight_model::channel::Channel;
 use twilight_model::gateway::payload::incoming::GuildCreate;
 use twilight_model::id::Id;
-use twilight_model::id::marker::{ChannelMarker, GuildMarker, RoleMarker};
+use twilight_model::id::marker::{ChannelMarker, GuildMarker, RoleMarker, UserMarker};
 
 use crate::inbound::{KnownBot, Seen, to_message};
 
@@ -126,11 +126,11 @@ struct Shared {
     /// One HTTP client per persona, in settings order.
     clients: Vec<Arc<Client>>,
     /// Each bot's user id and name, once known.
-    bots: RwLock<Vec<(PersonaId, Option<(Id<twilight_model::id::marker::UserMarker>, String)>)>>,
+    bots: RwLock<Vec<(PersonaId, Option<BotUser>)>>,
     identified: AtomicUsize,
     identified_changed: tokio::sync::Notify,
     /// The roles each persona's bot holds, by guild.
-    roles: Mutex<HashMap<(usize, Id<GuildMarker>), Vec<Id<RoleMarker>>>>,
+    roles: Mutex<HashMap<(usize, Id<GuildMarker>), Roles>>,
     /// Channels seen: a thread's parent, `None` for a channel that is not
     /// a thread.
     parents: Mutex<HashMap<Id<ChannelMarker>, Option<Id<ChannelMarker>>>>,
@@ -166,6 +166,12 @@ impl Posted {
         self.by_id.get(id)
     }
 }
+
+/// A bot's user id and name.
+type BotUser = (Id<UserMarker>, String);
+
+/// The roles a bot holds in one guild.
+type Roles = Vec<Id<RoleMarker>>;
 
 /// Why a bot could not connect; retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -245,8 +251,10 @@ impl Shared {
         self.wait_for_the_others().await;
         backoff.reset();
         loop {
-            let intents =
-                Intents::GUILDS | Intents::GUILD_MESSAGES | Intents::DIRECT_MESSAGES | Intents::MESSAGE_CONTENT;
+            let intents = Intents::GUILDS
+                | Intents::GUILD_MESSAGES
+                | Intents::DIRECT_MESSAGES
+                | Intents::MESSAGE_CONTENT;
             let mut config = ConfigBuilder::new(persona.token.clone(), intents);
             if self.settings.gateway_url != config::DEFAULT_GATEWAY_URL {
                 config = config.proxy_url(self.settings.gateway_url.clone());
@@ -265,7 +273,9 @@ impl Shared {
                     Err(e) => tracing::debug!(persona = %persona.id, "Discord gateway: {e}"),
                 }
             }
-            backoff.wait("Discord", persona.id.as_str(), &ConnectError::Closed).await;
+            backoff
+                .wait("Discord", persona.id.as_str(), &ConnectError::Closed)
+                .await;
         }
     }
 
@@ -330,8 +340,11 @@ impl Shared {
         }
     }
 
-    fn user_of(&self, i: usize) -> Option<Id<twilight_model::id::marker::UserMarker>> {
-        self.bots.read().ok().and_then(|b| b[i].1.as_ref().map(|(id, _)| *id))
+    fn user_of(&self, i: usize) -> Option<Id<UserMarker>> {
+        self.bots
+            .read()
+            .ok()
+            .and_then(|b| b[i].1.as_ref().map(|(id, _)| *id))
     }
 
     /// A thread's parent channel, asked over HTTP the first time.
@@ -458,7 +471,9 @@ impl Connected for DiscordPlatform {
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             let all = self.shared.settings.personas.len();
-            while self.shared.identified.load(Ordering::SeqCst) < all && tokio::time::Instant::now() < deadline {
+            while self.shared.identified.load(Ordering::SeqCst) < all
+                && tokio::time::Instant::now() < deadline
+            {
                 let changed = self.shared.identified_changed.notified();
                 let _ = tokio::time::timeout_at(deadline, changed).await;
             }

@@ -147,7 +147,8 @@ impl Platform for DiscordPlatform {
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
             let client = self.client(persona)?;
-            let target = snowflake(id.as_str()).ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
+            let target = snowflake(id.as_str())
+                .ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
             let mentions = allowed(self.shared.settings.pings);
             let req = client
                 .update_message(self.channel_of_message(room, id)?, target)
@@ -165,7 +166,8 @@ impl Platform for DiscordPlatform {
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
             let client = self.client(persona)?;
-            let target = snowflake(id.as_str()).ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
+            let target = snowflake(id.as_str())
+                .ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
             deadline(client.delete_message(self.channel_of_message(room, id)?, target))
                 .await
                 .map(|_| ())

@@ -16,7 +16,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Reaper, free_port, metric, settle};
-use discord_double::{AMBIENT, BANTER, Bot, CHANNEL, DM, DOCS_ROLE, Double, GUILD, THREAD, Shown, mention, message, reply, user};
+use discord_double::{
+    AMBIENT, BANTER, Bot, CHANNEL, DM, DOCS_ROLE, Double, GUILD, Shown, THREAD, mention, message, reply, user,
+};
 use serde_json::json;
 use twilight_model::id::Id;
 
@@ -130,7 +132,11 @@ async fn answered(double: &Double, channel: u64, id: u64, token: &str, text: &st
     double
         .wait_until(&what, |v| {
             v.messages.iter().any(|m| {
-                m.channel == channel && m.reply_to == Some(id) && m.token.as_deref() == Some(token) && m.content == text && !m.deleted
+                m.channel == channel
+                    && m.reply_to == Some(id)
+                    && m.token.as_deref() == Some(token)
+                    && m.content == text
+                    && !m.deleted
             })
         })
         .await;
@@ -167,12 +173,22 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
 
     // A user mention, from the `mentions` array; every send parses no
     // mentions.
-    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "<@7001> how do I reset?");
+    let mut m = message(
+        double.id(),
+        CHANNEL,
+        Some(GUILD),
+        alice(),
+        "<@7001> how do I reset?",
+    );
     m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
     let q = double.post(&both, m);
     heard += 1.0;
     let first = answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
-    for c in double.calls().iter().filter(|c| c.method == "POST" && c.path.ends_with("/messages")) {
+    for c in double
+        .calls()
+        .iter()
+        .filter(|c| c.method == "POST" && c.path.ends_with("/messages"))
+    {
         assert_eq!(c.body["allowed_mentions"], json!({"parse": []}), "{c:?}");
     }
     assert!(
@@ -200,10 +216,19 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
 
     // @everyone in a person's message addresses nobody; chatter neither.
-    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "@everyone standup in 5");
+    let mut m = message(
+        double.id(),
+        CHANNEL,
+        Some(GUILD),
+        alice(),
+        "@everyone standup in 5",
+    );
     m.mention_everyone = true;
     let everyone = double.post(&both, m);
-    let chatter = double.post(&both, message(double.id(), CHANNEL, Some(GUILD), bob(), "lunch anyone?"));
+    let chatter = double.post(
+        &both,
+        message(double.id(), CHANNEL, Some(GUILD), bob(), "lunch anyone?"),
+    );
     heard += 2.0;
 
     // @everyone, a role and a user in an agent's output: sent, pinging no
@@ -212,11 +237,22 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
     let q = double.post(&both, m);
     heard += 1.0;
-    answered(&double, CHANNEL, q, DOCS, "Hey @everyone and @here, <@&500> and <@11>: look!").await;
+    answered(
+        &double,
+        CHANNEL,
+        q,
+        DOCS,
+        "Hey @everyone and @here, <@&500> and <@11>: look!",
+    )
+    .await;
     let carrying: Vec<_> = double
         .calls()
         .into_iter()
-        .filter(|c| c.body["content"].as_str().is_some_and(|t| t.contains("@everyone")))
+        .filter(|c| {
+            c.body["content"]
+                .as_str()
+                .is_some_and(|t| t.contains("@everyone"))
+        })
         .collect();
     assert!(!carrying.is_empty());
     for c in carrying {
@@ -224,16 +260,21 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     }
 
     // In a thread: the answer stays in it, and the persona joins it.
-    let mut m = message(double.id(), THREAD, Some(GUILD), alice(), "<@7002> in the thread?");
+    let mut m = message(
+        double.id(),
+        THREAD,
+        Some(GUILD),
+        alice(),
+        "<@7002> in the thread?",
+    );
     m.mentions = vec![mention(&user(CHEF_BOT, "chef-bot", true))];
     let q = double.post(&both, m);
     heard += 1.0;
     answered(&double, THREAD, q, CHEF, &format!("chef answers {q}")).await;
     assert!(
-        double
-            .calls()
-            .iter()
-            .any(|c| c.method == "PUT" && c.path == format!("channels/{THREAD}/thread-members/@me") && c.token == CHEF),
+        double.calls().iter().any(|c| c.method == "PUT"
+            && c.path == format!("channels/{THREAD}/thread-members/@me")
+            && c.token == CHEF),
         "chef joined the thread"
     );
 
@@ -256,28 +297,56 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     );
 
     // A DM (no guild), to docs's bot only.
-    let q = double.post(&[DOCS], message(double.id(), DM, None, alice(), "psst, a question"));
+    let q = double.post(
+        &[DOCS],
+        message(double.id(), DM, None, alice(), "psst, a question"),
+    );
     heard += 1.0;
     double
         .wait_until("docs answers the DM", |v| {
-            v.messages
-                .iter()
-                .any(|m| m.channel == DM && m.token.as_deref() == Some(DOCS) && m.content == format!("docs answers {q}"))
+            v.messages.iter().any(|m| {
+                m.channel == DM
+                    && m.token.as_deref() == Some(DOCS)
+                    && m.content == format!("docs answers {q}")
+            })
         })
         .await;
 
     // Ambient: a question answered once; banter: three bot turns at most.
     double.post(
         &both,
-        message(double.id(), AMBIENT, Some(GUILD), alice(), "does anyone know where the keys are?"),
+        message(
+            double.id(),
+            AMBIENT,
+            Some(GUILD),
+            alice(),
+            "does anyone know where the keys are?",
+        ),
     );
-    double.post(&both, message(double.id(), BANTER, Some(GUILD), bob(), "hello bots"));
+    double.post(
+        &both,
+        message(double.id(), BANTER, Some(GUILD), bob(), "hello bots"),
+    );
     heard += 2.0;
     settle(metrics, heard);
-    assert_eq!(double.bot_messages(AMBIENT).len(), 1, "one answer in the ambient channel");
-    assert_eq!(double.bot_messages(BANTER).len(), 3, "max_bot_turns between the bots");
-    assert!(answers(&double, CHANNEL, everyone).is_empty(), "@everyone addresses nobody");
-    assert!(answers(&double, CHANNEL, chatter).is_empty(), "chatter stays unanswered");
+    assert_eq!(
+        double.bot_messages(AMBIENT).len(),
+        1,
+        "one answer in the ambient channel"
+    );
+    assert_eq!(
+        double.bot_messages(BANTER).len(),
+        3,
+        "max_bot_turns between the bots"
+    );
+    assert!(
+        answers(&double, CHANNEL, everyone).is_empty(),
+        "@everyone addresses nobody"
+    );
+    assert!(
+        answers(&double, CHANNEL, chatter).is_empty(),
+        "chatter stays unanswered"
+    );
     // The bots' own messages, which Discord shows every bot, were not
     // heard again.
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
@@ -286,7 +355,13 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     // arrives with the resumed session, once.
     double.drop_connection(DOCS);
     double.drop_connection(CHEF);
-    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), "<@7001> while you were away");
+    let mut m = message(
+        double.id(),
+        CHANNEL,
+        Some(GUILD),
+        alice(),
+        "<@7001> while you were away",
+    );
     m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
     let q = double.post(&both, m);
     heard += 1.0;

@@ -361,3 +361,56 @@ async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
     assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
     assert!(!leaks(&log, BOT_TOKEN), "{log}");
 }
+
+#[cfg(feature = "discord")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discord_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
+    // The token travels in the Authorization header; this server quotes
+    // the request's headers back in its error.
+    const BOT_TOKEN: &str = "NzAwMw.discord-token.0123456789-secret";
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (r, mut w) = sock.into_split();
+                let mut r = tokio::io::BufReader::new(r);
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(&line);
+                }
+                let json = serde_json::json!({"message": format!("401: Unauthorized {}", head.replace("\r\n", " ")), "code": 0})
+                    .to_string();
+                let reply = format!(
+                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
+                    json.len()
+                );
+                let _ = w.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \":memory:\"\n\n\
+             [[persona]]\nid = \"docs\"\nagent = \"a\"\ndiscord = {{ token = \"{BOT_TOKEN}\" }}\n\n\
+             [agents.a]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"ok\" }}]\n\n\
+             [platforms.discord]\napi_url = \"http://127.0.0.1:{port}\"\ngateway_url = \"ws://127.0.0.1:{port}\"\n"
+        ),
+    )
+    .expect("config");
+    let mut run = Running::start(&path, Some("trace"));
+    let log = run
+        .until("the failed users/@me", |l| {
+            l.contains("WARN") && l.contains("Unauthorized")
+        })
+        .join("\n");
+    assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
+    assert!(!leaks(&log, BOT_TOKEN), "{log}");
+}

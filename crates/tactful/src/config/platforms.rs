@@ -226,3 +226,80 @@ rules = []
         );
     }
 }
+
+#[cfg(all(test, feature = "discord"))]
+mod discord_tests {
+    use std::path::Path;
+
+    use crate::config::{Config, ConfigError};
+
+    const BASE: &str = r#"
+[[persona]]
+id = "docs"
+agent = "main"
+discord = { token = "${DOCS_DISCORD_TOKEN}" }
+
+[agents.main]
+kind = "script"
+rules = []
+"#;
+
+    const TOKEN: &str = "NzAwMQ.GhIjKl.very-secret-discord";
+
+    fn parse(src: &str) -> Result<Config, ConfigError> {
+        Config::parse(src, Path::new("t.toml"), &|k| {
+            (k == "DOCS_DISCORD_TOKEN").then(|| TOKEN.to_owned())
+        })
+    }
+
+    #[test]
+    fn a_bot_per_persona_with_safe_defaults() {
+        let c = parse(&format!("{BASE}\n[platforms.discord]\n")).expect("valid");
+        let d = c
+            .platforms
+            .get::<tactful_discord::DiscordSettings>("discord")
+            .expect("discord");
+        assert_eq!(d.api_url, "https://discord.com");
+        assert_eq!(d.gateway_url, "wss://gateway.discord.gg");
+        assert_eq!(
+            d.pings,
+            tactful_discord::Pings::default(),
+            "pings nobody by default"
+        );
+        assert!(!d.everyone_addresses);
+        assert!(c.secrets().contains(&TOKEN.to_owned()));
+        let c = parse(&format!(
+            "{BASE}\n[platforms.discord]\napi_url = \"http://127.0.0.1:9/\"\ngateway_url = \"ws://127.0.0.1:9\"\nallowed_mentions = [\"users\"]\n"
+        ))
+        .expect("valid");
+        let d = c
+            .platforms
+            .get::<tactful_discord::DiscordSettings>("discord")
+            .expect("discord");
+        assert_eq!(d.api_url, "http://127.0.0.1:9");
+        assert!(d.pings.users && !d.pings.everyone);
+    }
+
+    #[test]
+    fn discord_mistakes_name_key_and_line() {
+        let bad = BASE.replace("${DOCS_DISCORD_TOKEN}", "not-a-token");
+        let e = parse(&format!("{bad}\n[platforms.discord]\n")).expect_err("bad token");
+        assert!(e.message.contains("persona[0].discord.token"), "{e}");
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        let e = parse(&format!(
+            "{BASE}\n[platforms.discord]\ngateway_url = \"https://gateway.discord.gg\"\n"
+        ))
+        .expect_err("not a websocket URL");
+        assert!(e.message.contains("platforms.discord.gateway_url"), "{e}");
+        let e = parse(&format!(
+            "{BASE}\n[platforms.discord]\nallowed_mentions = [\"all\"]\n"
+        ))
+        .expect_err("bad ping");
+        assert!(
+            e.message.contains("allowed_mentions") && e.position.map(|p| p.0) == Some(12),
+            "{e}"
+        );
+        let e = parse(BASE).expect_err("no table");
+        assert!(e.message.contains("no [platforms.discord] table"), "{e}");
+    }
+}

@@ -347,12 +347,20 @@ impl Double {
 
     /// (IDENTIFYs, RESUMEs) the bot made so far.
     pub fn handshakes(&self, token: &str) -> (u32, u32) {
-        self.with(|s| s.sessions.get(token).map_or((0, 0), |x| (x.identifies, x.resumes)))
+        self.with(|s| {
+            s.sessions
+                .get(token)
+                .map_or((0, 0), |x| (x.identifies, x.resumes))
+        })
     }
 
     /// Whether the bot is connected and through its handshake.
     pub fn connected(&self, token: &str) -> bool {
-        self.with(|s| s.sessions.get(token).is_some_and(|x| x.live.is_some() && !x.id.is_empty()))
+        self.with(|s| {
+            s.sessions
+                .get(token)
+                .is_some_and(|x| x.live.is_some() && !x.id.is_empty())
+        })
     }
 
     /// The next message this bot creates gets a 429 (`retry_after` 1 s).
@@ -427,7 +435,11 @@ fn bot_of(shared: &Shared, token: &str) -> Option<Bot> {
 }
 
 fn unauthorized() -> Response {
-    (StatusCode::UNAUTHORIZED, axum::Json(json!({"message": "401: Unauthorized", "code": 0}))).into_response()
+    (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(json!({"message": "401: Unauthorized", "code": 0})),
+    )
+        .into_response()
 }
 
 async fn me(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
@@ -481,7 +493,9 @@ async fn create(
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset-after", "1.000"),
             ],
-            axum::Json(json!({"message": "You are being rate limited.", "retry_after": 1.0, "global": false})),
+            axum::Json(
+                json!({"message": "You are being rate limited.", "retry_after": 1.0, "global": false}),
+            ),
         )
             .into_response();
     }
@@ -510,7 +524,10 @@ async fn create(
         user(bot.id, &bot.name, true),
         body["content"].as_str().unwrap_or_default(),
     );
-    if let Some(target) = body["message_reference"]["message_id"].as_str().and_then(|t| t.parse().ok()) {
+    if let Some(target) = body["message_reference"]["message_id"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+    {
         m = reply(m, target);
     }
     // Discord shows a bot's guild message to every bot there, the
@@ -557,8 +574,14 @@ async fn edit_or_delete(
     let status = if found.is_some() { 200 } else { 404 };
     log(&shared, token, method.as_str(), path, body, status);
     match (found, method.as_str()) {
-        (Some(m), "PATCH") => axum::Json(message(m.id, channel, Some(GUILD), user(bot.id, &bot.name, true), &m.content))
-            .into_response(),
+        (Some(m), "PATCH") => axum::Json(message(
+            m.id,
+            channel,
+            Some(GUILD),
+            user(bot.id, &bot.name, true),
+            &m.content,
+        ))
+        .into_response(),
         (Some(_), _) => StatusCode::NO_CONTENT.into_response(),
         (None, _) => (
             StatusCode::NOT_FOUND,
@@ -568,9 +591,21 @@ async fn edit_or_delete(
     }
 }
 
-async fn no_content(State(shared): State<Arc<Shared>>, uri: axum::http::Uri, method: axum::http::Method, headers: HeaderMap) -> Response {
+async fn no_content(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    method: axum::http::Method,
+    headers: HeaderMap,
+) -> Response {
     let path = uri.path().trim_start_matches("/api/v10/").to_owned();
-    log(&shared, token_of(&headers), method.as_str(), path, Value::Null, 204);
+    log(
+        &shared,
+        token_of(&headers),
+        method.as_str(),
+        path,
+        Value::Null,
+        204,
+    );
     StatusCode::NO_CONTENT.into_response()
 }
 
@@ -637,10 +672,19 @@ async fn session(shared: Arc<Shared>, socket: WebSocket) {
 }
 
 fn bot_token(d: &Value) -> String {
-    d["token"].as_str().unwrap_or_default().trim_start_matches("Bot ").to_owned()
+    d["token"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_start_matches("Bot ")
+        .to_owned()
 }
 
-fn identify(shared: &Arc<Shared>, d: &Value, tx: &mpsc::UnboundedSender<Ws>, task: Option<tokio::task::AbortHandle>) {
+fn identify(
+    shared: &Arc<Shared>,
+    d: &Value,
+    tx: &mpsc::UnboundedSender<Ws>,
+    task: Option<tokio::task::AbortHandle>,
+) {
     let token = bot_token(d);
     let mut s = shared.inner.lock().expect("double state");
     let Some(bot) = s.bots.iter().find(|b| b.token == token).cloned() else {
@@ -695,11 +739,20 @@ fn identify(shared: &Arc<Shared>, d: &Value, tx: &mpsc::UnboundedSender<Ws>, tas
     shared.changed.notify_waiters();
 }
 
-fn resume(shared: &Arc<Shared>, d: &Value, tx: &mpsc::UnboundedSender<Ws>, task: Option<tokio::task::AbortHandle>) {
+fn resume(
+    shared: &Arc<Shared>,
+    d: &Value,
+    tx: &mpsc::UnboundedSender<Ws>,
+    task: Option<tokio::task::AbortHandle>,
+) {
     let token = bot_token(d);
     let seq = d["seq"].as_u64().unwrap_or(0);
     let mut s = shared.inner.lock().expect("double state");
-    let Some(session) = s.sessions.get_mut(&token).filter(|x| d["session_id"] == x.id.as_str()) else {
+    let Some(session) = s
+        .sessions
+        .get_mut(&token)
+        .filter(|x| d["session_id"] == x.id.as_str())
+    else {
         let text = serde_json::to_string(&GatewayEvent::InvalidateSession(false)).expect("serialisable");
         let _ = tx.send(Ws::Text(text.into()));
         return;
