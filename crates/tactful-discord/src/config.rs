@@ -143,15 +143,6 @@ pub fn secrets(s: &DiscordSettings) -> Vec<String> {
     s.personas.iter().map(|p| p.token.clone()).collect()
 }
 
-/// The registry's entry point ([`tactful_runtime::seam::Configure`]).
-pub fn configure(
-    section: Section<'_>,
-    personas: Vec<PersonaPart<'_>>,
-    check: &Checker<'_>,
-) -> Result<std::sync::Arc<dyn PlatformConfig>, ConfigError> {
-    Ok(std::sync::Arc::new(parse(section, personas, check)?))
-}
-
 impl PlatformConfig for DiscordSettings {
     fn secrets(&self) -> Vec<String> {
         secrets(self)

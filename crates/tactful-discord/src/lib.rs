@@ -29,13 +29,12 @@ pub mod inbound;
 mod send;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
-use tactful_runtime::account::{Backoff, HeardOnce};
+use tactful_runtime::account::{Backoff, HeardOnce, Roll};
 use tactful_runtime::{Connected, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
@@ -127,8 +126,7 @@ struct Shared {
     clients: Vec<Arc<Client>>,
     /// Each bot's user id and name, once known.
     bots: RwLock<Vec<(PersonaId, Option<BotUser>)>>,
-    identified: AtomicUsize,
-    identified_changed: tokio::sync::Notify,
+    identified: Roll,
     /// The roles each persona's bot holds, by guild.
     roles: Mutex<HashMap<(usize, Id<GuildMarker>), Roles>>,
     /// Channels seen: a thread's parent, `None` for a channel that is not
@@ -225,8 +223,7 @@ impl DiscordPlatform {
                 settings,
                 clients,
                 bots: RwLock::new(bots),
-                identified: AtomicUsize::new(0),
-                identified_changed: tokio::sync::Notify::new(),
+                identified: Roll::default(),
                 roles: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
                 joined: Mutex::new(HashSet::new()),
@@ -291,21 +288,16 @@ impl Shared {
         if let Ok(mut bots) = self.bots.write() {
             bots[i].1 = Some((me.id, me.name));
         }
-        self.identified.fetch_add(1, Ordering::SeqCst);
-        self.identified_changed.notify_waiters();
+        self.identified.add();
         Ok(())
     }
 
     async fn wait_for_the_others(&self) {
         let all = self.settings.personas.len();
-        let deadline = tokio::time::Instant::now() + IDENTIFY_WAIT;
-        loop {
-            let changed = self.identified_changed.notified();
-            if self.identified.load(Ordering::SeqCst) >= all
-                || tokio::time::timeout_at(deadline, changed).await.is_err()
-            {
-                return;
-            }
+        if !self.identified.wait_for(all, IDENTIFY_WAIT).await {
+            tracing::warn!(
+                "Discord: not every bot could say who it is; mentions of the missing ones are not recognised yet"
+            );
         }
     }
 
@@ -379,15 +371,23 @@ impl Shared {
         let Some(me) = self.user_of(j) else {
             return Vec::new();
         };
-        let roles = match send::deadline(self.clients[j].guild_member(guild, me)).await {
-            Ok(r) => r.model().await.map(|m| m.roles).unwrap_or_default(),
-            // Not in that guild, or not reachable: holds no role there.
-            Err(_) => Vec::new(),
+        let member = match send::deadline(self.clients[j].guild_member(guild, me)).await {
+            Ok(r) => r.model().await.ok(),
+            Err(e) => {
+                tracing::debug!(%guild, "Discord: cannot read the bot's roles: {}", e.0);
+                None
+            }
         };
-        if let Ok(mut all) = self.roles.lock() {
-            all.insert((j, guild), roles.clone());
+        // Only an answer is remembered: a failure is asked again next time.
+        match member {
+            Some(m) => {
+                if let Ok(mut all) = self.roles.lock() {
+                    all.insert((j, guild), m.roles.clone());
+                }
+                m.roles
+            }
+            None => Vec::new(),
         }
-        roles
     }
 
     async fn heard(&self, i: usize, msg: &twilight_model::channel::Message) {
@@ -469,14 +469,8 @@ impl Connected for DiscordPlatform {
 
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             let all = self.shared.settings.personas.len();
-            while self.shared.identified.load(Ordering::SeqCst) < all
-                && tokio::time::Instant::now() < deadline
-            {
-                let changed = self.shared.identified_changed.notified();
-                let _ = tokio::time::timeout_at(deadline, changed).await;
-            }
+            self.shared.identified.wait_for(all, Duration::from_secs(5)).await;
             let bots: Vec<String> = self
                 .shared
                 .bots

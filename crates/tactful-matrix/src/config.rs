@@ -141,15 +141,6 @@ pub fn secrets(s: &MatrixSettings) -> Vec<String> {
         .collect()
 }
 
-/// The registry's entry point ([`tactful_runtime::seam::Configure`]).
-pub fn configure(
-    section: Section<'_>,
-    personas: Vec<PersonaPart<'_>>,
-    check: &Checker<'_>,
-) -> Result<std::sync::Arc<dyn PlatformConfig>, ConfigError> {
-    Ok(std::sync::Arc::new(parse(section, personas, check)?))
-}
-
 impl PlatformConfig for MatrixSettings {
     fn secrets(&self) -> Vec<String> {
         secrets(self)

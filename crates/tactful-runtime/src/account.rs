@@ -125,3 +125,63 @@ mod heard_once_tests {
         assert_eq!(h.set.len(), 2);
     }
 }
+
+/// How many of a platform's accounts have said who they are (a bot's own
+/// user id and name, learnt at connect). Mentions of a persona's account
+/// can only be recognised once it is known, so listening waits a while
+/// for all of them, and the start banner waits a little to name them.
+#[derive(Debug, Default)]
+pub struct Roll {
+    known: std::sync::atomic::AtomicUsize,
+    changed: tokio::sync::Notify,
+}
+
+impl Roll {
+    /// One more account is known.
+    pub fn add(&self) {
+        self.known.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// How many are known.
+    pub fn count(&self) -> usize {
+        self.known.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits until `all` are known, `within` at most; whether they are.
+    pub async fn wait_for(&self, all: usize, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let changed = self.changed.notified();
+            if self.count() >= all {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return self.count() >= all;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod roll_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::Roll;
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_ends_when_all_are_known_or_time_is_up() {
+        let roll = Arc::new(Roll::default());
+        assert!(
+            !roll.wait_for(1, Duration::from_secs(5)).await,
+            "nobody known in time"
+        );
+        let r = roll.clone();
+        let waiter = tokio::spawn(async move { r.wait_for(2, Duration::from_secs(60)).await });
+        roll.add();
+        roll.add();
+        assert!(waiter.await.expect("joins"));
+        assert_eq!(roll.count(), 2);
+    }
+}

@@ -47,11 +47,13 @@ pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
 /// Reads a platform's section and the personas' sub-tables for it (every
 /// persona is listed, in config order, with its sub-table if it has one).
 /// Called inside [`tactful_config::with_env`].
-pub type Configure =
-    fn(Section<'_>, Vec<PersonaPart<'_>>, &Checker<'_>) -> Result<Arc<dyn PlatformConfig>, ConfigError>;
+pub type Configure = Box<
+    dyn Fn(Section<'_>, Vec<PersonaPart<'_>>, &Checker<'_>) -> Result<Arc<dyn PlatformConfig>, ConfigError>
+        + Send
+        + Sync,
+>;
 
 /// One line of the binary's platform registry.
-#[derive(Clone, Copy, Debug)]
 pub struct Registration {
     /// The table name: `[platforms.<name>]`, `persona.<name>`, and the
     /// cargo feature that builds it.
@@ -59,4 +61,40 @@ pub struct Registration {
     /// How to read it, `None` when this binary was built without it (its
     /// tables are then refused with a clear error rather than ignored).
     pub configure: Option<Configure>,
+}
+
+impl Registration {
+    /// Platform `name`, read by its crate's `parse` into its settings type.
+    pub fn new<T, F>(name: &'static str, parse: F) -> Registration
+    where
+        T: PlatformConfig,
+        F: Fn(Section<'_>, Vec<PersonaPart<'_>>, &Checker<'_>) -> Result<T, ConfigError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Registration {
+            name,
+            configure: Some(Box::new(move |section, personas, check| {
+                Ok(Arc::new(parse(section, personas, check)?) as Arc<dyn PlatformConfig>)
+            })),
+        }
+    }
+
+    /// Platform `name`, known but left out of this build.
+    pub fn missing(name: &'static str) -> Registration {
+        Registration {
+            name,
+            configure: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .field("built", &self.configure.is_some())
+            .finish()
+    }
 }

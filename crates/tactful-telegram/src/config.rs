@@ -134,15 +134,6 @@ pub fn secrets(s: &TelegramSettings) -> Vec<String> {
     s.personas.iter().map(|p| p.token.clone()).collect()
 }
 
-/// The registry's entry point ([`tactful_runtime::seam::Configure`]).
-pub fn configure(
-    section: Section<'_>,
-    personas: Vec<PersonaPart<'_>>,
-    check: &Checker<'_>,
-) -> Result<std::sync::Arc<dyn PlatformConfig>, ConfigError> {
-    Ok(std::sync::Arc::new(parse(section, personas, check)?))
-}
-
 impl PlatformConfig for TelegramSettings {
     fn secrets(&self) -> Vec<String> {
         secrets(self)

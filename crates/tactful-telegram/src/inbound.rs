@@ -171,7 +171,12 @@ fn addressing(text: &str, entities: &[MessageEntity], r: Receiver<'_>) -> (Strin
                 None => add(UserId::new(format!("tg:{}", user.id.0))),
             },
             MessageEntityKind::BotCommand if text[..range.start].trim().is_empty() => {
-                if let Some((_, target)) = slice.split_once('@')
+                // Only what really is `/name@bot` (a server's entity may
+                // cover anything).
+                if let Some((name, target)) = slice.split_once('@')
+                    && name.len() > 1
+                    && name.starts_with('/')
+                    && name[1..].chars().all(|c| c.is_alphanumeric() || c == '_')
                     && let Some(b) = by_username(target)
                 {
                     command = Some((range, b.persona.clone()));

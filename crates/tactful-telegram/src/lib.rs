@@ -33,13 +33,12 @@ pub mod inbound;
 mod send;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{PersonaId, RoomId};
-use tactful_runtime::account::{Backoff, HeardOnce};
+use tactful_runtime::account::{Backoff, HeardOnce, Roll};
 use tactful_runtime::{Connected, RuntimeHandle};
 use teloxide_core::Bot;
 use teloxide_core::payloads::GetUpdatesSetters as _;
@@ -128,8 +127,7 @@ struct Shared {
     bots: Vec<Bot>,
     /// What each bot is called, once `getMe` answered.
     known: RwLock<Vec<KnownBot>>,
-    identified: AtomicUsize,
-    identified_changed: tokio::sync::Notify,
+    identified: Roll,
     /// Saved offsets by bot id, taken by each loop at start.
     saved: Mutex<HashMap<u64, i32>>,
     /// Recently heard (room, message id), so a group message several bots
@@ -194,8 +192,7 @@ impl TelegramPlatform {
                 settings,
                 bots,
                 known: RwLock::new(known),
-                identified: AtomicUsize::new(0),
-                identified_changed: tokio::sync::Notify::new(),
+                identified: Roll::default(),
                 saved: Mutex::new(offsets),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 runtime: Mutex::new(None),
@@ -206,7 +203,7 @@ impl TelegramPlatform {
 
     /// How many bots have said who they are (for readiness and tests).
     pub fn identified(&self) -> usize {
-        self.shared.identified.load(Ordering::SeqCst)
+        self.shared.identified.count()
     }
 }
 
@@ -267,8 +264,7 @@ impl Shared {
         {
             k.username = username.clone();
         }
-        self.identified.fetch_add(1, Ordering::SeqCst);
-        self.identified_changed.notify_waiters();
+        self.identified.add();
         tracing::info!(persona = %persona.id, username = ?username, "Telegram: bot identified");
         Ok(())
     }
@@ -277,18 +273,10 @@ impl Shared {
     /// them is recognised from the first message on.
     async fn wait_for_the_others(&self) {
         let all = self.settings.personas.len();
-        let deadline = tokio::time::Instant::now() + IDENTIFY_WAIT;
-        loop {
-            let changed = self.identified_changed.notified();
-            if self.identified.load(Ordering::SeqCst) >= all {
-                return;
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                tracing::warn!(
-                    "Telegram: not every bot could say who it is; mentions of the missing ones are not recognised yet"
-                );
-                return;
-            }
+        if !self.identified.wait_for(all, IDENTIFY_WAIT).await {
+            tracing::warn!(
+                "Telegram: not every bot could say who it is; mentions of the missing ones are not recognised yet"
+            );
         }
     }
 
@@ -388,12 +376,8 @@ impl Connected for TelegramPlatform {
         Box::pin(async move {
             // A few seconds for the bots to say who they are, so the banner
             // shows the usernames people will type.
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
             let all = self.shared.settings.personas.len();
-            while self.identified() < all && tokio::time::Instant::now() < deadline {
-                let changed = self.shared.identified_changed.notified();
-                let _ = tokio::time::timeout_at(deadline, changed).await;
-            }
+            self.shared.identified.wait_for(all, Duration::from_secs(5)).await;
             let names: Vec<(String, Option<String>)> = self
                 .shared
                 .known()

@@ -278,3 +278,14 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_command_entity_over_something_else_is_not_a_command() {
+    // Found by the property above: an entity at 0 covering "🎉/reset@ChefBot".
+    let m = heard(json!({
+        "text": "🎉/reset@ChefBot",
+        "entities": [{"type": "bot_command", "offset": 0, "length": 16}]
+    }))
+    .expect("a message");
+    assert_eq!(&*m.text, "🎉/reset@ChefBot");
+}

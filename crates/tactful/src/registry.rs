@@ -17,15 +17,9 @@ use crate::config::Config;
 macro_rules! platform {
     ($list:ident, $name:literal, $krate:ident) => {
         #[cfg(feature = $name)]
-        $list.push(Registration {
-            name: $name,
-            configure: Some($krate::config::configure),
-        });
+        $list.push(Registration::new($name, $krate::config::parse));
         #[cfg(not(feature = $name))]
-        $list.push(Registration {
-            name: $name,
-            configure: None,
-        });
+        $list.push(Registration::missing($name));
     };
 }
 

@@ -206,6 +206,21 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     heard += 1.0;
     answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
 
+    // The same role in a guild the gateway said nothing about, seen by
+    // chef's bot alone: docs's roles there are asked over HTTP.
+    let mut m = message(double.id(), 104, Some(901), bob(), "<@&500> other guild");
+    m.mention_roles = vec![Id::new(DOCS_ROLE)];
+    let q = double.post(&[CHEF], m);
+    heard += 1.0;
+    answered(&double, 104, q, DOCS, &format!("docs answers {q}")).await;
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.token == DOCS && c.path == format!("guilds/901/members/{DOCS_BOT}")),
+        "docs's roles asked over HTTP"
+    );
+
     // A reply to a persona's message.
     let m = reply(
         message(double.id(), CHANNEL, Some(GUILD), bob(), "thanks, and then?"),

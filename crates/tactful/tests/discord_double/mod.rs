@@ -277,6 +277,8 @@ impl Double {
             .route("/api/v10/users/@me", get(me))
             .route("/api/v10/channels/{c}/messages", post(create))
             .route("/api/v10/channels/{c}/messages/{m}", any(edit_or_delete))
+            .route("/api/v10/channels/{c}", get(channel))
+            .route("/api/v10/guilds/{g}/members/{u}", get(member))
             .route("/api/v10/channels/{c}/typing", post(no_content))
             .route("/api/v10/channels/{c}/thread-members/@me", put(no_content))
             .fallback(not_found)
@@ -397,7 +399,10 @@ impl Double {
                 return;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "the Discord double never saw: {what}");
+            assert!(
+                !left.is_zero(),
+                "the Discord double never saw: {what}\ncalls: {calls:#?}\nmessages: {messages:#?}"
+            );
             let _ = tokio::time::timeout(left.min(Duration::from_millis(500)), changed).await;
         }
     }
@@ -607,6 +612,61 @@ async fn no_content(
         204,
     );
     StatusCode::NO_CONTENT.into_response()
+}
+
+/// `GET channels/{id}`: what GUILD_CREATE also says.
+async fn channel(State(shared): State<Arc<Shared>>, Path(c): Path<u64>, headers: HeaderMap) -> Response {
+    log(
+        &shared,
+        token_of(&headers),
+        "GET",
+        format!("channels/{c}"),
+        Value::Null,
+        200,
+    );
+    let body = match c {
+        THREAD => json!({"id": THREAD.to_string(), "type": 11, "guild_id": GUILD.to_string(),
+            "parent_id": CHANNEL.to_string(), "name": "deploys"}),
+        DM => json!({"id": DM.to_string(), "type": 1}),
+        other => {
+            json!({"id": other.to_string(), "type": 0, "guild_id": GUILD.to_string(), "name": "channel"})
+        }
+    };
+    axum::Json(body).into_response()
+}
+
+/// `GET guilds/{g}/members/{u}`: a bot's roles, as GUILD_CREATE says.
+async fn member(
+    State(shared): State<Arc<Shared>>,
+    Path((g, u)): Path<(u64, u64)>,
+    headers: HeaderMap,
+) -> Response {
+    log(
+        &shared,
+        token_of(&headers),
+        "GET",
+        format!("guilds/{g}/members/{u}"),
+        Value::Null,
+        200,
+    );
+    let bot = shared
+        .inner
+        .lock()
+        .expect("double state")
+        .bots
+        .iter()
+        .find(|b| b.id == u)
+        .cloned();
+    match bot {
+        Some(b) => axum::Json(
+            json!({"user": {"id": b.id.to_string(), "username": b.name, "discriminator": "0",
+            "avatar": null, "bot": true}, "roles": b.roles.iter().map(u64::to_string).collect::<Vec<_>>(),
+            "joined_at": "2025-01-01T00:00:00.000000+00:00", "deaf": false, "mute": false, "flags": 0,
+            "nick": null, "communication_disabled_until": null}),
+        )
+        .into_response(),
+        None => not_found(format!("/guilds/{g}/members/{u}").parse().expect("a path")).await,
+    }
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {
