@@ -1,9 +1,11 @@
 //! What every platform does for each persona's account: connect, and when
 //! the connection drops or cannot be made, try again after a pause that
-//! doubles up to a cap, until the service stops.
+//! doubles up to a cap, until the service stops ([`Backoff`]); hear a
+//! message that several accounts receive once ([`HeardOnce`]); wait for
+//! every account to say who it is before listening ([`Roll`]).
 //!
-//! Written once here so IRC, Matrix and the platforms after them retry the
-//! same way and say so the same way in the log.
+//! Written once here so every platform retries the same way and says so
+//! the same way in the log.
 
 use std::time::Duration;
 
