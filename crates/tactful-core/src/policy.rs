@@ -197,7 +197,12 @@ impl RoomPolicy {
     pub fn allows(&self, sender: &str, handle: Option<&str>) -> bool {
         self.allowed_users.is_empty()
             || self.allowed_users.contains(sender)
-            || handle.is_some_and(|h| self.allowed_users.contains(h))
+            // Handles (Telegram usernames) ignore case, as their platforms do.
+            || handle.is_some_and(|h| {
+                self.allowed_users
+                    .iter()
+                    .any(|a| crate::addressing::handle_eq(a, h))
+            })
     }
 }
 
@@ -458,5 +463,8 @@ mod tests {
         assert!(p.allows("alice", None));
         assert!(!p.allows("mallory", None));
         assert!(!p.allows("mallory", Some("@mallory")));
+        p.allowed_users = Arc::new(["@Alice".into()].into_iter().collect());
+        assert!(p.allows("tg:1", Some("@alice")));
+        assert!(!p.allows("@alice", None), "an id is not a handle");
     }
 }

@@ -48,6 +48,26 @@ use crate::inbound::{KnownBot, Seen, to_message};
 /// How many recent message ids are remembered to hear a guild once.
 const REMEMBERED_MESSAGES: usize = 4096;
 
+/// Messages waiting for their worker, per bot.
+const MESSAGE_QUEUE: usize = 1024;
+
+/// Channels and threads remembered; past this the memory starts over (it
+/// is a cache: what is missing is asked again).
+const REMEMBERED_CHANNELS: usize = 10_000;
+
+/// How long the roles of a persona's bot in a guild are trusted before
+/// they are asked again (roles change; a failed lookup is retried too).
+const ROLES_FOR: Duration = Duration::from_secs(600);
+
+/// A task aborted when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// How long a bot waits for the others to say who they are.
 const IDENTIFY_WAIT: Duration = Duration::from_secs(30);
 
@@ -128,7 +148,7 @@ struct Shared {
     bots: RwLock<Vec<(PersonaId, Option<BotUser>)>>,
     identified: Roll,
     /// The roles each persona's bot holds, by guild.
-    roles: Mutex<HashMap<(usize, Id<GuildMarker>), Roles>>,
+    roles: Mutex<HashMap<(usize, Id<GuildMarker>), RolesSince>>,
     /// Channels seen: a thread's parent, `None` for a channel that is not
     /// a thread.
     parents: Mutex<HashMap<Id<ChannelMarker>, Option<Id<ChannelMarker>>>>,
@@ -170,6 +190,9 @@ type BotUser = (Id<UserMarker>, String);
 
 /// The roles a bot holds in one guild.
 type Roles = Vec<Id<RoleMarker>>;
+
+/// Roles, and since when they are known.
+type RolesSince = (tokio::time::Instant, Roles);
 
 /// Why a bot could not connect; retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -247,6 +270,22 @@ impl Shared {
         }
         self.wait_for_the_others().await;
         backoff.reset();
+        // Messages are worked on (thread and role lookups over HTTP) by a
+        // task of their own, in order: the gateway loop must keep polling,
+        // or twilight cannot send its heartbeats and Discord drops the
+        // session. The queue is bounded: a worker that far behind slows
+        // the reading down rather than growing.
+        let (queue, mut work) =
+            tokio::sync::mpsc::channel::<Box<twilight_model::channel::Message>>(MESSAGE_QUEUE);
+        let worker = {
+            let shared = self.clone();
+            tokio::spawn(async move {
+                while let Some(msg) = work.recv().await {
+                    shared.heard(i, &msg).await;
+                }
+            })
+        };
+        let _worker = AbortOnDrop(worker);
         loop {
             let intents = Intents::GUILDS
                 | Intents::GUILD_MESSAGES
@@ -264,7 +303,11 @@ impl Shared {
                         if matches!(event, Event::Ready(_) | Event::Resumed) {
                             backoff.reset();
                         }
-                        self.event(i, event).await;
+                        if let Event::MessageCreate(m) = event {
+                            let _ = queue.send(Box::new(m.message)).await;
+                        } else {
+                            self.event(i, event);
+                        }
                     }
                     // twilight reconnects (and resumes) by itself.
                     Err(e) => tracing::debug!(persona = %persona.id, "Discord gateway: {e}"),
@@ -303,11 +346,14 @@ impl Shared {
 
     fn note_thread(&self, ch: &Channel) {
         if let Ok(mut p) = self.parents.lock() {
+            if p.len() > REMEMBERED_CHANNELS {
+                p.clear();
+            }
             p.insert(ch.id, ch.kind.is_thread().then_some(ch.parent_id).flatten());
         }
     }
 
-    async fn event(&self, i: usize, event: Event) {
+    fn event(&self, i: usize, event: Event) {
         match event {
             Event::Ready(r) => {
                 tracing::info!(persona = %self.settings.personas[i].id, guilds = r.guilds.len(), "Discord gateway is live")
@@ -318,7 +364,7 @@ impl Shared {
                     if let Some(m) = guild.members.iter().find(|m| Some(m.user.id) == me)
                         && let Ok(mut roles) = self.roles.lock()
                     {
-                        roles.insert((i, guild.id), m.roles.clone());
+                        roles.insert((i, guild.id), (tokio::time::Instant::now(), m.roles.clone()));
                     }
                     guild.threads.iter().for_each(|t| self.note_thread(t));
                     guild.channels.iter().for_each(|c| self.note_thread(c));
@@ -327,7 +373,6 @@ impl Shared {
             Event::ThreadCreate(t) => self.note_thread(&t.0),
             Event::ThreadUpdate(t) => self.note_thread(&t.0),
             Event::ThreadListSync(s) => s.threads.iter().for_each(|t| self.note_thread(t)),
-            Event::MessageCreate(m) => self.heard(i, &m.message).await,
             _ => {}
         }
     }
@@ -365,8 +410,11 @@ impl Shared {
     /// The roles persona `j`'s bot holds in `guild`, asked over HTTP the
     /// first time.
     async fn roles_of(&self, j: usize, guild: Id<GuildMarker>) -> Vec<Id<RoleMarker>> {
-        if let Some(r) = self.roles.lock().ok().and_then(|r| r.get(&(j, guild)).cloned()) {
-            return r;
+        let cached = self.roles.lock().ok().and_then(|r| r.get(&(j, guild)).cloned());
+        if let Some((at, r)) = &cached
+            && at.elapsed() < ROLES_FOR
+        {
+            return r.clone();
         }
         let Some(me) = self.user_of(j) else {
             return Vec::new();
@@ -378,16 +426,17 @@ impl Shared {
                 None
             }
         };
-        // Only an answer is remembered: a failure is asked again next time.
-        match member {
-            Some(m) => {
-                if let Ok(mut all) = self.roles.lock() {
-                    all.insert((j, guild), m.roles.clone());
-                }
-                m.roles
+        // A failure (the bot is not in that guild, or Discord did not
+        // answer) counts as no roles until the next refresh, so a flood of
+        // role mentions cannot turn into a flood of lookups.
+        let roles = member.map(|m| m.roles).unwrap_or_default();
+        if let Ok(mut all) = self.roles.lock() {
+            if all.len() > REMEMBERED_CHANNELS {
+                all.clear();
             }
-            None => Vec::new(),
+            all.insert((j, guild), (tokio::time::Instant::now(), roles.clone()));
         }
+        roles
     }
 
     async fn heard(&self, i: usize, msg: &twilight_model::channel::Message) {
@@ -446,9 +495,22 @@ impl Shared {
             if !ids.iter().any(|u| u.as_str() == p.id.as_str()) {
                 continue;
             }
-            let first = self.joined.lock().is_ok_and(|mut s| s.insert((j, thread)));
-            if first && let Err(e) = send::deadline(self.clients[j].join_thread(thread)).await {
-                tracing::warn!(persona = %p.id, %thread, "Discord: cannot join the thread: {}", e.0);
+            if self.joined.lock().is_ok_and(|s| s.contains(&(j, thread))) {
+                continue;
+            }
+            match send::deadline(self.clients[j].join_thread(thread)).await {
+                // Remembered once joined: a failure is tried again next time.
+                Ok(_) => {
+                    if let Ok(mut s) = self.joined.lock() {
+                        if s.len() > REMEMBERED_CHANNELS {
+                            s.clear();
+                        }
+                        s.insert((j, thread));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(persona = %p.id, %thread, "Discord: cannot join the thread: {}", e.0)
+                }
             }
         }
     }

@@ -115,6 +115,11 @@ impl Platform for DiscordPlatform {
         channel_of(room).is_some()
     }
 
+    // Telegram and Discord have no idempotency key tactful can use.
+    fn deduplicates_sends(&self) -> bool {
+        false
+    }
+
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         Box::pin(async move {
             let client = self.client(msg.persona)?;

@@ -362,9 +362,7 @@ impl RoomDelivery {
             reply_to: answering,
             key: Some(&key),
         };
-        twice("posting a placeholder", &self.room, || self.platform.send(msg))
-            .await
-            .ok()
+        self.send_once_or_twice("posting a placeholder", msg).await.ok()
     }
 
     /// A placeholder from before a restart, by id: recorded without one
@@ -554,6 +552,19 @@ impl RoomDelivery {
         }
     }
 
+    /// Sends `msg`: twice at most where a second try under the same key
+    /// cannot make a second message, once elsewhere (a send that failed
+    /// late may have arrived).
+    async fn send_once_or_twice(&self, what: &str, msg: OutMessage<'_>) -> Result<MsgId, PlatformError> {
+        if self.platform.deduplicates_sends() {
+            twice(what, &self.room, || self.platform.send(msg)).await
+        } else {
+            self.platform.send(msg).await.inspect_err(|e| {
+                tracing::warn!(room = %self.room, error = %e, "{what} failed; not tried again, it may have arrived");
+            })
+        }
+    }
+
     /// Posts one part of a reply.
     async fn post(
         &self,
@@ -570,7 +581,7 @@ impl RoomDelivery {
             reply_to,
             key: Some(key),
         };
-        twice("sending a reply", &self.room, || self.platform.send(msg)).await
+        self.send_once_or_twice("sending a reply", msg).await
     }
 
     /// Puts `text` in the placeholder; its id on success.

@@ -81,6 +81,15 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// Whether posting the same [`OutMessage::key`] twice makes one
+    /// message (the web room, Matrix). Where it does not (IRC, Telegram,
+    /// Discord), a failed send may still have arrived, so delivery does
+    /// not try it again: the platform retries only what surely did not
+    /// reach the server.
+    fn deduplicates_sends(&self) -> bool {
+        true
+    }
+
     /// Posts a message; returns its platform id.
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;
 

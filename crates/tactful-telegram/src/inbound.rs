@@ -161,9 +161,9 @@ fn addressing(text: &str, entities: &[MessageEntity], r: Receiver<'_>) -> (Strin
                 let name = slice.trim_start_matches('@');
                 match by_username(name) {
                     Some(b) => add(UserId::new(b.persona.as_str())),
-                    // Not one of ours: the engine still checks persona ids
-                    // and aliases, and otherwise knows someone else is named.
-                    None => add(UserId::new(name)),
+                    // Someone else, in a form no persona id or alias can
+                    // match: only Telegram's own account of the bots counts.
+                    None => add(UserId::new(format!("tg:@{name}"))),
                 }
             }
             MessageEntityKind::TextMention { user } => match r.bots.iter().find(|b| b.bot_id == user.id.0) {

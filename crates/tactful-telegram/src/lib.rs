@@ -224,11 +224,15 @@ impl Shared {
         }
         self.wait_for_the_others().await;
         let mut offset = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.bot_id));
+        // Without a saved offset, Telegram may hold a day of updates, more
+        // than one poll brings: all of them dated before the start are
+        // history, whichever poll brings them.
+        let first_start = offset.is_none();
         backoff.reset();
         tracing::info!(persona = %persona.id, "Telegram: listening");
         loop {
             let asked = tokio::time::Instant::now();
-            match self.poll(&persona, &bot, offset).await {
+            match self.poll(&persona, &bot, offset, first_start).await {
                 Ok(Some(next)) => {
                     offset = Some(next);
                     backoff.reset();
@@ -287,6 +291,7 @@ impl Shared {
         persona: &TelegramPersona,
         bot: &Bot,
         offset: Option<i32>,
+        first_start: bool,
     ) -> Result<Option<i32>, PollError> {
         let mut req = bot
             .get_updates()
@@ -327,9 +332,7 @@ impl Shared {
             if !self.first_sight(&heard.room, msg.id.0) {
                 continue;
             }
-            // Before any offset, a day of old updates may come: what was
-            // written before the start is history, not a question.
-            let backlog = offset.is_none() && msg.date.timestamp() < self.started;
+            let backlog = first_start && msg.date.timestamp() < self.started;
             if let Ok(r) = self.runtime.lock()
                 && let Some(handle) = r.as_ref()
             {

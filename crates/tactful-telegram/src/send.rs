@@ -152,6 +152,11 @@ impl Platform for TelegramPlatform {
         chat_of(room).is_some()
     }
 
+    // Telegram and Discord have no idempotency key tactful can use.
+    fn deduplicates_sends(&self) -> bool {
+        false
+    }
+
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         Box::pin(async move {
             let (bot, chat) = self.route(msg.persona, msg.room)?;

@@ -83,7 +83,7 @@ fn a_mention_of_someone_else_names_them_not_a_persona() {
         "entities": [{"type": "mention", "offset": 0, "length": 4}]
     }))
     .expect("a message");
-    assert_eq!(mentions(&m), ["bob"]);
+    assert_eq!(mentions(&m), ["tg:@bob"]);
     // No entity, no mention: the text is not guessed at.
     let m = heard(json!({"text": "ask @docs_bot later"})).expect("a message");
     assert!(mentions(&m).is_empty());

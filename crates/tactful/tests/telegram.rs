@@ -308,3 +308,48 @@ async fn telegram_groups_topics_dms_and_a_restart() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_start_keeps_old_updates_as_history_whatever_their_number() {
+    // More than one getUpdates brings (100): all of them from before the
+    // first start are history, never answered.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let double = Double::start(bots()).await;
+    let old = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+        - 600;
+    for n in 0..150 {
+        double.post(
+            &[DOCS],
+            group(TEAM),
+            alice(),
+            json!({"text": format!("@docs_bot old question {n}"), "entities": mention(0, 9), "date": old}),
+        );
+    }
+    let metrics = free_port();
+    let _tactful = start_tactful(
+        dir.path(),
+        &config(&double.url, &dir.path().join("t.db"), metrics),
+    );
+    // Once everything was fetched, a new question is answered: by then
+    // every old one was decided.
+    double
+        .wait_until("all 150 old updates fetched", |_, _| {
+            double.queued(DOCS).is_empty()
+        })
+        .await;
+    let q = double.post(
+        &[DOCS],
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot a new one", "entities": mention(0, 9)}),
+    );
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+    assert_eq!(
+        double.bot_messages(TEAM).len(),
+        1,
+        "only the new question is answered"
+    );
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(1.0));
+}

@@ -234,7 +234,9 @@ impl Double {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let changed = self.shared.changed.notified();
-            if self.with(|s| pred(&s.calls, &s.messages)) {
+            // A copy: the predicate may ask the double more.
+            let (calls, messages) = self.with(|s| (s.calls.clone(), s.messages.clone()));
+            if pred(&calls, &messages) {
                 return;
             }
             let left = deadline.saturating_duration_since(Instant::now());
