@@ -12,7 +12,6 @@ mod common;
 mod discord_double;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{Reaper, free_port, metric, settle};
@@ -97,24 +96,7 @@ max_bot_turns = 3
 }
 
 fn start_tactful(dir: &Path, config: &str) -> Reaper {
-    let cfg = dir.join("tactful.toml");
-    std::fs::write(&cfg, config).expect("config");
-    Reaper(
-        Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&cfg)
-            .env("DOCS_TOKEN", DOCS)
-            .env("CHEF_TOKEN", CHEF)
-            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
-            .stdout(Stdio::null())
-            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("tactful starts"),
-    )
+    crate::common::run_tactful(dir, config, &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)])
 }
 
 fn alice() -> twilight_model::user::User {

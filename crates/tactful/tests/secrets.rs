@@ -312,12 +312,10 @@ async fn an_agent_failure_is_logged_with_its_reason_and_without_secrets() {
     assert!(!log.contains(API_KEY), "{log}");
 }
 
-#[cfg(feature = "telegram")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
-    // The token is in every request's URL; this server quotes the request
-    // back in its error, as a misconfigured proxy might.
-    const BOT_TOKEN: &str = "7003:AAHsecret-bot-token-0123456789";
+/// A server answering every request with 401 and `body(request head)`:
+/// an API that quotes the credentials it was sent back in its error.
+#[cfg(any(feature = "telegram", feature = "discord"))]
+async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
@@ -325,13 +323,16 @@ async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
             tokio::spawn(async move {
                 let (r, mut w) = sock.into_split();
                 let mut r = tokio::io::BufReader::new(r);
-                let mut first = String::new();
-                let _ = r.read_line(&mut first).await;
-                let json = serde_json::json!({
-                    "ok": false, "error_code": 401,
-                    "description": format!("Unauthorized: {}", first.trim()),
-                })
-                .to_string();
+                let mut head = String::new();
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push_str(line.trim_end());
+                    head.push(' ');
+                }
+                let json = body(head.trim()).to_string();
                 let reply = format!(
                     "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
                     json.len()
@@ -340,6 +341,19 @@ async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
             });
         }
     });
+    port
+}
+
+#[cfg(feature = "telegram")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
+    // The token is in every request's URL; this server quotes the request
+    // back in its error, as a misconfigured proxy might.
+    const BOT_TOKEN: &str = "7003:AAHsecret-bot-token-0123456789";
+    let port = echoing_server(|head| {
+        serde_json::json!({"ok": false, "error_code": 401, "description": format!("Unauthorized: {head}")})
+    })
+    .await;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tactful.toml");
     std::fs::write(
@@ -368,31 +382,9 @@ async fn a_discord_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() 
     // The token travels in the Authorization header; this server quotes
     // the request's headers back in its error.
     const BOT_TOKEN: &str = "NzAwMw.discord-token.0123456789-secret";
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((sock, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let (r, mut w) = sock.into_split();
-                let mut r = tokio::io::BufReader::new(r);
-                let mut head = String::new();
-                loop {
-                    let mut line = String::new();
-                    if r.read_line(&mut line).await.unwrap_or(0) == 0 || line == "\r\n" {
-                        break;
-                    }
-                    head.push_str(&line);
-                }
-                let json = serde_json::json!({"message": format!("401: Unauthorized {}", head.replace("\r\n", " ")), "code": 0})
-                    .to_string();
-                let reply = format!(
-                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
-                    json.len()
-                );
-                let _ = w.write_all(reply.as_bytes()).await;
-            });
-        }
-    });
+    let port =
+        echoing_server(|head| serde_json::json!({"message": format!("401: Unauthorized {head}"), "code": 0}))
+            .await;
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tactful.toml");
     std::fs::write(

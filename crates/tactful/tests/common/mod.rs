@@ -275,3 +275,25 @@ pub fn settle(port: u16, heard: f64) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Starts `tactful run` on `config` (written into `dir`) with `env`; logs
+/// go to the test's stderr when `TACTFUL_TEST_STDERR` is set.
+pub fn run_tactful(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> Reaper {
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, config).expect("config");
+    Reaper(
+        Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&cfg)
+            .envs(env.iter().copied())
+            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("tactful starts"),
+    )
+}

@@ -3,7 +3,6 @@
 #![allow(dead_code)] // each suite uses some of it
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use crate::common::Reaper;
 
@@ -71,22 +70,5 @@ max_bot_turns = 3
 }
 
 pub fn start_tactful(dir: &Path, config: &str) -> Reaper {
-    let cfg = dir.join("tactful.toml");
-    std::fs::write(&cfg, config).expect("config");
-    Reaper(
-        Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&cfg)
-            .env("DOCS_TOKEN", DOCS)
-            .env("CHEF_TOKEN", CHEF)
-            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
-            .stdout(Stdio::null())
-            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("tactful starts"),
-    )
+    crate::common::run_tactful(dir, config, &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)])
 }
