@@ -344,6 +344,32 @@ async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
     port
 }
 
+/// Runs `tactful run` at trace level with one persona whose platform
+/// sub-table is `persona_part` on `platform` (pointed at an
+/// [`echoing_server`]), and checks the echoed `token` shows masked only.
+#[cfg(any(feature = "telegram", feature = "discord"))]
+fn echoed_token_stays_masked(persona_part: &str, platform: &str, token: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \":memory:\"\n\n\
+             [[persona]]\nid = \"docs\"\nagent = \"a\"\n{persona_part}\n\n\
+             [agents.a]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"ok\" }}]\n\n{platform}"
+        ),
+    )
+    .expect("config");
+    let mut run = Running::start(&path, Some("trace"));
+    let log = run
+        .until("the failed call, echoing the request", |l| {
+            l.contains("WARN") && l.contains("Unauthorized")
+        })
+        .join("\n");
+    assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
+    assert!(!leaks(&log, token), "{log}");
+}
+
 #[cfg(feature = "telegram")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
@@ -354,26 +380,11 @@ async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
         serde_json::json!({"ok": false, "error_code": 401, "description": format!("Unauthorized: {head}")})
     })
     .await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("tactful.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[store]\npath = \":memory:\"\n\n\
-             [[persona]]\nid = \"docs\"\nagent = \"a\"\ntelegram = {{ token = \"{BOT_TOKEN}\" }}\n\n\
-             [agents.a]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"ok\" }}]\n\n\
-             [platforms.telegram]\napi_url = \"http://127.0.0.1:{port}\"\n"
-        ),
-    )
-    .expect("config");
-    let mut run = Running::start(&path, Some("trace"));
-    let log = run
-        .until("the failed getMe", |l| {
-            l.contains("WARN") && l.contains("Unauthorized")
-        })
-        .join("\n");
-    assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
-    assert!(!leaks(&log, BOT_TOKEN), "{log}");
+    echoed_token_stays_masked(
+        &format!("telegram = {{ token = \"{BOT_TOKEN}\" }}"),
+        &format!("[platforms.telegram]\napi_url = \"http://127.0.0.1:{port}\"\n"),
+        BOT_TOKEN,
+    );
 }
 
 #[cfg(feature = "discord")]
@@ -385,24 +396,11 @@ async fn a_discord_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() 
     let port =
         echoing_server(|head| serde_json::json!({"message": format!("401: Unauthorized {head}"), "code": 0}))
             .await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("tactful.toml");
-    std::fs::write(
-        &path,
-        format!(
-            "[store]\npath = \":memory:\"\n\n\
-             [[persona]]\nid = \"docs\"\nagent = \"a\"\ndiscord = {{ token = \"{BOT_TOKEN}\" }}\n\n\
-             [agents.a]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"ok\" }}]\n\n\
-             [platforms.discord]\napi_url = \"http://127.0.0.1:{port}\"\ngateway_url = \"ws://127.0.0.1:{port}\"\n"
+    echoed_token_stays_masked(
+        &format!("discord = {{ token = \"{BOT_TOKEN}\" }}"),
+        &format!(
+            "[platforms.discord]\napi_url = \"http://127.0.0.1:{port}\"\ngateway_url = \"ws://127.0.0.1:{port}\"\n"
         ),
-    )
-    .expect("config");
-    let mut run = Running::start(&path, Some("trace"));
-    let log = run
-        .until("the failed users/@me", |l| {
-            l.contains("WARN") && l.contains("Unauthorized")
-        })
-        .join("\n");
-    assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
-    assert!(!leaks(&log, BOT_TOKEN), "{log}");
+        BOT_TOKEN,
+    );
 }

@@ -141,6 +141,27 @@ pub fn user(id: u64, name: &str, bot: bool) -> User {
     }
 }
 
+/// What `users/@me` and READY say of a bot.
+fn current_user(bot: &Bot) -> CurrentUser {
+    CurrentUser {
+        accent_color: None,
+        avatar: None,
+        banner: None,
+        bot: true,
+        discriminator: 0,
+        email: None,
+        flags: None,
+        global_name: None,
+        id: Id::new(bot.id),
+        locale: None,
+        mfa_enabled: false,
+        name: bot.name.clone(),
+        premium_type: None,
+        public_flags: None,
+        verified: None,
+    }
+}
+
 /// A mention entry of `user`.
 pub fn mention(u: &User) -> Mention {
     Mention {
@@ -453,24 +474,7 @@ async fn me(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
         return unauthorized();
     };
     log(&shared, token, "GET", "users/@me".into(), Value::Null, 200);
-    let me = CurrentUser {
-        accent_color: None,
-        avatar: None,
-        banner: None,
-        bot: true,
-        discriminator: 0,
-        email: None,
-        flags: None,
-        global_name: None,
-        id: Id::new(bot.id),
-        locale: None,
-        mfa_enabled: false,
-        name: bot.name.clone(),
-        premium_type: None,
-        public_flags: None,
-        verified: None,
-    };
-    axum::Json(me).into_response()
+    axum::Json(current_user(&bot)).into_response()
 }
 
 async fn create(
@@ -769,23 +773,7 @@ fn identify(
         resume_gateway_url: shared.url.replacen("http://", "ws://", 1),
         session_id: session.id.clone(),
         shard: Some(ShardId::ONE),
-        user: CurrentUser {
-            accent_color: None,
-            avatar: None,
-            banner: None,
-            bot: true,
-            discriminator: 0,
-            email: None,
-            flags: None,
-            global_name: None,
-            id: Id::new(bot.id),
-            locale: None,
-            mfa_enabled: false,
-            name: bot.name.clone(),
-            premium_type: None,
-            public_flags: None,
-            verified: None,
-        },
+        user: current_user(&bot),
         version: 10,
     };
     for (seq, text) in [
