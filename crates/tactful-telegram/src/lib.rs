@@ -200,11 +200,6 @@ impl TelegramPlatform {
             }),
         })
     }
-
-    /// How many bots have said who they are (for readiness and tests).
-    pub fn identified(&self) -> usize {
-        self.shared.identified.count()
-    }
 }
 
 impl Shared {
