@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
-use tactful_runtime::account::{Backoff, HeardOnce, Roll};
+use tactful_runtime::account::{Backoff, HeardOnce, Recent, Roll};
 use tactful_runtime::{Connected, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
@@ -157,32 +157,8 @@ struct Shared {
     seen: Mutex<HeardOnce<u64>>,
     /// The channel of each message the bots posted lately (a thread's
     /// messages are edited and deleted in the thread).
-    posted: Mutex<Posted>,
+    posted: Mutex<Recent<String, Id<ChannelMarker>>>,
     runtime: Mutex<Option<RuntimeHandle>>,
-}
-
-/// Recently posted message ids and their channels, bounded.
-#[derive(Default)]
-struct Posted {
-    by_id: HashMap<String, Id<ChannelMarker>>,
-    order: std::collections::VecDeque<String>,
-}
-
-impl Posted {
-    fn first(&mut self, id: String, channel: Id<ChannelMarker>) {
-        if self.by_id.insert(id.clone(), channel).is_none() {
-            self.order.push_back(id);
-            if self.order.len() > REMEMBERED_MESSAGES
-                && let Some(old) = self.order.pop_front()
-            {
-                self.by_id.remove(&old);
-            }
-        }
-    }
-
-    fn get(&self, id: &str) -> Option<&Id<ChannelMarker>> {
-        self.by_id.get(id)
-    }
 }
 
 /// A bot's user id and name.
@@ -251,7 +227,7 @@ impl DiscordPlatform {
                 parents: Mutex::new(HashMap::new()),
                 joined: Mutex::new(HashSet::new()),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
-                posted: Mutex::new(Posted::default()),
+                posted: Mutex::new(Recent::new(REMEMBERED_MESSAGES)),
                 runtime: Mutex::new(None),
             }),
         })

@@ -86,7 +86,7 @@ impl DiscordPlatform {
             .posted
             .lock()
             .ok()
-            .and_then(|p| p.get(id.as_str()).copied());
+            .and_then(|p| p.get(&id.to_string()).copied());
         match known {
             Some(c) => Ok(c),
             None => Self::channel(room, None),
@@ -95,7 +95,7 @@ impl DiscordPlatform {
 
     fn remember(&self, id: Id<MessageMarker>, channel: Id<ChannelMarker>) {
         if let Ok(mut p) = self.shared.posted.lock() {
-            p.first(id.to_string(), channel);
+            p.insert(id.to_string(), channel);
         }
     }
 }

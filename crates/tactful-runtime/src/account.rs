@@ -2,7 +2,8 @@
 //! the connection drops or cannot be made, try again after a pause that
 //! doubles up to a cap, until the service stops ([`Backoff`]); hear a
 //! message that several accounts receive once ([`HeardOnce`]); wait for
-//! every account to say who it is before listening ([`Roll`]).
+//! every account to say who it is before listening ([`Roll`]); remember
+//! where recent messages went ([`Recent`]).
 //!
 //! Written once here so every platform retries the same way and says so
 //! the same way in the log.
@@ -109,6 +110,72 @@ impl<K: std::hash::Hash + Eq + Clone> HeardOnce<K> {
         }
         true
     }
+
+    /// Forgets `id`, so that it is new again: for a message that could not
+    /// be taken after all (the store refused it), whose platform will
+    /// deliver it again.
+    pub fn forget(&mut self, id: &K) {
+        if self.set.remove(id) {
+            self.order.retain(|o| o != id);
+        }
+    }
+}
+
+/// The last few thousand entries of a map a platform keeps about recent
+/// messages (which channel or thread each of its posts went to). Bounded:
+/// the oldest entry is forgotten first, and what is forgotten is only a
+/// cache miss.
+#[derive(Debug)]
+pub struct Recent<K, V> {
+    map: std::collections::HashMap<K, V>,
+    order: std::collections::VecDeque<K>,
+    cap: usize,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V> Recent<K, V> {
+    /// Remembers up to `cap` entries.
+    pub fn new(cap: usize) -> Self {
+        Recent {
+            map: std::collections::HashMap::new(),
+            order: std::collections::VecDeque::new(),
+            cap: cap.max(1),
+        }
+    }
+
+    /// Sets `key` to `value` (a key set again keeps its place in line).
+    pub fn insert(&mut self, key: K, value: V) {
+        if self.map.insert(key.clone(), value).is_none() {
+            self.order.push_back(key);
+            if self.order.len() > self.cap
+                && let Some(old) = self.order.pop_front()
+            {
+                self.map.remove(&old);
+            }
+        }
+    }
+
+    /// The value of `key`, if still remembered.
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.map.get(key)
+    }
+}
+
+#[cfg(test)]
+mod recent_tests {
+    use super::Recent;
+
+    #[test]
+    fn entries_are_kept_up_to_the_bound_oldest_first_out() {
+        let mut r = Recent::new(2);
+        r.insert("a", 1);
+        r.insert("b", 2);
+        r.insert("a", 3);
+        assert_eq!(r.get(&"a"), Some(&3), "updated in place");
+        r.insert("c", 4);
+        assert_eq!(r.get(&"a"), None, "the oldest went first");
+        assert_eq!((r.get(&"b"), r.get(&"c")), (Some(&2), Some(&4)));
+        assert_eq!(r.map.len(), 2);
+    }
 }
 
 #[cfg(test)]
@@ -125,6 +192,9 @@ mod heard_once_tests {
         // 1 was forgotten to keep the bound.
         assert!(h.first(1));
         assert_eq!(h.set.len(), 2);
+        h.forget(&1);
+        assert!(h.first(1), "new again once forgotten");
+        assert_eq!((h.set.len(), h.order.len()), (2, 2));
     }
 }
 

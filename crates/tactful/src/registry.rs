@@ -34,6 +34,7 @@ pub fn platforms() -> Vec<Registration> {
     platform!(list, "matrix", tactful_matrix);
     platform!(list, "telegram", tactful_telegram);
     platform!(list, "discord", tactful_discord);
+    platform!(list, "slack", tactful_slack);
     list
 }
 

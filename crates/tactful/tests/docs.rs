@@ -52,6 +52,15 @@ fn complete(snippet: &str) -> String {
 /// What a snippet's `${VAR}` stands for: a value of the right shape (a
 /// Telegram bot token, distinct per variable, is `<bot id>:<secret>`).
 fn env_value(var: &str) -> Option<String> {
+    if var.contains("SLACK") {
+        // Slack's: the kind of token is its prefix.
+        let prefix = if var.ends_with("APP_TOKEN") {
+            "xapp"
+        } else {
+            "xoxb"
+        };
+        return Some(format!("{prefix}-1-{var}"));
+    }
     if var.ends_with("BOT_TOKEN") {
         let id = var
             .bytes()
@@ -97,4 +106,72 @@ fn every_toml_snippet_in_the_docs_is_a_valid_config() {
         checked >= 10,
         "only {checked} snippets found: is the extraction broken?"
     );
+}
+
+/// The README's Slack app manifest is one Slack accepts (read with
+/// slack-morphism's manifest model, which would drop a misspelt key) and
+/// asks for what tactful needs: Socket Mode, the scopes to read and write
+/// messages and names, and the message events.
+#[cfg(feature = "slack")]
+#[test]
+fn the_slack_app_manifest_in_the_readme_has_socket_mode_and_the_scopes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    let section = readme.split("## On Slack").nth(1).expect("an On Slack section");
+    let json = section
+        .split("```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a JSON manifest in the Slack section");
+    let written: serde_json::Value = serde_json::from_str(json).expect("the manifest is JSON");
+    let manifest: slack_morphism::prelude::SlackAppManifest =
+        serde_json::from_value(written.clone()).expect("a Slack app manifest");
+    assert_eq!(
+        serde_json::to_value(&manifest).expect("serialisable"),
+        written,
+        "every key of the manifest is one Slack knows"
+    );
+    let settings = manifest.settings.expect("settings");
+    assert_eq!(settings.socket_mode_enabled, Some(true));
+    let events: Vec<String> = settings
+        .event_subscriptions
+        .and_then(|e| e.bot_events)
+        .unwrap_or_default()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    for event in [
+        "app_mention",
+        "message.channels",
+        "message.groups",
+        "message.im",
+        "message.mpim",
+    ] {
+        assert!(
+            events.iter().any(|e| e == event),
+            "bot event {event} in {events:?}"
+        );
+    }
+    let scopes: Vec<String> = manifest
+        .oauth_config
+        .and_then(|o| o.scopes)
+        .and_then(|s| s.bot)
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for scope in [
+        "app_mentions:read",
+        "channels:history",
+        "groups:history",
+        "im:history",
+        "mpim:history",
+        "chat:write",
+        "users:read",
+    ] {
+        assert!(
+            scopes.iter().any(|s| s == scope),
+            "bot scope {scope} in {scopes:?}"
+        );
+    }
 }

@@ -314,7 +314,7 @@ async fn an_agent_failure_is_logged_with_its_reason_and_without_secrets() {
 
 /// A server answering every request with 401 and `body(request head)`:
 /// an API that quotes the credentials it was sent back in its error.
-#[cfg(any(feature = "telegram", feature = "discord"))]
+#[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
 async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
@@ -347,7 +347,7 @@ async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
 /// Runs `tactful run` at trace level with one persona whose platform
 /// sub-table is `persona_part` on `platform` (pointed at an
 /// [`echoing_server`]), and checks the echoed `token` shows masked only.
-#[cfg(any(feature = "telegram", feature = "discord"))]
+#[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
 fn echoed_token_stays_masked(persona_part: &str, platform: &str, token: &str) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tactful.toml");
@@ -401,6 +401,23 @@ async fn a_discord_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() 
         &format!(
             "[platforms.discord]\napi_url = \"http://127.0.0.1:{port}\"\ngateway_url = \"ws://127.0.0.1:{port}\"\n"
         ),
+        BOT_TOKEN,
+    );
+}
+
+#[cfg(feature = "slack")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slack_api_echoing_the_tokens_does_not_put_them_in_a_trace_level_log() {
+    // The bot token travels as `Authorization: Bearer`; this server quotes
+    // the request's headers back in its error.
+    const BOT_TOKEN: &str = "xoxb-1234-5678-echoed-bot-secret";
+    const APP_TOKEN: &str = "xapp-1-A1-echoed-app-secret";
+    let port =
+        echoing_server(|head| serde_json::json!({"ok": false, "error": format!("Unauthorized {head}")}))
+            .await;
+    echoed_token_stays_masked(
+        &format!("slack = {{ bot_token = \"{BOT_TOKEN}\", app_token = \"{APP_TOKEN}\" }}"),
+        &format!("[platforms.slack]\napi_url = \"http://127.0.0.1:{port}/api\"\n"),
         BOT_TOKEN,
     );
 }

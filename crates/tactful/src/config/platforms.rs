@@ -303,3 +303,97 @@ rules = []
         assert!(e.message.contains("no [platforms.discord] table"), "{e}");
     }
 }
+
+#[cfg(all(test, feature = "slack"))]
+mod slack_tests {
+    use std::path::Path;
+
+    use crate::config::{Config, ConfigError};
+
+    const BASE: &str = r#"
+[[persona]]
+id = "docs"
+agent = "main"
+slack = { bot_token = "${DOCS_BOT}", app_token = "${DOCS_APP}" }
+
+[agents.main]
+kind = "script"
+rules = []
+"#;
+
+    const BOT: &str = "xoxb-1-2-very-secret-bot";
+    const APP: &str = "xapp-1-A1-very-secret-app";
+
+    fn parse(src: &str) -> Result<Config, ConfigError> {
+        Config::parse(src, Path::new("t.toml"), &|k| match k {
+            "DOCS_BOT" => Some(BOT.to_owned()),
+            "DOCS_APP" => Some(APP.to_owned()),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn an_app_per_persona_with_safe_defaults() {
+        let c = parse(&format!("{BASE}\n[platforms.slack]\n")).expect("valid");
+        let s = c
+            .platforms
+            .get::<tactful_slack::SlackSettings>("slack")
+            .expect("slack");
+        assert_eq!(s.api_url, "https://slack.com/api");
+        assert!(!s.everyone_addresses);
+        assert_eq!(s.personas[0].bot_token, BOT);
+        for secret in [BOT, APP] {
+            assert!(c.secrets().contains(&secret.to_owned()), "{secret}");
+        }
+        let c = parse(&format!(
+            "{BASE}\n[platforms.slack]\napi_url = \"http://127.0.0.1:9/api/\"\neveryone_addresses = true\n"
+        ))
+        .expect("valid");
+        let s = c
+            .platforms
+            .get::<tactful_slack::SlackSettings>("slack")
+            .expect("slack");
+        assert_eq!(s.api_url, "http://127.0.0.1:9/api");
+        assert!(s.everyone_addresses);
+    }
+
+    #[test]
+    fn slack_mistakes_name_key_and_line() {
+        // The two tokens swapped: the commonest mistake.
+        let swapped = BASE
+            .replace("${DOCS_BOT}", "TMP")
+            .replace("${DOCS_APP}", "${DOCS_BOT}")
+            .replace("TMP", "${DOCS_APP}");
+        let e = parse(&format!("{swapped}\n[platforms.slack]\n")).expect_err("swapped tokens");
+        assert!(
+            e.message.contains("persona[0].slack.bot_token") && e.message.contains("xoxb-"),
+            "{e}"
+        );
+        assert_eq!(e.position.map(|p| p.0), Some(5), "{e}");
+        assert!(
+            !e.message.contains(APP) && !e.message.contains(BOT),
+            "no token in the error: {e}"
+        );
+        let e = parse(&format!(
+            "{BASE}\n[platforms.slack]\napi_url = \"slack.com/api\"\n"
+        ))
+        .expect_err("no scheme");
+        assert!(
+            e.message.contains("platforms.slack.api_url") && e.position.map(|p| p.0) == Some(12),
+            "{e}"
+        );
+        let e =
+            parse(&format!("{BASE}\n[platforms.slack]\nsigning_secret = \"x\"\n")).expect_err("unknown key");
+        assert!(e.message.contains("signing_secret"), "{e}");
+        let twice = format!(
+            "{BASE}\n[[persona]]\nid = \"chef\"\nagent = \"main\"\nslack = {{ bot_token = \"${{DOCS_BOT}}\", app_token = \"${{DOCS_APP}}\" }}\n\n[platforms.slack]\n"
+        );
+        let e = parse(&twice).expect_err("one app for two personas");
+        assert!(
+            e.message.contains("persona[1].slack") && e.message.contains("app of its own"),
+            "{e}"
+        );
+        let e = parse(BASE).expect_err("no table");
+        assert!(e.message.contains("no [platforms.slack] table"), "{e}");
+    }
+}

@@ -1,0 +1,216 @@
+//! Everything that goes out to Slack: the [`Platform`] calls.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use slack_morphism::errors::SlackClientError;
+use slack_morphism::prelude::*;
+use tactful_core::{MsgId, PersonaId, RoomId};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+
+use crate::SlackPlatform;
+use crate::inbound::channel_of;
+use crate::mrkdwn;
+
+/// The longest one call may take, rate-limit waits included.
+const CALL_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The wait after a 429 that did not say how long.
+const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// Runs a Web API call, waiting out 429s for their `Retry-After` (a 429
+/// means the call was not made, so trying again cannot post twice), all
+/// under [`CALL_DEADLINE`]. Other failures are returned: without an
+/// idempotency key a failed post may still have arrived.
+pub(crate) async fn with_retry<T, F, Fut>(mut call: F) -> Result<T, PlatformError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, SlackClientError>>,
+{
+    let deadline = tokio::time::Instant::now() + CALL_DEADLINE;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match tokio::time::timeout(left, call()).await {
+            Err(_) => {
+                return Err(PlatformError(format!(
+                    "Slack: no answer within {}s (rate limited all along?)",
+                    CALL_DEADLINE.as_secs()
+                )));
+            }
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(SlackClientError::RateLimitError(e))) => {
+                let wait = e.retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+                if tokio::time::Instant::now() + wait >= deadline {
+                    return Err(PlatformError(format!("Slack: rate limited for {wait:?}")));
+                }
+                tracing::debug!("Slack: rate limited; retrying in {wait:?}");
+                tokio::time::sleep(wait).await;
+            }
+            Ok(Err(e)) => return Err(PlatformError(format!("Slack: {}", one_line(&e.to_string())))),
+        }
+    }
+}
+
+/// An error text fit for one log line: slack-morphism's quote the whole
+/// response body, over several lines. Redacted before it is clipped, so
+/// half a token cannot slip past the mask.
+pub(crate) fn one_line(text: &str) -> String {
+    const LONGEST: usize = 400;
+    let text = tactful_core::secrets::redact(text);
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(LONGEST)
+        .collect();
+    if text.chars().count() > LONGEST {
+        format!("{flat}…")
+    } else {
+        flat
+    }
+}
+
+impl SlackPlatform {
+    fn index(&self, persona: &PersonaId) -> Result<usize, PlatformError> {
+        self.shared
+            .settings
+            .personas
+            .iter()
+            .position(|p| &p.id == persona)
+            .ok_or_else(|| PlatformError(format!("{persona} has no Slack app")))
+    }
+
+    fn channel(room: &RoomId) -> Result<&str, PlatformError> {
+        channel_of(room).ok_or_else(|| PlatformError(format!("{room} is not a Slack channel")))
+    }
+}
+
+impl Platform for SlackPlatform {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            can_edit: true,
+            can_delete: true,
+            native_replies: true,
+            // Slack cuts `text` at 40,000 characters and advises 4,000;
+            // the escapes mrkdwn adds stay well under the hard limit.
+            max_message_chars: 4000,
+        }
+    }
+
+    fn owns(&self, room: &RoomId) -> bool {
+        channel_of(room).is_some()
+    }
+
+    // Slack has no idempotency key for a bot's posts.
+    fn deduplicates_sends(&self) -> bool {
+        false
+    }
+
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        Box::pin(async move {
+            let i = self.index(msg.persona)?;
+            let channel = Self::channel(msg.room)?;
+            // In the thread the turn is in; else a reply starts (or
+            // joins) the thread of the message it answers: never the
+            // channel root for a threaded conversation. A DM is one
+            // conversation already, and is answered in line.
+            let thread = match msg.thread {
+                Some(t) => Some(t.as_str().to_owned()),
+                None if channel.starts_with('D') => None,
+                None => msg.reply_to.map(|r| self.shared.root_of(channel, r.as_str())),
+            };
+            let text = mrkdwn::render(msg.text);
+            let sent = with_retry(|| {
+                let mut req = SlackApiChatPostMessageRequest::new(
+                    channel.to_owned().into(),
+                    SlackMessageContent::new().with_text(text.clone()),
+                );
+                if let Some(t) = &thread {
+                    req = req.with_thread_ts(t.clone().into());
+                }
+                let session = self.shared.session(i);
+                async move { session.chat_post_message(&req).await }
+            })
+            .await?;
+            let ts = sent.ts.to_string();
+            self.shared.posted(channel, &ts, thread.as_deref());
+            Ok(MsgId::new(ts))
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let i = self.index(persona)?;
+            let channel = Self::channel(room)?;
+            let text = mrkdwn::render(text);
+            with_retry(|| {
+                let req = SlackApiChatUpdateRequest::new(
+                    channel.to_owned().into(),
+                    SlackMessageContent::new().with_text(text.clone()),
+                    id.as_str().to_owned().into(),
+                );
+                let session = self.shared.session(i);
+                async move { session.chat_update(&req).await }
+            })
+            .await
+            .map(|_| ())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let i = self.index(persona)?;
+            let channel = Self::channel(room)?;
+            with_retry(|| {
+                let req =
+                    SlackApiChatDeleteRequest::new(channel.to_owned().into(), id.as_str().to_owned().into());
+                let session = self.shared.session(i);
+                async move { session.chat_delete(&req).await }
+            })
+            .await
+            .map(|_| ())
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let listeners = self
+                .shared
+                .listeners
+                .lock()
+                .map(|mut l| std::mem::take(&mut *l))
+                .unwrap_or_default();
+            for l in listeners {
+                l.shutdown().await;
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn error_texts_are_one_clipped_line() {
+        assert_eq!(
+            one_line("Slack API error: invalid_auth\nBody: '{\"ok\":false}'"),
+            "Slack API error: invalid_auth Body: '{\"ok\":false}'"
+        );
+        let long = "é".repeat(1000);
+        let clipped = one_line(&long);
+        assert_eq!(clipped.chars().count(), 401);
+        assert!(clipped.ends_with('…'));
+    }
+}

@@ -1,0 +1,422 @@
+//! tactful on Slack, against an in-process double of the Web API and of
+//! Socket Mode (`slack_double`, events from slack-morphism's models): two
+//! personas (two Slack apps) and two people in a channel, a thread, a DM,
+//! an ambient channel; then an envelope whose ack was lost, a
+//! `disconnect` envelope, and a `kill -9` with a message waiting.
+
+#![cfg(feature = "slack")]
+
+mod common;
+mod slack_double;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Reaper, free_port, metric, settle};
+use slack_double::{AMBIENT, App, CHANNEL, Double, Shown, bot_message, dm, in_thread, message};
+
+const DOCS_BOT: &str = "xoxb-1-docs-test-secret";
+const DOCS_APP: &str = "xapp-1-A0DOCS-docs-app-secret";
+const CHEF_BOT: &str = "xoxb-2-chef-test-secret";
+const CHEF_APP: &str = "xapp-1-A0CHEF-chef-app-secret";
+const DOCS: usize = 0;
+const CHEF: usize = 1;
+const ALICE: &str = "U0ALICE";
+const BOB: &str = "U0BOB";
+const DM: &str = "D0ALICEDOCS";
+
+fn apps() -> Vec<App> {
+    vec![
+        App {
+            app_id: "A0DOCS".into(),
+            bot_token: DOCS_BOT.into(),
+            app_token: DOCS_APP.into(),
+            user: "U0DOCSBOT".into(),
+            bot_id: "B0DOCS".into(),
+            name: "docs-bot".into(),
+        },
+        App {
+            app_id: "A0CHEF".into(),
+            bot_token: CHEF_BOT.into(),
+            app_token: CHEF_APP.into(),
+            user: "U0CHEFBOT".into(),
+            bot_id: "B0CHEF".into(),
+            name: "chef-bot".into(),
+        },
+    ]
+}
+
+async fn double() -> Double {
+    Double::start(apps(), &[(ALICE, "Alice"), (BOB, "Bob")]).await
+}
+
+fn config(double: &Double, metrics_port: u16, store: &str) -> String {
+    format!(
+        r##"
+[store]
+path = "{store}"
+
+[server]
+listen = "127.0.0.1:{metrics_port}"
+
+[platforms.slack]
+api_url = "{api}/api"
+
+[[persona]]
+id = "docs"
+agent = "docs"
+slack = {{ bot_token = "${{DOCS_BOT}}", app_token = "${{DOCS_APP}}" }}
+
+[[persona]]
+id = "chef"
+agent = "chef"
+slack = {{ bot_token = "${{CHEF_BOT}}", app_token = "${{CHEF_APP}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [
+  {{ when = "(?i)shout", reply = "Hey <!channel> and <@U0ALICE>: look & see" }},
+  {{ when = "(?i)who am i", reply = "you are {{from_name}} ({{from}})" }},
+  {{ when = "", reply = "docs answers {{msg_id}}" }},
+]
+
+[agents.chef]
+kind = "script"
+rules = [{{ when = "", reply = "chef answers {{msg_id}}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[rooms."slack:{AMBIENT}"]
+mode = "ambient"
+ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
+"##,
+        api = double.url,
+    )
+}
+
+fn start_tactful(dir: &Path, config: &str) -> Reaper {
+    crate::common::run_tactful(
+        dir,
+        config,
+        &[
+            ("DOCS_BOT", DOCS_BOT),
+            ("DOCS_APP", DOCS_APP),
+            ("CHEF_BOT", CHEF_BOT),
+            ("CHEF_APP", CHEF_APP),
+        ],
+    )
+}
+
+/// Waits until `token`'s app shows `text` in `channel` in thread `thread`
+/// (`None`: at the root), and checks it is the only app message there that
+/// answers `text`.
+async fn answered(double: &Double, channel: &str, thread: Option<&str>, token: &str, text: &str) -> Shown {
+    let what = format!("{text:?} in {channel} thread {thread:?}");
+    double
+        .wait_until(&what, |d| {
+            d.bot_messages(channel).iter().any(|m| {
+                m.thread_ts.as_deref() == thread && m.token.as_deref() == Some(token) && m.text == text
+            })
+        })
+        .await;
+    let found: Vec<Shown> = double
+        .bot_messages(channel)
+        .into_iter()
+        .filter(|m| m.text == text)
+        .collect();
+    assert_eq!(found.len(), 1, "answered once: {found:?}");
+    found.into_iter().next().expect("the answer")
+}
+
+async fn both_live(double: &Double) {
+    double
+        .wait_until("both apps on Socket Mode", |d| {
+            d.connected(DOCS) && d.connected(CHEF)
+        })
+        .await;
+}
+
+/// Every envelope sent was acknowledged (or superseded by its retry).
+async fn all_acked(double: &Double) {
+    double
+        .wait_until("every envelope acknowledged", |d| {
+            d.envelopes().iter().all(|e| e.acked)
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = free_port();
+    let _tactful = start_tactful(dir.path(), &config(&double, metrics, ":memory:"));
+    both_live(&double).await;
+    let both = [DOCS, CHEF];
+    let mut heard = 0.0;
+
+    // A mention, as a `message` to both apps and an `app_mention` to
+    // docs's: heard once, answered in a thread under it.
+    let q = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> how do I reset?"));
+    double.app_mention(DOCS, &q);
+    heard += 1.0;
+    let first = answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    assert!(
+        double
+            .calls()
+            .iter()
+            .any(|c| c.method == "users.info" && c.body["user"] == ALICE),
+        "the speaker's name was looked up"
+    );
+
+    // A reply in that thread, mentioning nobody: the thread is docs's
+    // (its answer is the last persona message there), so docs answers,
+    // in the thread. (Once the answer is delivered: the engine knows its
+    // Slack id from then on.)
+    settle(metrics, heard);
+    let r = double.post(&both, in_thread(message(CHANNEL, BOB, "thanks, and then?"), &q));
+    heard += 1.0;
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {r}")).await;
+    assert_ne!(first.ts, r);
+
+    // Chatter, another app's bot message and an edit: no answer, and the
+    // edit is not a new message.
+    let chatter = double.post(&both, message(CHANNEL, BOB, "lunch anyone?"));
+    let bot = double.post(
+        &both,
+        bot_message(CHANNEL, "B0DEPLOY", "deploy-bot", "<@U0DOCSBOT> deploy finished"),
+    );
+    heard += 2.0;
+    double.edit(&chatter, "lunch anyone? 12:30");
+
+    // <!channel> and a user mention in an agent's output: sent escaped,
+    // pinging nobody.
+    let q = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> shout it"));
+    heard += 1.0;
+    answered(
+        &double,
+        CHANNEL,
+        Some(&q),
+        DOCS_BOT,
+        "Hey &lt;!channel&gt; and &lt;@U0ALICE&gt;: look &amp; see",
+    )
+    .await;
+    for c in double.calls() {
+        let text = c.body["text"].as_str().unwrap_or_default();
+        assert!(
+            !text.contains("<!") && !text.contains("<@"),
+            "no mention markup leaves tactful: {c:?}"
+        );
+    }
+
+    // The speaker reads as their Slack display name.
+    let q = double.post(&both, message(CHANNEL, BOB, "<@U0DOCSBOT> who am i?"));
+    heard += 1.0;
+    answered(
+        &double,
+        CHANNEL,
+        Some(&q),
+        DOCS_BOT,
+        "you are Bob (slack:T0DOUBLE:U0BOB)",
+    )
+    .await;
+
+    // A 429 with Retry-After: waited out, answered once.
+    double.flood_next_post(CHEF_BOT);
+    let q = double.post(&both, message(CHANNEL, BOB, "<@U0CHEFBOT> once more"));
+    heard += 1.0;
+    answered(&double, CHANNEL, Some(&q), CHEF_BOT, &format!("chef answers {q}")).await;
+    let calls = double.calls();
+    let limited = calls.iter().position(|c| c.status == 429).expect("a 429");
+    let retry = calls[limited + 1..]
+        .iter()
+        .find(|c| c.token == CHEF_BOT && c.method == "chat.postMessage")
+        .expect("the retry");
+    assert!(
+        retry.at.duration_since(calls[limited].at) >= Duration::from_millis(900),
+        "the retry waited for Retry-After"
+    );
+
+    // A DM (an `im` channel), to docs's app only.
+    let q = double.post(&[DOCS], dm(DM, ALICE, "psst, a question"));
+    heard += 1.0;
+    double
+        .wait_until("docs answers the DM, in line", |d| {
+            d.bot_messages(DM).iter().any(|m| {
+                m.token.as_deref() == Some(DOCS_BOT)
+                    && m.text == format!("docs answers {q}")
+                    && m.thread_ts.is_none()
+            })
+        })
+        .await;
+
+    // Ambient: a question answered once, by one persona.
+    double.post(
+        &both,
+        message(AMBIENT, ALICE, "does anyone know where the keys are?"),
+    );
+    heard += 1.0;
+    settle(metrics, heard);
+    assert_eq!(
+        double.bot_messages(AMBIENT).len(),
+        1,
+        "one answer in the ambient channel"
+    );
+    for quiet in [&chatter, &bot] {
+        assert!(
+            double
+                .bot_messages(CHANNEL)
+                .iter()
+                .all(|m| m.thread_ts.as_deref() != Some(quiet.as_str())),
+            "{quiet} stays unanswered"
+        );
+    }
+    // The apps' own messages (which Slack shows every app), edits,
+    // deletions and the second event of the mention were not heard again.
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+    all_acked(&double).await;
+
+    // docs's acks are lost on the way: Slack sends the envelope again,
+    // and the message is heard and answered once.
+    double.lose_acks(DOCS, true);
+    let q = double.post(&[DOCS], message(CHANNEL, ALICE, "<@U0DOCSBOT> are you there?"));
+    heard += 1.0;
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    settle(metrics, heard);
+    double.lose_acks(DOCS, false);
+    assert!(double.redeliver_unacked() >= 1, "an envelope went unacknowledged");
+    all_acked(&double).await;
+    settle(metrics, heard);
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+
+    // Frames that are not what Slack documents: logged, acknowledged when
+    // they have an envelope id (they would never parse better), and the
+    // app goes on listening.
+    double.send_frame(DOCS, "this is not JSON {");
+    double.send_frame(
+        DOCS,
+        r#"{"type":"events_api","envelope_id":"bad-1","accepts_response_payload":false,"payload":{"type":"event_callback","team_id":"T0DOUBLE","api_app_id":"A0DOCS","event_id":"Ev0","event_time":1,"event":{"type":"message","channel":42,"ts":["no"]}}}"#,
+    );
+    double.send_frame(
+        DOCS,
+        r#"{"type":"events_api","envelope_id":"bad-2","payload":null}"#,
+    );
+    double.send_frame(DOCS, r#"{"type":"who_knows","envelope_id":"bad-3"}"#);
+    double
+        .wait_until("the malformed envelopes acknowledged", |d| {
+            ["bad-1", "bad-2", "bad-3"].iter().all(|id| d.acked(id))
+        })
+        .await;
+    let q = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> still listening?"));
+    heard += 1.0;
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+
+    // A `disconnect` envelope: the app opens a new socket, and what was
+    // said in between arrives there.
+    let (opens, _) = double.opens(DOCS);
+    double.disconnect(DOCS);
+    let q = double.post(&both, message(CHANNEL, BOB, "<@U0DOCSBOT> while you were away"));
+    heard += 1.0;
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    assert!(
+        double.opens(DOCS).0 > opens,
+        "a new socket through apps.connections.open"
+    );
+    settle(metrics, heard);
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+    all_acked(&double).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_waiting_through_a_kill_is_answered_once_after_the_restart() {
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let metrics = free_port();
+    let config = config(&double, metrics, &store.display().to_string());
+    let tactful = start_tactful(dir.path(), &config);
+    both_live(&double).await;
+    let q = double.post(&[DOCS, CHEF], message(CHANNEL, ALICE, "<@U0DOCSBOT> before"));
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    settle(metrics, 1.0);
+    all_acked(&double).await;
+
+    // kill -9, then a message while tactful is down; after the restart, a
+    // retry of the answered one (as if its ack had been lost).
+    drop(tactful);
+    double
+        .wait_until("both sockets gone", |d| !d.connected(DOCS) && !d.connected(CHEF))
+        .await;
+    let later = double.post(
+        &[DOCS, CHEF],
+        message(CHANNEL, BOB, "<@U0DOCSBOT> while you were down"),
+    );
+    let _tactful = start_tactful(dir.path(), &config);
+    both_live(&double).await;
+    answered(
+        &double,
+        CHANNEL,
+        Some(&later),
+        DOCS_BOT,
+        &format!("docs answers {later}"),
+    )
+    .await;
+    all_acked(&double).await;
+    double.redeliver(DOCS, &q);
+    all_acked(&double).await;
+    settle(metrics, 2.0);
+    // Nothing answered twice.
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    assert_eq!(
+        double.bot_messages(CHANNEL).len(),
+        2,
+        "{:#?}",
+        double.bot_messages(CHANNEL)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_app_token_is_said_plainly_and_never_shown() {
+    use std::io::BufRead as _;
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let wrong = "xapp-1-A0DOCS-not-the-right-secret";
+    let cfg = dir.path().join("tactful.toml");
+    std::fs::write(&cfg, config(&double, free_port(), ":memory:")).expect("config");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["run", "-c"])
+        .arg(&cfg)
+        .envs([
+            ("DOCS_BOT", DOCS_BOT),
+            ("DOCS_APP", wrong),
+            ("CHEF_BOT", CHEF_BOT),
+            ("CHEF_APP", CHEF_APP),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("tactful starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let _reap = Reaper(child);
+    let line = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains("apps.connections.open refused the app-level token"))
+    })
+    .await
+    .expect("reads")
+    .expect("the refusal is logged");
+    assert!(
+        line.contains("docs") && line.contains("connections:write"),
+        "{line}"
+    );
+    assert!(!line.contains(wrong), "{line}");
+    // chef's app, whose tokens are right, listens all the same.
+    double
+        .wait_until("chef on Socket Mode", |d| d.connected(CHEF))
+        .await;
+}
