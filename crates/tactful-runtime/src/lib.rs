@@ -20,7 +20,7 @@ pub mod seam;
 pub use delivery::DeliveryConfig;
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
-pub use platform::{Capabilities, Connected, OutMessage, Platform, PlatformError};
+pub use platform::{Capabilities, Connected, OutMessage, Platform, PlatformError, escape_markup};
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock,
 };

@@ -8,20 +8,7 @@
 //! mail address that this module wrote.
 
 use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
-
-/// Escapes text for Slack (the three characters it requires).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use tactful_runtime::escape_markup as escape;
 
 /// A link target fit for `<url|label>`: web and mail addresses only, with
 /// the characters that would end the markup early percent-encoded.

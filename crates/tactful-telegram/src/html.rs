@@ -7,20 +7,7 @@
 //! mode: a reply is never dropped over formatting.
 
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
-
-/// Escapes text for Telegram HTML (the three characters it requires).
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub use tactful_runtime::escape_markup as escape;
 
 /// Whether a link target may become a clickable link: web and Telegram
 /// links only (no `javascript:`, no relative paths Telegram would refuse).
