@@ -158,6 +158,13 @@ impl<K: std::hash::Hash + Eq + Clone, V> Recent<K, V> {
     pub fn get(&self, key: &K) -> Option<&V> {
         self.map.get(key)
     }
+
+    /// Forgets `key`.
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        let v = self.map.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(v)
+    }
 }
 
 #[cfg(test)]
@@ -175,6 +182,9 @@ mod recent_tests {
         assert_eq!(r.get(&"a"), None, "the oldest went first");
         assert_eq!((r.get(&"b"), r.get(&"c")), (Some(&2), Some(&4)));
         assert_eq!(r.map.len(), 2);
+        assert_eq!(r.remove(&"b"), Some(2));
+        assert_eq!((r.get(&"b"), r.map.len(), r.order.len()), (None, 1, 1));
+        assert_eq!(r.remove(&"b"), None);
     }
 }
 

@@ -361,6 +361,7 @@ impl RoomDelivery {
             text: &self.config.placeholder,
             reply_to: answering,
             key: Some(&key),
+            follows: None,
         };
         self.send_once_or_twice("posting a placeholder", msg).await.ok()
     }
@@ -487,7 +488,7 @@ impl RoomDelivery {
         }
         for (i, part) in parts.iter().enumerate().skip(resume.parts_done.max(1)) {
             let key = self.key(&out, i);
-            if let Ok(id) = self.post(&out, part, None, &key).await {
+            if let Ok(id) = self.post(&out, part, None, &key, first_id.as_ref()).await {
                 tracing::debug!(room = %self.room, reply = %out.id, part = i, %id, "part delivered");
                 // Each part on record before the next: a crash resends at
                 // most the part in flight (and that one under the same key).
@@ -517,7 +518,7 @@ impl RoomDelivery {
                 match self.edit_or_keep(&out.persona, ph, first).await {
                     Some(id) => Some(id),
                     None => {
-                        let id = self.post(out, first, Some(target), &key).await.ok();
+                        let id = self.post(out, first, Some(target), &key, None).await.ok();
                         if id.is_some() {
                             self.remove_placeholder(&out.persona, ph).await;
                         }
@@ -528,7 +529,7 @@ impl RoomDelivery {
             // A reply to a specific message cannot be an edit: send it as a
             // reply first, then remove the placeholder. If the send fails,
             // the placeholder keeps the text.
-            (Some(ph), Some(target)) => match self.post(out, first, Some(target), &key).await {
+            (Some(ph), Some(target)) => match self.post(out, first, Some(target), &key, None).await {
                 Ok(id) => {
                     self.remove_placeholder(&out.persona, ph).await;
                     Some(id)
@@ -538,7 +539,7 @@ impl RoomDelivery {
             (Some(ph), None) => match self.edit_or_keep(&out.persona, ph, first).await {
                 Some(id) => Some(id),
                 None => {
-                    let id = self.post(out, first, None, &key).await.ok();
+                    let id = self.post(out, first, None, &key, None).await.ok();
                     if id.is_some() {
                         self.remove_placeholder(&out.persona, ph).await;
                     }
@@ -548,7 +549,10 @@ impl RoomDelivery {
             // Without a placeholder the platform gets the target even with
             // no native replies: it addresses the author its own way (IRC
             // prefixes their nick).
-            (None, _) => self.post(out, first, out.reply_to.as_ref(), &key).await.ok(),
+            (None, _) => self
+                .post(out, first, out.reply_to.as_ref(), &key, None)
+                .await
+                .ok(),
         }
     }
 
@@ -572,6 +576,7 @@ impl RoomDelivery {
         text: &str,
         reply_to: Option<&MsgId>,
         key: &str,
+        follows: Option<&MsgId>,
     ) -> Result<MsgId, PlatformError> {
         let msg = OutMessage {
             persona: &out.persona,
@@ -580,6 +585,7 @@ impl RoomDelivery {
             text,
             reply_to,
             key: Some(key),
+            follows,
         };
         self.send_once_or_twice("sending a reply", msg).await
     }

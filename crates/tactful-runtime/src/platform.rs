@@ -51,6 +51,11 @@ pub struct OutMessage<'a> {
     /// another (the web room remembers keys; Matrix uses it as the
     /// transaction id). `None` for placeholders.
     pub key: Option<&'a str>,
+    /// For a later part of a split reply: the platform id of the reply's
+    /// first part. Where a reply's place is not given by `thread` alone
+    /// (Slack answers in a thread under the message answered), the part
+    /// goes where the first one went, not to the channel. `None` otherwise.
+    pub follows: Option<&'a MsgId>,
 }
 
 /// A chat platform as the service runs it: the outbound side ([`Platform`])

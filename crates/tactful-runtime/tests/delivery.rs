@@ -40,6 +40,8 @@ enum Call {
 struct Double {
     caps: Capabilities,
     calls: Mutex<Vec<Call>>,
+    /// What each send said it follows (`OutMessage::follows`).
+    follows: Mutex<Vec<Option<String>>>,
     fail_sends: Mutex<u32>,
     fail_replies: Mutex<u32>,
     next: AtomicU64,
@@ -50,6 +52,7 @@ impl Double {
         Arc::new(Double {
             caps,
             calls: Mutex::new(Vec::new()),
+            follows: Mutex::new(Vec::new()),
             fail_sends: Mutex::new(0),
             fail_replies: Mutex::new(0),
             next: AtomicU64::new(1),
@@ -87,6 +90,10 @@ impl Platform for Double {
             } else {
                 false
             };
+            self.follows
+                .lock()
+                .expect("lock")
+                .push(msg.follows.map(|f| f.to_string()));
             self.calls.lock().expect("lock").push(Call::Send {
                 room: msg.room.to_string(),
                 text: msg.text.to_owned(),
@@ -340,6 +347,15 @@ async fn long_replies_are_split_with_balanced_code_fences() {
     }
     assert!(finals[0].starts_with("Here it is:"));
     assert!(finals.last().is_some_and(|l| l.ends_with("That's all.")));
+    // The first part went into the placeholder (`p1`); every later part
+    // says it follows it, so a platform can put it in the same place.
+    let follows = p.follows.lock().expect("lock").clone();
+    assert_eq!(follows[0], None, "the placeholder follows nothing");
+    assert!(follows.len() >= 3, "{follows:?}");
+    assert!(
+        follows[1..].iter().all(|f| f.as_deref() == Some("p1")),
+        "{follows:?}"
+    );
 }
 
 #[tokio::test]

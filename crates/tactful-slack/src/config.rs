@@ -138,7 +138,11 @@ impl PlatformConfig for SlackSettings {
         secrets(self)
     }
 
-    fn build(&self, _: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
-        Ok(std::sync::Arc::new(crate::SlackPlatform::new(self.clone())?))
+    fn build(&self, cx: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
+        let saved = cx.saved.get(crate::threads::STATE_KEY).map(String::as_str);
+        Ok(std::sync::Arc::new(crate::SlackPlatform::new(
+            self.clone(),
+            saved,
+        )?))
     }
 }

@@ -15,6 +15,8 @@
 //!   (the thread's parent, or the last persona message in it), so a reply
 //!   in a persona's thread addresses that persona.
 //! - `im` channels are DMs with the persona whose app got the event.
+//! - People are `slack:<team>:<user>`; their bare user id is their handle,
+//!   so `allowed_users` may list either.
 //! - `bot_id` or subtype `bot_message` is a bot; the personas' own apps are
 //!   left out (the engine heard their messages when they were sent).
 //! - Edits, deletions, joins, leaves, topic changes and every other
@@ -135,9 +137,14 @@ pub fn from_message(ev: &SlackMessageEvent) -> Option<Raw> {
 
 /// The fields of an `app_mention` event (the same message also comes as a
 /// `message` event when the app subscribes to those: heard once by
-/// [`Raw::key`]).
-pub fn from_app_mention(ev: &SlackAppMentionEvent) -> Raw {
-    Raw {
+/// [`Raw::key`]), or `None` for the mention an edit added, which is not a
+/// new message. The event does not say whether its author is a bot: the
+/// caller asks the author's profile.
+pub fn from_app_mention(ev: &SlackAppMentionEvent) -> Option<Raw> {
+    if ev.edited.is_some() {
+        return None;
+    }
+    Some(Raw {
         channel: ev.channel.to_string(),
         channel_type: None,
         ts: ev.origin.ts.to_string(),
@@ -153,7 +160,7 @@ pub fn from_app_mention(ev: &SlackAppMentionEvent) -> Raw {
             .as_ref()
             .map(|fs| fs.iter().filter_map(|f| f.name.clone()).collect())
             .unwrap_or_default(),
-    }
+    })
 }
 
 /// The tactful room of a Slack channel.
@@ -251,7 +258,8 @@ pub fn to_message(raw: &Raw, seen: Seen<'_>) -> Option<Message> {
             Piece::Text(t) => text.push_str(&unescape(t)),
             Piece::Markup(inner) => {
                 let (target, label) = match inner.split_once('|') {
-                    Some((t, l)) => (t, Some(unescape(l))),
+                    Some((t, l)) if !l.trim().is_empty() => (t, Some(unescape(l))),
+                    Some((t, _)) => (t, None),
                     None => (inner, None),
                 };
                 if let Some(user) = target.strip_prefix('@') {
@@ -328,7 +336,9 @@ pub fn to_message(raw: &Raw, seen: Seen<'_>) -> Option<Message> {
             id: UserId::new(format!("slack:{}:{author}", seen.team)),
             name: Arc::from(name),
             is_bot: raw.bot_id.is_some() || raw.bot_message,
-            handle: None,
+            // The bare user id, which Slack vouches for, so `allowed_users`
+            // may name people as Slack shows them (`U…`).
+            handle: raw.user.as_deref().map(Arc::from),
         },
         text: Arc::from(text.as_str()),
         mentions: Mentions::Explicit(mentions),

@@ -116,13 +116,18 @@ pub fn render(markdown: &str) -> String {
                         _ => w.push("• "),
                     }
                 }
-                Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => match link_target(&dest_url) {
-                    Some(url) => {
-                        w.push(&format!("<{url}|"));
-                        links.push(true);
+                // A link inside a link written as markup (a badge: an
+                // image in a link) is its text only: Slack links do not
+                // nest.
+                Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
+                    match link_target(&dest_url).filter(|_| !links.contains(&true)) {
+                        Some(url) => {
+                            w.push(&format!("<{url}|"));
+                            links.push(true);
+                        }
+                        None => links.push(false),
                     }
-                    None => links.push(false),
-                },
+                }
                 _ => {}
             },
             Event::End(tag) => match tag {
@@ -222,5 +227,10 @@ mod tests {
             "<https://e.org/a%3Eb%7C%3C!channel%3E|x>"
         );
         assert_eq!(render("`<!everyone>`"), "`&lt;!everyone&gt;`");
+        // A badge: an image inside a link. Slack links do not nest.
+        assert_eq!(
+            render("[![build](https://ci.example/badge.svg)](https://ci.example/run)"),
+            "<https://ci.example/run|build>"
+        );
     }
 }

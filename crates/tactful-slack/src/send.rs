@@ -70,6 +70,10 @@ pub(crate) fn one_line(text: &str) -> String {
     }
 }
 
+fn poisoned() -> PlatformError {
+    PlatformError("Slack: the thread state is unusable after a panic".into())
+}
+
 impl SlackPlatform {
     fn index(&self, persona: &PersonaId) -> Result<usize, PlatformError> {
         self.shared
@@ -110,14 +114,21 @@ impl Platform for SlackPlatform {
         Box::pin(async move {
             let i = self.index(msg.persona)?;
             let channel = Self::channel(msg.room)?;
-            // In the thread the turn is in; else a reply starts (or
-            // joins) the thread of the message it answers: never the
-            // channel root for a threaded conversation. A DM is one
-            // conversation already, and is answered in line.
-            let thread = match msg.thread {
-                Some(t) => Some(t.as_str().to_owned()),
-                None if channel.starts_with('D') => None,
-                None => msg.reply_to.map(|r| self.shared.root_of(channel, r.as_str())),
+            // In the thread the turn is in; a later part where the first
+            // went; else a reply starts (or joins) the thread of the
+            // message it answers: never the channel root for a threaded
+            // conversation. A DM is one conversation already, and is
+            // answered in line.
+            let thread = {
+                let threads = self.shared.threads.lock().map_err(|_| poisoned())?;
+                match (msg.thread, msg.follows) {
+                    (Some(t), _) => Some(t.as_str().to_owned()),
+                    (None, Some(first)) => threads.thread_of_posted(channel, first.as_str()),
+                    (None, None) if channel.starts_with('D') => None,
+                    (None, None) => msg
+                        .reply_to
+                        .map(|r| threads.thread_for_reply_to(channel, r.as_str())),
+                }
             };
             let text = mrkdwn::render(msg.text);
             let sent = with_retry(|| {
@@ -133,7 +144,16 @@ impl Platform for SlackPlatform {
             })
             .await?;
             let ts = sent.ts.to_string();
-            self.shared.posted(channel, &ts, thread.as_deref());
+            // A placeholder (no key) is not an answer until edited into one.
+            let answer = msg.key.is_some();
+            let changed = self
+                .shared
+                .threads
+                .lock()
+                .is_ok_and(|mut t| t.posted(channel, &ts, thread.as_deref(), answer));
+            if changed {
+                self.shared.save_threads();
+            }
             Ok(MsgId::new(ts))
         })
     }
@@ -158,8 +178,16 @@ impl Platform for SlackPlatform {
                 let session = self.shared.session(i);
                 async move { session.chat_update(&req).await }
             })
-            .await
-            .map(|_| ())
+            .await?;
+            if self
+                .shared
+                .threads
+                .lock()
+                .is_ok_and(|mut t| t.answered(channel, id.as_str()))
+            {
+                self.shared.save_threads();
+            }
+            Ok(())
         })
     }
 
@@ -178,8 +206,16 @@ impl Platform for SlackPlatform {
                 let session = self.shared.session(i);
                 async move { session.chat_delete(&req).await }
             })
-            .await
-            .map(|_| ())
+            .await?;
+            if self
+                .shared
+                .threads
+                .lock()
+                .is_ok_and(|mut t| t.deleted(channel, id.as_str()))
+            {
+                self.shared.save_threads();
+            }
+            Ok(())
         })
     }
 

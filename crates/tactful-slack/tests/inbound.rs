@@ -35,7 +35,7 @@ fn event(v: Value) -> SlackEventCallbackBody {
 fn raw(v: Value) -> Option<Raw> {
     match event(v) {
         SlackEventCallbackBody::Message(m) => from_message(&m),
-        SlackEventCallbackBody::AppMention(m) => Some(from_app_mention(&m)),
+        SlackEventCallbackBody::AppMention(m) => from_app_mention(&m),
         other => panic!("not a message: {other:?}"),
     }
 }
@@ -94,6 +94,7 @@ fn mentions_are_exact_user_ids_and_read_as_names() {
     assert_eq!(&*m.text, "@docs ask @Bob or @chef, not @docs");
     assert_eq!(m.sender.id.as_str(), "slack:T1:U0ALICE");
     assert_eq!(&*m.sender.name, "Alice");
+    assert_eq!(m.sender.handle.as_deref(), Some("U0ALICE"), "for allowed_users");
     assert!(!m.sender.is_bot && !m.is_dm);
     assert_eq!(m.room.as_str(), "slack:C1");
     assert_eq!((m.thread.as_ref(), m.reply_to.as_ref()), (None, None));
@@ -108,6 +109,9 @@ fn mentions_are_exact_user_ids_and_read_as_names() {
 #[test]
 fn markup_becomes_text_and_escapes_their_characters() {
     let cx = Ctx::new();
+    let m =
+        to_message(&raw(msg("in <#C2|> and <#C3>")).expect("a message"), cx.seen()).expect("conversation");
+    assert_eq!(&*m.text, "in #C2 and #C3", "an empty label is no label");
     let text = "see <#C2|ops>, <https://e.org/a?b=1&amp;c=2|the docs>, <mailto:a@b.c|a@b.c>, <https://x.org> &lt;b&gt; &amp;lt; <!subteam^S1|@oncall>";
     let m = to_message(&raw(msg(text)).expect("a message"), cx.seen()).expect("conversation");
     assert_eq!(
@@ -257,7 +261,15 @@ fn an_app_mention_is_the_same_message_as_its_message_event() {
     let cx = Ctx::new();
     let a = to_message(&from_mention, cx.seen()).expect("conversation");
     let b = to_message(&from_message, cx.seen()).expect("conversation");
-    assert_eq!((a.id, a.text, a.mentions), (b.id, b.text, b.mentions));
+    assert_eq!(
+        (a.id, a.text, a.mentions, a.sender),
+        (b.id, b.text, b.mentions, b.sender)
+    );
+    // The mention an edit added is not a new message.
+    let edited = raw(json!({"type": "app_mention", "user": "U0ALICE", "channel": "C1",
+        "text": "<@U0DOCSBOT> hi", "ts": "1700000000.000100", "event_ts": "1700000000.000900",
+        "edited": {"user": "U0ALICE", "ts": "1700000000.000900"}}));
+    assert_eq!(edited, None);
 }
 
 #[test]

@@ -30,7 +30,7 @@ fn only_links(out: &str) -> Result<(), String> {
 proptest! {
     #[test]
     fn agent_output_cannot_forge_markup(
-        text in "(<!channel>|<!here>|<@U024BE7LH>|<#C01>|\\[x\\]\\(|https://e.org/|javascript:|\\)|<|>|&|\\||\\*\\*|_|`|```|\n|> |- |[a-z ]|é){0,40}"
+        text in "(<!channel>|<!here>|<@U024BE7LH>|<#C01>|\\[x\\]\\(|!\\[|\\]\\(|\\[|https://e.org/|javascript:|\\)|<|>|&|\\||\\*\\*|_|`|```|\n|> |- |[a-z ]|é){0,40}"
     ) {
         let out = render(&text);
         prop_assert!(only_links(&out).is_ok(), "{:?}", only_links(&out));

@@ -312,8 +312,9 @@ async fn an_agent_failure_is_logged_with_its_reason_and_without_secrets() {
     assert!(!log.contains(API_KEY), "{log}");
 }
 
-/// A server answering every request with 401 and `body(request head)`:
-/// an API that quotes the credentials it was sent back in its error.
+/// A server answering every request with `body(request head)`, as a 401
+/// unless the body says `"ok": true`: an API that quotes the credentials
+/// it was sent back in its error.
 #[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
 async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -332,9 +333,17 @@ async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
                     head.push_str(line.trim_end());
                     head.push(' ');
                 }
-                let json = body(head.trim()).to_string();
+                let answer = body(head.trim());
+                // An answer that says it is fine goes out as one (a step
+                // that must pass before the call that echoes).
+                let status = if answer["ok"] == true {
+                    "200 OK"
+                } else {
+                    "401 Unauthorized"
+                };
+                let json = answer.to_string();
                 let reply = format!(
-                    "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{json}",
                     json.len()
                 );
                 let _ = w.write_all(reply.as_bytes()).await;
@@ -346,9 +355,9 @@ async fn echoing_server(body: fn(&str) -> serde_json::Value) -> u16 {
 
 /// Runs `tactful run` at trace level with one persona whose platform
 /// sub-table is `persona_part` on `platform` (pointed at an
-/// [`echoing_server`]), and checks the echoed `token` shows masked only.
+/// [`echoing_server`]), and checks the echoed `tokens` show masked only.
 #[cfg(any(feature = "telegram", feature = "discord", feature = "slack"))]
-fn echoed_token_stays_masked(persona_part: &str, platform: &str, token: &str) {
+fn echoed_token_stays_masked(persona_part: &str, platform: &str, tokens: &[&str]) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tactful.toml");
     std::fs::write(
@@ -367,7 +376,9 @@ fn echoed_token_stays_masked(persona_part: &str, platform: &str, token: &str) {
         })
         .join("\n");
     assert!(log.contains("[redacted]"), "the echo was there, masked:\n{log}");
-    assert!(!leaks(&log, token), "{log}");
+    for token in tokens {
+        assert!(!leaks(&log, token), "{log}");
+    }
 }
 
 #[cfg(feature = "telegram")]
@@ -383,7 +394,7 @@ async fn a_bot_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() {
     echoed_token_stays_masked(
         &format!("telegram = {{ token = \"{BOT_TOKEN}\" }}"),
         &format!("[platforms.telegram]\napi_url = \"http://127.0.0.1:{port}\"\n"),
-        BOT_TOKEN,
+        &[BOT_TOKEN],
     );
 }
 
@@ -401,23 +412,30 @@ async fn a_discord_api_echoing_the_token_does_not_put_it_in_a_trace_level_log() 
         &format!(
             "[platforms.discord]\napi_url = \"http://127.0.0.1:{port}\"\ngateway_url = \"ws://127.0.0.1:{port}\"\n"
         ),
-        BOT_TOKEN,
+        &[BOT_TOKEN],
     );
 }
 
 #[cfg(feature = "slack")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slack_api_echoing_the_tokens_does_not_put_them_in_a_trace_level_log() {
-    // The bot token travels as `Authorization: Bearer`; this server quotes
-    // the request's headers back in its error.
+    // Each token travels as `Authorization: Bearer`; `auth.test` (bot
+    // token) passes, so the app-level token is sent next, and that call's
+    // error quotes the request's headers back.
     const BOT_TOKEN: &str = "xoxb-1234-5678-echoed-bot-secret";
     const APP_TOKEN: &str = "xapp-1-A1-echoed-app-secret";
-    let port =
-        echoing_server(|head| serde_json::json!({"ok": false, "error": format!("Unauthorized {head}")}))
-            .await;
+    let port = echoing_server(|head| {
+        if head.contains("auth.test") {
+            serde_json::json!({"ok": true, "url": "https://echo.slack.com/", "team": "Echo",
+                               "user": "docs", "team_id": "T1", "user_id": "U1", "bot_id": "B1"})
+        } else {
+            serde_json::json!({"ok": false, "error": format!("Unauthorized {head}")})
+        }
+    })
+    .await;
     echoed_token_stays_masked(
         &format!("slack = {{ bot_token = \"{BOT_TOKEN}\", app_token = \"{APP_TOKEN}\" }}"),
         &format!("[platforms.slack]\napi_url = \"http://127.0.0.1:{port}/api\"\n"),
-        BOT_TOKEN,
+        &[BOT_TOKEN, APP_TOKEN],
     );
 }

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::{Reaper, free_port, metric, settle};
-use slack_double::{AMBIENT, App, CHANNEL, Double, Shown, bot_message, dm, in_thread, message};
+use slack_double::{AMBIENT, App, CHANNEL, Double, PRIVATE, Shown, bot_message, dm, in_thread, message};
 
 const DOCS_BOT: &str = "xoxb-1-docs-test-secret";
 const DOCS_APP: &str = "xapp-1-A0DOCS-docs-app-secret";
@@ -77,6 +77,7 @@ kind = "script"
 rules = [
   {{ when = "(?i)shout", reply = "Hey <!channel> and <@U0ALICE>: look & see" }},
   {{ when = "(?i)who am i", reply = "you are {{from_name}} ({{from}})" }},
+  {{ when = "(?i)essay", reply = "{essay}" }},
   {{ when = "", reply = "docs answers {{msg_id}}" }},
 ]
 
@@ -88,11 +89,15 @@ rules = [{{ when = "", reply = "chef answers {{msg_id}}" }}]
 mode = "mention"
 rate_limit = "off"
 
+[rooms."slack:{PRIVATE}"]
+allowed_users = ["U0ALICE"]
+
 [rooms."slack:{AMBIENT}"]
 mode = "ambient"
 ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
 "##,
         api = double.url,
+        essay = "lorem ipsum ".repeat(450),
     )
 }
 
@@ -157,10 +162,13 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     let both = [DOCS, CHEF];
     let mut heard = 0.0;
 
-    // A mention, as a `message` to both apps and an `app_mention` to
-    // docs's: heard once, answered in a thread under it.
-    let q = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> how do I reset?"));
-    double.app_mention(DOCS, &q);
+    // A mention, as an `app_mention` to docs's app and then a `message`
+    // to both: heard once, answered in a thread under it.
+    let q = double.post_mentioning(
+        DOCS,
+        &both,
+        message(CHANNEL, ALICE, "<@U0DOCSBOT> how do I reset?"),
+    );
     heard += 1.0;
     let first = answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
     assert!(
@@ -190,6 +198,30 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     );
     heard += 2.0;
     double.edit(&chatter, "lunch anyone? 12:30");
+
+    // Another app's bot user mentioning docs, the `app_mention` first: it
+    // does not say it is a bot, the profile does, so the loop guards hold
+    // (bots are not answered here).
+    double.add_bot_user("U0OTHERBOT", "other-bot");
+    let mut beep = message(CHANNEL, "U0OTHERBOT", "<@U0DOCSBOT> beep");
+    beep.sender.bot_id = Some("B0OTHER".into());
+    let beep = double.post_mentioning(DOCS, &[DOCS], beep);
+    heard += 1.0;
+
+    // A long answer: every part in the thread, none in the channel.
+    let q = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> write an essay"));
+    heard += 1.0;
+    settle(metrics, heard);
+    let essay: Vec<Shown> = double
+        .bot_messages(CHANNEL)
+        .into_iter()
+        .filter(|m| m.text.contains("ipsum"))
+        .collect();
+    assert_eq!(essay.len(), 2, "two parts: {essay:#?}");
+    assert!(
+        essay.iter().all(|m| m.thread_ts.as_deref() == Some(q.as_str())),
+        "{essay:#?}"
+    );
 
     // <!channel> and a user mention in an agent's output: sent escaped,
     // pinging nobody.
@@ -239,6 +271,12 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
         "the retry waited for Retry-After"
     );
 
+    // A room that lets Alice in only, named by her Slack user id.
+    let bob_asks = double.post(&both, message(PRIVATE, BOB, "<@U0DOCSBOT> let me in"));
+    let q = double.post(&both, message(PRIVATE, ALICE, "<@U0DOCSBOT> and me?"));
+    heard += 2.0;
+    answered(&double, PRIVATE, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+
     // A DM (an `im` channel), to docs's app only.
     let q = double.post(&[DOCS], dm(DM, ALICE, "psst, a question"));
     heard += 1.0;
@@ -264,7 +302,14 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
         1,
         "one answer in the ambient channel"
     );
-    for quiet in [&chatter, &bot] {
+    assert!(
+        double
+            .bot_messages(PRIVATE)
+            .iter()
+            .all(|m| m.thread_ts.as_deref() != Some(bob_asks.as_str())),
+        "Bob is not on the room's allowlist"
+    );
+    for quiet in [&chatter, &bot, &beep] {
         assert!(
             double
                 .bot_messages(CHANNEL)
@@ -343,6 +388,34 @@ async fn a_message_waiting_through_a_kill_is_answered_once_after_the_restart() {
     answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
     settle(metrics, 1.0);
     all_acked(&double).await;
+    // What the store keeps for Slack once docs answered in the thread
+    // (written by the store's own thread: looked for until it is there).
+    let db = rusqlite::Connection::open(&store).expect("opens");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let saved: Option<serde_json::Value> = db
+            .query_row(
+                "SELECT value FROM platform_state WHERE key = 'slack.threads'",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok());
+        let docs_thread = saved.as_ref().is_some_and(|v| {
+            v["last"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|e| e[0] == CHANNEL && e[1] == q.as_str()))
+        });
+        if docs_thread {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "docs's thread under {q} never saved: {saved:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(db);
 
     // kill -9, then a message while tactful is down; after the restart, a
     // retry of the answered one (as if its ack had been lost).
@@ -376,6 +449,13 @@ async fn a_message_waiting_through_a_kill_is_answered_once_after_the_restart() {
         "{:#?}",
         double.bot_messages(CHANNEL)
     );
+    // The thread docs answered in before the kill is still docs's: a
+    // follow-up there, naming no one, reaches it.
+    let r = double.post(
+        &[DOCS, CHEF],
+        in_thread(message(CHANNEL, BOB, "and after that?"), &q),
+    );
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {r}")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -419,4 +499,88 @@ async fn a_wrong_app_token_is_said_plainly_and_never_shown() {
     double
         .wait_until("chef on Socket Mode", |d| d.connected(CHEF))
         .await;
+}
+
+/// Polls `metric` until `ok` holds for it (60 s at most).
+async fn metric_until(port: u16, name: &str, ok: impl Fn(f64) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let value = tokio::task::spawn_blocking({
+            let name = name.to_owned();
+            move || metric(port, &name)
+        })
+        .await
+        .expect("reads");
+        if value.is_some_and(&ok) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{name} stayed at {value:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_store_cannot_take_stays_unacknowledged_until_slack_delivers_it_again() {
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let metrics = free_port();
+    let _tactful = start_tactful(
+        dir.path(),
+        &config(&double, metrics, &store.display().to_string()),
+    );
+    both_live(&double).await;
+
+    // Another process holds the store's write lock: the first message is
+    // taken but cannot be saved in time, the store turns unhealthy, and
+    // the next is refused. Neither envelope is acknowledged.
+    let lock = rusqlite::Connection::open(&store).expect("opens");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("locks");
+    // Both apps get each message: the copy that comes second waits for
+    // the first one's outcome rather than being acknowledged at once.
+    let both = [DOCS, CHEF];
+    let first = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> one"));
+    metric_until(metrics, "tactful_store_healthy", |v| v == 0.0).await;
+    let second = double.post(&both, message(CHANNEL, BOB, "<@U0DOCSBOT> two"));
+    metric_until(metrics, "tactful_refused_total", |v| v >= 1.0).await;
+
+    // The lock goes; none of the four envelopes was acknowledged, so
+    // Slack delivers them all again: each message is answered once.
+    lock.execute_batch("ROLLBACK").expect("unlocks");
+    drop(lock);
+    metric_until(metrics, "tactful_store_healthy", |v| v == 1.0).await;
+    let envelopes = double.envelopes();
+    for ts in [&first, &second] {
+        let copies: Vec<_> = envelopes.iter().filter(|e| &e.ts == ts).collect();
+        assert_eq!(copies.len(), 2, "{copies:?}");
+        assert!(
+            copies.iter().all(|e| e.sent && !e.acked),
+            "{ts} unacknowledged: {copies:?}"
+        );
+    }
+    assert_eq!(double.redeliver_unacked(), 4);
+    answered(
+        &double,
+        CHANNEL,
+        Some(&first),
+        DOCS_BOT,
+        &format!("docs answers {first}"),
+    )
+    .await;
+    answered(
+        &double,
+        CHANNEL,
+        Some(&second),
+        DOCS_BOT,
+        &format!("docs answers {second}"),
+    )
+    .await;
+    all_acked(&double).await;
+    settle(metrics, 2.0);
+    assert_eq!(
+        double.bot_messages(CHANNEL).len(),
+        2,
+        "{:#?}",
+        double.bot_messages(CHANNEL)
+    );
 }

@@ -31,6 +31,7 @@ use tokio::sync::mpsc;
 pub const TEAM: &str = "T0DOUBLE";
 pub const CHANNEL: &str = "C0GENERAL";
 pub const AMBIENT: &str = "C0AMBIENT";
+pub const PRIVATE: &str = "C0PRIVATE";
 
 /// One Slack app (a persona's).
 #[derive(Clone, Debug)]
@@ -100,6 +101,8 @@ struct Inner {
     clock: u64,
     /// Every envelope id acknowledged, in order.
     acks: Vec<String>,
+    /// People whose profile says `is_bot`.
+    bot_users: HashSet<String>,
 }
 
 impl Inner {
@@ -154,6 +157,30 @@ impl Inner {
         for &app in to {
             self.envelope(app, ts, event, 0);
         }
+    }
+
+    /// Records `m` as said at `ts` and shows it to the apps `to`.
+    fn say(&mut self, to: &[usize], m: SlackMessageEvent, ts: &str) {
+        let m = with_ts(m, ts);
+        self.messages.push(Shown {
+            channel: m
+                .origin
+                .channel
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            ts: ts.to_owned(),
+            thread_ts: m.origin.thread_ts.as_ref().map(|t| t.to_string()),
+            token: None,
+            text: m
+                .content
+                .as_ref()
+                .and_then(|c| c.text.clone())
+                .unwrap_or_default(),
+            deleted: false,
+        });
+        let ev = event_json(SlackEventCallbackBody::Message(m));
+        self.broadcast(ts, &ev, to);
     }
 
     fn all_apps(&self) -> Vec<usize> {
@@ -274,54 +301,37 @@ impl Double {
     pub fn post(&self, to: &[usize], m: SlackMessageEvent) -> String {
         self.with(|s| {
             let ts = s.ts();
-            let m = with_ts(m, &ts);
-            s.messages.push(Shown {
-                channel: m
-                    .origin
-                    .channel
-                    .as_ref()
-                    .map(|c| c.to_string())
-                    .unwrap_or_default(),
-                ts: ts.clone(),
-                thread_ts: m.origin.thread_ts.as_ref().map(|t| t.to_string()),
-                token: None,
-                text: m
-                    .content
-                    .as_ref()
-                    .and_then(|c| c.text.clone())
-                    .unwrap_or_default(),
-                deleted: false,
-            });
-            let ev = event_json(SlackEventCallbackBody::Message(m));
-            s.broadcast(&ts, &ev, to);
+            s.say(to, m, &ts);
             ts
         })
     }
 
-    /// The same message as an `app_mention` event too, to app `to`.
-    pub fn app_mention(&self, to: usize, ts: &str) {
+    /// Like [`Double::post`], but app `first` gets the message as an
+    /// `app_mention` event before the `message` events go out (Slack does
+    /// not order the two).
+    pub fn post_mentioning(&self, first: usize, to: &[usize], m: SlackMessageEvent) -> String {
         self.with(|s| {
-            let shown = s
-                .messages
-                .iter()
-                .find(|m| m.ts == ts)
-                .cloned()
-                .expect("a message");
-            let user = s
-                .envelopes
-                .iter()
-                .find(|e| e.ts == ts)
-                .and_then(|e| e.payload["event"]["user"].as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let ts = s.ts();
+            let user = m.sender.user.as_ref().map(|u| u.to_string()).unwrap_or_default();
             let mut ev = SlackAppMentionEvent::new(
                 user.into(),
-                shown.channel.clone().into(),
-                SlackMessageContent::new().with_text(shown.text.clone()),
-                SlackMessageOrigin::new(ts.into()),
+                m.origin.channel.clone().expect("a channel"),
+                m.content.clone().unwrap_or_else(SlackMessageContent::new),
+                SlackMessageOrigin::new(ts.clone().into()),
             );
-            ev.origin.thread_ts = shown.thread_ts.clone().map(Into::into);
+            ev.origin.thread_ts = m.origin.thread_ts.clone();
             let ev = event_json(SlackEventCallbackBody::AppMention(ev));
-            s.envelope(to, ts, &ev, 0);
+            s.envelope(first, &ts, &ev, 0);
+            s.say(to, m, &ts);
+            ts
+        })
+    }
+
+    /// Someone whose profile says they are a bot (an app's bot user).
+    pub fn add_bot_user(&self, id: &str, name: &str) {
+        self.with(|s| {
+            s.people.insert(id.to_owned(), name.to_owned());
+            s.bot_users.insert(id.to_owned());
         });
     }
 
@@ -557,7 +567,8 @@ fn answer(s: &mut Inner, url: &str, method: &str, token: &str, args: &Value) -> 
             let id = arg("user");
             match s.people.get(&id) {
                 Some(name) => {
-                    let user = SlackUser::new(id.clone().into(), SlackUserFlags::new())
+                    let flags = SlackUserFlags::new().with_is_bot(s.bot_users.contains(&id));
+                    let user = SlackUser::new(id.clone().into(), flags)
                         .with_name(name.to_lowercase())
                         .with_profile(SlackUserProfile::new().with_display_name(name.clone()));
                     let r = SlackApiUsersInfoResponse::new(user);

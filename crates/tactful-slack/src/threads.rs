@@ -1,0 +1,250 @@
+//! Where Slack messages are, thread-wise: what tactful needs to keep a
+//! conversation in its thread and to know whose thread it is.
+//!
+//! - The thread of every threaded message heard or posted lately, so a
+//!   reply to one goes into its thread (Slack wants the parent's `ts` as
+//!   `thread_ts`, never a reply's).
+//! - For the personas' own posts, whether each went into a thread or to
+//!   the channel, so the later parts of a split answer follow the first.
+//! - The last message a persona left in each thread: a reply there is a
+//!   reply to it, which is how the engine knows the thread is the
+//!   persona's. Placeholders count once they hold an answer; one deleted
+//!   (a silent turn) is forgotten.
+//!
+//! The personas' part is saved in the store (the newest entries, bounded),
+//! so after a restart a follow-up in a persona's thread still reaches it.
+
+use serde::{Deserialize, Serialize};
+use tactful_runtime::account::Recent;
+
+/// The key of the saved state.
+pub const STATE_KEY: &str = "slack.threads";
+
+/// How many entries are remembered in memory, per map.
+const REMEMBERED: usize = 4096;
+
+/// How many of the newest entries are saved, per map.
+const SAVED: usize = 256;
+
+/// A message: its channel and `ts`.
+type At = (String, String);
+
+/// What is saved across restarts.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Saved {
+    /// `(channel, thread, ts)`: the last persona message in a thread.
+    last: Vec<(String, String, String)>,
+    /// `(channel, ts, thread)`: where a persona message went.
+    posted: Vec<(String, String, Option<String>)>,
+}
+
+/// The maps; see the module's documentation.
+#[derive(Debug)]
+pub struct Threads {
+    thread_of: Recent<At, String>,
+    posted: Recent<At, Option<String>>,
+    last: Recent<At, String>,
+    /// The newest saved entries, oldest first.
+    saved: Saved,
+}
+
+impl Default for Threads {
+    fn default() -> Self {
+        Threads {
+            thread_of: Recent::new(REMEMBERED),
+            posted: Recent::new(REMEMBERED),
+            last: Recent::new(REMEMBERED),
+            saved: Saved::default(),
+        }
+    }
+}
+
+fn at(channel: &str, ts: &str) -> At {
+    (channel.to_owned(), ts.to_owned())
+}
+
+/// Keeps the newest `SAVED` of `v`.
+fn trim<T>(v: &mut Vec<T>) {
+    if v.len() > SAVED {
+        v.drain(..v.len() - SAVED);
+    }
+}
+
+impl Threads {
+    /// The maps as saved in the store (`None`, or what does not parse: an
+    /// empty start, logged).
+    pub fn restore(saved: Option<&str>) -> Threads {
+        let mut t = Threads::default();
+        let Some(text) = saved else {
+            return t;
+        };
+        match serde_json::from_str::<Saved>(text) {
+            Ok(s) => {
+                for (channel, thread, ts) in &s.last {
+                    t.last.insert(at(channel, thread), ts.clone());
+                }
+                for (channel, ts, thread) in &s.posted {
+                    t.posted.insert(at(channel, ts), thread.clone());
+                    if let Some(th) = thread {
+                        t.thread_of.insert(at(channel, ts), th.clone());
+                    }
+                }
+                t.saved = s;
+                trim(&mut t.saved.last);
+                trim(&mut t.saved.posted);
+            }
+            Err(e) => {
+                tracing::warn!("Slack: the saved thread state does not parse ({e}); starting without it")
+            }
+        }
+        t
+    }
+
+    /// The state to save, after a change.
+    pub fn to_saved(&self) -> String {
+        serde_json::to_string(&self.saved).unwrap_or_default()
+    }
+
+    /// A message heard in `thread`.
+    pub fn heard(&mut self, channel: &str, ts: &str, thread: &str) {
+        self.thread_of.insert(at(channel, ts), thread.to_owned());
+    }
+
+    /// A persona posted `ts`, in `thread` or at the channel's root;
+    /// `answer` when it is an answer (not a placeholder yet). Whether the
+    /// saved state changed.
+    pub fn posted(&mut self, channel: &str, ts: &str, thread: Option<&str>, answer: bool) -> bool {
+        self.posted.insert(at(channel, ts), thread.map(str::to_owned));
+        self.saved
+            .posted
+            .push((channel.to_owned(), ts.to_owned(), thread.map(str::to_owned)));
+        trim(&mut self.saved.posted);
+        if let Some(th) = thread {
+            self.thread_of.insert(at(channel, ts), th.to_owned());
+            if answer {
+                self.set_last(channel, th, ts);
+            }
+        }
+        true
+    }
+
+    /// A persona's message now holds an answer (a placeholder edited).
+    /// Whether the saved state changed.
+    pub fn answered(&mut self, channel: &str, ts: &str) -> bool {
+        let Some(Some(thread)) = self.posted.get(&at(channel, ts)).cloned() else {
+            return false;
+        };
+        if self.last.get(&at(channel, &thread)).map(String::as_str) == Some(ts) {
+            return false;
+        }
+        self.set_last(channel, &thread, ts);
+        true
+    }
+
+    /// A persona's message is gone. Whether the saved state changed.
+    pub fn deleted(&mut self, channel: &str, ts: &str) -> bool {
+        let Some(Some(thread)) = self.posted.get(&at(channel, ts)).cloned() else {
+            return false;
+        };
+        let key = at(channel, &thread);
+        if self.last.get(&key).map(String::as_str) != Some(ts) {
+            return false;
+        }
+        self.last.remove(&key);
+        self.saved
+            .last
+            .retain(|(c, t, _)| !(c == channel && *t == thread));
+        true
+    }
+
+    fn set_last(&mut self, channel: &str, thread: &str, ts: &str) {
+        self.last.insert(at(channel, thread), ts.to_owned());
+        self.saved.last.retain(|(c, t, _)| !(c == channel && t == thread));
+        self.saved
+            .last
+            .push((channel.to_owned(), thread.to_owned(), ts.to_owned()));
+        trim(&mut self.saved.last);
+    }
+
+    /// What a message in `thread` replies to: the last persona message
+    /// there, else the thread's parent.
+    pub fn reply_to(&self, channel: &str, thread: &str) -> String {
+        self.last
+            .get(&at(channel, thread))
+            .cloned()
+            .unwrap_or_else(|| thread.to_owned())
+    }
+
+    /// The `thread_ts` for a reply to `ts`: its thread's parent when it is
+    /// in a thread, else itself (the reply starts a thread under it).
+    pub fn thread_for_reply_to(&self, channel: &str, ts: &str) -> String {
+        self.thread_of
+            .get(&at(channel, ts))
+            .cloned()
+            .unwrap_or_else(|| ts.to_owned())
+    }
+
+    /// Where a later part of a split answer goes: where its first part
+    /// went (`None`: the channel, also when that is not known).
+    pub fn thread_of_posted(&self, channel: &str, first: &str) -> Option<String> {
+        self.posted.get(&at(channel, first)).cloned().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_is_the_personas_once_it_answered_there_until_the_answer_goes() {
+        let mut t = Threads::default();
+        // A placeholder is not an answer yet.
+        assert!(t.posted("C1", "2.0", Some("1.0"), false));
+        assert_eq!(t.reply_to("C1", "1.0"), "1.0");
+        assert!(t.answered("C1", "2.0"));
+        assert!(!t.answered("C1", "2.0"), "no change, nothing to save");
+        assert_eq!(t.reply_to("C1", "1.0"), "2.0");
+        // A silent turn's placeholder deleted: the thread is no longer the
+        // persona's through it.
+        assert!(t.posted("C1", "3.0", Some("1.0"), false));
+        assert!(t.answered("C1", "3.0"));
+        assert!(t.deleted("C1", "3.0"));
+        assert_eq!(t.reply_to("C1", "1.0"), "1.0");
+        assert!(!t.deleted("C1", "9.9"), "not ours");
+    }
+
+    #[test]
+    fn replies_go_to_the_parent_and_later_parts_follow_the_first() {
+        let mut t = Threads::default();
+        t.heard("C1", "1.5", "1.0");
+        assert_eq!(t.thread_for_reply_to("C1", "1.5"), "1.0", "never a reply's ts");
+        assert_eq!(t.thread_for_reply_to("C1", "1.0"), "1.0");
+        t.posted("C1", "2.0", Some("1.0"), true);
+        t.posted("D1", "3.0", None, true);
+        assert_eq!(t.thread_of_posted("C1", "2.0").as_deref(), Some("1.0"));
+        assert_eq!(t.thread_of_posted("D1", "3.0"), None, "a DM answer in line");
+        assert_eq!(t.thread_of_posted("C1", "unknown"), None);
+    }
+
+    #[test]
+    fn the_personas_part_survives_a_restart_bounded() {
+        let mut t = Threads::default();
+        t.posted("C1", "2.0", Some("1.0"), true);
+        for i in 0..(SAVED * 2) {
+            t.posted("C2", &format!("5.{i}"), Some(&format!("4.{i}")), true);
+        }
+        let saved = t.to_saved();
+        let back = Threads::restore(Some(&saved));
+        assert_eq!(back.saved.last.len(), SAVED);
+        assert_eq!(back.saved.posted.len(), SAVED);
+        let newest = SAVED * 2 - 1;
+        assert_eq!(back.reply_to("C2", &format!("4.{newest}")), format!("5.{newest}"));
+        assert_eq!(back.reply_to("C1", "1.0"), "1.0", "the oldest were not saved");
+        assert_eq!(
+            back.thread_for_reply_to("C2", &format!("5.{newest}")),
+            format!("4.{newest}")
+        );
+        // What does not parse is an empty start, not an error.
+        assert_eq!(Threads::restore(Some("{not json")).reply_to("C2", "4.1"), "4.1");
+    }
+}
