@@ -282,7 +282,7 @@ impl RoomDelivery {
                 None
             }
             DeliveryEvent::Discard { turn, persona, id } => {
-                if let Some(id) = self.resolve(turn, &persona, id).await {
+                if let Some(id) = self.resolve(turn, &persona, id, None).await {
                     tracing::debug!(room = %self.room, %turn, %id, "removing a placeholder left by a restart");
                     self.remove_placeholder(&persona, &id).await;
                 }
@@ -361,18 +361,30 @@ impl RoomDelivery {
             text: &self.config.placeholder,
             reply_to: answering,
             key: Some(&key),
+            placeholder: true,
             follows: None,
         };
         self.send_once_or_twice("posting a placeholder", msg).await.ok()
     }
 
     /// A placeholder from before a restart, by id: recorded without one
-    /// when the crash came while it was being posted.
-    async fn resolve(&self, turn: TurnId, persona: &PersonaId, id: MsgId) -> Option<MsgId> {
+    /// when the crash came while it was being posted (it is posted again
+    /// where the answer goes).
+    async fn resolve(
+        &self,
+        turn: TurnId,
+        persona: &PersonaId,
+        id: MsgId,
+        out: Option<&Outgoing>,
+    ) -> Option<MsgId> {
         if !id.as_str().is_empty() {
             return Some(id);
         }
-        self.post_placeholder(turn, persona, None, None).await
+        let thread = out.and_then(|o| o.thread.as_ref());
+        let answering = out
+            .and_then(|o| o.reply_to.as_ref())
+            .filter(|_| self.platform.capabilities().native_replies);
+        self.post_placeholder(turn, persona, thread, answering).await
     }
 
     async fn partial(&mut self, turn: TurnId) {
@@ -463,7 +475,7 @@ impl RoomDelivery {
         let (placeholder, answering) = match self.streams.remove(&out.turn) {
             Some(s) => (s.placeholder, s.answering),
             None => match resume.placeholder.clone() {
-                Some(id) => (self.resolve(out.turn, &out.persona, id).await, None),
+                Some(id) => (self.resolve(out.turn, &out.persona, id, Some(&out)).await, None),
                 None => (None, None),
             },
         };
@@ -585,6 +597,7 @@ impl RoomDelivery {
             text,
             reply_to,
             key: Some(key),
+            placeholder: false,
             follows,
         };
         self.send_once_or_twice("sending a reply", msg).await

@@ -275,6 +275,11 @@ impl Driver {
                     self.batch.ops.push(Op::PlatformState { key, value });
                 }
             }
+            Event::Note(key, value) => {
+                if self.saving() {
+                    self.batch.ops.push(Op::PlatformState { key, value });
+                }
+            }
             Event::AgentDone(turn, result) => {
                 self.running.remove(&turn);
                 self.engine.handle_agent_result(wall_clock(), turn, result);

@@ -45,12 +45,16 @@ pub struct OutMessage<'a> {
     /// The message this one replies to, if any. A platform without native
     /// replies addresses its author another way (IRC: a `nick: ` prefix).
     pub reply_to: Option<&'a MsgId>,
-    /// An idempotency key for a reply's part: the same key sent again
-    /// (after a crash, say) means the same message. A platform that can
-    /// deduplicate returns the message it already made instead of posting
-    /// another (the web room remembers keys; Matrix uses it as the
-    /// transaction id). `None` for placeholders.
+    /// An idempotency key for a reply's part or a placeholder: the same
+    /// key sent again (after a crash, say) means the same message. A
+    /// platform that can deduplicate returns the message it already made
+    /// instead of posting another (the web room remembers keys; Matrix
+    /// uses it as the transaction id).
     pub key: Option<&'a str>,
+    /// Whether this is a placeholder: a message that stands for an answer
+    /// still being written, edited into it or deleted later (Slack counts
+    /// a thread as a persona's only once it holds an answer there).
+    pub placeholder: bool,
     /// For a later part of a split reply: the platform id of the reply's
     /// first part. Where a reply's place is not given by `thread` alone
     /// (Slack answers in a thread under the message answered), the part

@@ -169,6 +169,7 @@ pub(crate) enum Event {
     InboundSaved(Message, Vec<Op>, Ack),
     Backlog(Message),
     State(String, String),
+    Note(String, String),
     AgentDone(TurnId, AgentResult),
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
@@ -224,6 +225,14 @@ impl RuntimeHandle {
     /// the value only if it holds those messages too.
     pub fn save_state(&self, key: String, value: String) -> bool {
         self.tx.send(Event::State(key, value)).is_ok()
+    }
+
+    /// Saves a platform's bookkeeping that covers no incoming message
+    /// (where its own posts went: Slack's thread state). Unlike
+    /// [`RuntimeHandle::save_state`], it is saved even after a message was
+    /// refused, since saving it cannot skip one.
+    pub fn save_note(&self, key: String, value: String) -> bool {
+        self.tx.send(Event::Note(key, value)).is_ok()
     }
 
     /// Where a platform saves records of its own, in order with the

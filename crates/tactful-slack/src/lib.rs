@@ -196,12 +196,18 @@ impl SlackPlatform {
 }
 
 impl Shared {
-    /// Saves the thread state, in order with the messages handed in.
-    fn save_threads(&self) {
-        let state = self.threads.lock().map(|t| t.to_saved()).ok();
+    /// Changes the thread state with `change`, and saves it when that says
+    /// it changed what is saved. Saved under the lock, so two rooms' saves
+    /// reach the store in the order of their changes.
+    fn update_threads(&self, change: impl FnOnce(&mut Threads) -> bool) {
         let handle = self.runtime.lock().ok().and_then(|r| r.clone());
-        if let (Some(state), Some(handle)) = (state, handle) {
-            handle.save_state(threads::STATE_KEY.to_owned(), state);
+        if let Ok(mut threads) = self.threads.lock()
+            && change(&mut threads)
+            && let Some(handle) = handle
+        {
+            // Not `save_state`: this covers no incoming message, so it may
+            // be saved even after one was refused.
+            handle.save_note(threads::STATE_KEY.to_owned(), threads.to_saved());
         }
     }
 }

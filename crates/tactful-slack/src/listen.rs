@@ -45,6 +45,41 @@ enum NotTaken {
     Refused(String),
     #[error("a message was not stored within {0:?}; Slack will deliver it again")]
     Late(Duration),
+    #[error("another copy of a message could not be stored; Slack will deliver it again")]
+    CopyRefused,
+    #[error(
+        "cannot tell whether {0}, who mentioned a persona, is a bot (users.info did not answer; the app needs the users:read scope); Slack will deliver it again"
+    )]
+    Unknown(String),
+}
+
+/// A message claimed by the copy that stores it. However that ends (an
+/// error, a panic), the copies waiting are told, and a message not taken
+/// is forgotten, so Slack's next delivery of it is heard.
+struct Claim<'a> {
+    shared: &'a Shared,
+    key: (String, String),
+    done: Option<tokio::sync::watch::Sender<Option<bool>>>,
+    taken: bool,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        // Both locks, in the order a claim takes them: no copy can find
+        // the message neither being taken nor forgotten.
+        let (seen, pending) = (self.shared.seen.lock(), self.shared.pending.lock());
+        if let Ok(mut pending) = pending {
+            pending.remove(&self.key);
+        }
+        if !self.taken
+            && let Ok(mut seen) = seen
+        {
+            seen.forget(&self.key);
+        }
+        if let Some(done) = self.done.take() {
+            let _ = done.send(Some(self.taken));
+        }
+    }
 }
 
 /// What a listener's callbacks get: the platform and which persona's app
@@ -314,9 +349,9 @@ impl Shared {
         ev: SlackPushEventCallback,
         arrived: Instant,
     ) -> Result<(), NotTaken> {
-        let raw = match &ev.event {
-            SlackEventCallbackBody::Message(m) => inbound::from_message(m),
-            SlackEventCallbackBody::AppMention(m) => inbound::from_app_mention(m),
+        let (raw, mention_event) = match &ev.event {
+            SlackEventCallbackBody::Message(m) => (inbound::from_message(m), false),
+            SlackEventCallbackBody::AppMention(m) => (inbound::from_app_mention(m), true),
             SlackEventCallbackBody::Unknown(v) => {
                 let kind = v["type"].as_str().unwrap_or_default();
                 if matches!(kind, "message" | "app_mention") {
@@ -325,27 +360,52 @@ impl Shared {
                         send::one_line(&v.to_string())
                     );
                 }
-                None
+                (None, false)
             }
-            _ => None,
+            _ => (None, false),
         };
         let Some(mut raw) = raw else {
             return Ok(());
         };
+        let bots = self.known_bots();
+        let mut people = None;
+        if mention_event {
+            // An `app_mention` does not say whether its author is a bot;
+            // the profile does, and is asked before the message is
+            // claimed: one that cannot be told is left to its `message`
+            // copy, or to Slack's next delivery.
+            let found = self.people_for(i, &raw, &bots).await;
+            let persona = |u: &String| bots.iter().any(|b| b.user.as_ref() == Some(u));
+            match raw.user.as_ref() {
+                Some(u) if persona(u) => {}
+                Some(u) => match found.get(u) {
+                    Some(p) => raw.bot_message = p.is_bot,
+                    None => return Err(NotTaken::Unknown(u.clone())),
+                },
+                None => return Ok(()),
+            }
+            people = Some(found);
+        }
         let key = raw.key();
-        let (done, pending) = {
+        let (claim, pending) = {
             let (Ok(mut seen), Ok(mut pending)) = (self.seen.lock(), self.pending.lock()) else {
-                return Ok(());
+                return Err(NotTaken::Refused("a lock was poisoned by a panic".into()));
             };
             if seen.first(key.clone()) {
                 let (tx, rx) = tokio::sync::watch::channel(None);
                 pending.insert(key.clone(), rx);
-                (Some(tx), None)
+                let claim = Claim {
+                    shared: self,
+                    key,
+                    done: Some(tx),
+                    taken: false,
+                };
+                (Some(claim), None)
             } else {
                 (None, pending.get(&key).cloned())
             }
         };
-        let Some(done) = done else {
+        let Some(mut claim) = claim else {
             // A copy: taken already, or being taken.
             let Some(mut first) = pending else {
                 return Ok(());
@@ -353,21 +413,12 @@ impl Shared {
             let left = (arrived + TAKE_WITHIN).saturating_duration_since(Instant::now());
             return match tokio::time::timeout(left, first.wait_for(Option::is_some)).await {
                 Ok(Ok(v)) if *v == Some(true) => Ok(()),
-                _ => Err(NotTaken::Late(TAKE_WITHIN)),
+                Ok(_) => Err(NotTaken::CopyRefused),
+                Err(_) => Err(NotTaken::Late(TAKE_WITHIN)),
             };
         };
-        let outcome = self.take(i, &ev, &mut raw, arrived).await;
-        let _ = done.send(Some(outcome.is_ok()));
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&key);
-        }
-        if outcome.is_err() {
-            // Heard again when Slack delivers it again (the engine drops
-            // it then if it was stored after all).
-            if let Ok(mut s) = self.seen.lock() {
-                s.forget(&key);
-            }
-        }
+        let outcome = self.take(i, &ev, &mut raw, people, arrived).await;
+        claim.taken = outcome.is_ok();
         outcome
     }
 
@@ -377,20 +428,17 @@ impl Shared {
         i: usize,
         ev: &SlackPushEventCallback,
         raw: &mut Raw,
+        people: Option<HashMap<String, Person>>,
         arrived: Instant,
     ) -> Result<(), NotTaken> {
         if let (Some(t), Ok(mut threads)) = (raw.thread(), self.threads.lock()) {
             threads.heard(&raw.channel, &raw.ts, t);
         }
         let bots = self.known_bots();
-        let people = self.people_for(i, raw, &bots).await;
-        // An `app_mention` does not say whether its author is a bot; the
-        // user's profile does.
-        if let Some(u) = &raw.user
-            && people.get(u).is_some_and(|p| p.is_bot)
-        {
-            raw.bot_message = true;
-        }
+        let people = match people {
+            Some(p) => p,
+            None => self.people_for(i, raw, &bots).await,
+        };
         let names: HashMap<String, String> = people.into_iter().map(|(u, p)| (u, p.name)).collect();
         let reply_to = raw.thread().and_then(|t| {
             self.threads

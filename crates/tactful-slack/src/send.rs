@@ -144,16 +144,9 @@ impl Platform for SlackPlatform {
             })
             .await?;
             let ts = sent.ts.to_string();
-            // A placeholder (no key) is not an answer until edited into one.
-            let answer = msg.key.is_some();
-            let changed = self
-                .shared
-                .threads
-                .lock()
-                .is_ok_and(|mut t| t.posted(channel, &ts, thread.as_deref(), answer));
-            if changed {
-                self.shared.save_threads();
-            }
+            // A placeholder is not an answer until edited into one.
+            self.shared
+                .update_threads(|t| t.posted(channel, &ts, thread.as_deref(), !msg.placeholder));
             Ok(MsgId::new(ts))
         })
     }
@@ -179,14 +172,7 @@ impl Platform for SlackPlatform {
                 async move { session.chat_update(&req).await }
             })
             .await?;
-            if self
-                .shared
-                .threads
-                .lock()
-                .is_ok_and(|mut t| t.answered(channel, id.as_str()))
-            {
-                self.shared.save_threads();
-            }
+            self.shared.update_threads(|t| t.answered(channel, id.as_str()));
             Ok(())
         })
     }
@@ -207,14 +193,7 @@ impl Platform for SlackPlatform {
                 async move { session.chat_delete(&req).await }
             })
             .await?;
-            if self
-                .shared
-                .threads
-                .lock()
-                .is_ok_and(|mut t| t.deleted(channel, id.as_str()))
-            {
-                self.shared.save_threads();
-            }
+            self.shared.update_threads(|t| t.deleted(channel, id.as_str()));
             Ok(())
         })
     }

@@ -8,8 +8,8 @@
 //!   the channel, so the later parts of a split answer follow the first.
 //! - The last message a persona left in each thread: a reply there is a
 //!   reply to it, which is how the engine knows the thread is the
-//!   persona's. Placeholders count once they hold an answer; one deleted
-//!   (a silent turn) is forgotten.
+//!   persona's. Placeholders count once they hold an answer; when the
+//!   last one is deleted, the one before it counts again.
 //!
 //! The personas' part is saved in the store (the newest entries, bounded),
 //! so after a restart a follow-up in a persona's thread still reaches it.
@@ -34,8 +34,8 @@ type At = (String, String);
 struct Saved {
     /// `(channel, thread, ts)`: the last persona message in a thread.
     last: Vec<(String, String, String)>,
-    /// `(channel, ts, thread)`: where a persona message went.
-    posted: Vec<(String, String, Option<String>)>,
+    /// `(channel, ts, thread)`: a persona message posted in a thread.
+    posted: Vec<(String, String, String)>,
 }
 
 /// The maps; see the module's documentation.
@@ -44,6 +44,9 @@ pub struct Threads {
     thread_of: Recent<At, String>,
     posted: Recent<At, Option<String>>,
     last: Recent<At, String>,
+    /// For a persona message that became a thread's last: the one before
+    /// it, which counts again if it is deleted.
+    before: Recent<At, String>,
     /// The newest saved entries, oldest first.
     saved: Saved,
 }
@@ -54,6 +57,7 @@ impl Default for Threads {
             thread_of: Recent::new(REMEMBERED),
             posted: Recent::new(REMEMBERED),
             last: Recent::new(REMEMBERED),
+            before: Recent::new(REMEMBERED),
             saved: Saved::default(),
         }
     }
@@ -84,10 +88,8 @@ impl Threads {
                     t.last.insert(at(channel, thread), ts.clone());
                 }
                 for (channel, ts, thread) in &s.posted {
-                    t.posted.insert(at(channel, ts), thread.clone());
-                    if let Some(th) = thread {
-                        t.thread_of.insert(at(channel, ts), th.clone());
-                    }
+                    t.posted.insert(at(channel, ts), Some(thread.clone()));
+                    t.thread_of.insert(at(channel, ts), thread.clone());
                 }
                 t.saved = s;
                 trim(&mut t.saved.last);
@@ -111,25 +113,29 @@ impl Threads {
     }
 
     /// A persona posted `ts`, in `thread` or at the channel's root;
-    /// `answer` when it is an answer (not a placeholder yet). Whether the
-    /// saved state changed.
+    /// `answer` unless it is a placeholder. Whether the state to save
+    /// changed (only answers change it: a placeholder is saved with the
+    /// answer it becomes).
     pub fn posted(&mut self, channel: &str, ts: &str, thread: Option<&str>, answer: bool) -> bool {
         self.posted.insert(at(channel, ts), thread.map(str::to_owned));
+        let Some(th) = thread else {
+            // Not knowing a message is the same as knowing it is not in a
+            // thread: nothing to save.
+            return false;
+        };
+        self.thread_of.insert(at(channel, ts), th.to_owned());
         self.saved
             .posted
-            .push((channel.to_owned(), ts.to_owned(), thread.map(str::to_owned)));
+            .push((channel.to_owned(), ts.to_owned(), th.to_owned()));
         trim(&mut self.saved.posted);
-        if let Some(th) = thread {
-            self.thread_of.insert(at(channel, ts), th.to_owned());
-            if answer {
-                self.set_last(channel, th, ts);
-            }
+        if answer {
+            self.set_last(channel, th, ts);
         }
-        true
+        answer
     }
 
     /// A persona's message now holds an answer (a placeholder edited).
-    /// Whether the saved state changed.
+    /// Whether the state to save changed.
     pub fn answered(&mut self, channel: &str, ts: &str) -> bool {
         let Some(Some(thread)) = self.posted.get(&at(channel, ts)).cloned() else {
             return false;
@@ -141,7 +147,8 @@ impl Threads {
         true
     }
 
-    /// A persona's message is gone. Whether the saved state changed.
+    /// A persona's message is gone: if it was its thread's last, the one
+    /// before it is again. Whether the state to save changed.
     pub fn deleted(&mut self, channel: &str, ts: &str) -> bool {
         let Some(Some(thread)) = self.posted.get(&at(channel, ts)).cloned() else {
             return false;
@@ -150,14 +157,25 @@ impl Threads {
         if self.last.get(&key).map(String::as_str) != Some(ts) {
             return false;
         }
-        self.last.remove(&key);
         self.saved
             .last
             .retain(|(c, t, _)| !(c == channel && *t == thread));
+        match self.before.remove(&at(channel, ts)) {
+            Some(earlier) => {
+                self.last.insert(key, earlier.clone());
+                self.saved.last.push((channel.to_owned(), thread, earlier));
+            }
+            None => {
+                self.last.remove(&key);
+            }
+        }
         true
     }
 
     fn set_last(&mut self, channel: &str, thread: &str, ts: &str) {
+        if let Some(earlier) = self.last.get(&at(channel, thread)).cloned() {
+            self.before.insert(at(channel, ts), earlier);
+        }
         self.last.insert(at(channel, thread), ts.to_owned());
         self.saved.last.retain(|(c, t, _)| !(c == channel && t == thread));
         self.saved
@@ -196,21 +214,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_thread_is_the_personas_once_it_answered_there_until_the_answer_goes() {
+    fn a_thread_is_the_personas_once_it_answered_there() {
         let mut t = Threads::default();
-        // A placeholder is not an answer yet.
-        assert!(t.posted("C1", "2.0", Some("1.0"), false));
+        // A placeholder is not an answer yet, and nothing to save.
+        assert!(!t.posted("C1", "2.0", Some("1.0"), false));
         assert_eq!(t.reply_to("C1", "1.0"), "1.0");
         assert!(t.answered("C1", "2.0"));
         assert!(!t.answered("C1", "2.0"), "no change, nothing to save");
         assert_eq!(t.reply_to("C1", "1.0"), "2.0");
-        // A silent turn's placeholder deleted: the thread is no longer the
-        // persona's through it.
-        assert!(t.posted("C1", "3.0", Some("1.0"), false));
-        assert!(t.answered("C1", "3.0"));
-        assert!(t.deleted("C1", "3.0"));
-        assert_eq!(t.reply_to("C1", "1.0"), "1.0");
+        // A silent turn's placeholder, posted and deleted, never counted.
+        assert!(!t.posted("C1", "3.0", Some("1.0"), false));
+        assert!(!t.deleted("C1", "3.0"));
+        assert_eq!(t.reply_to("C1", "1.0"), "2.0");
+        // A later answer that is deleted again: the earlier one counts.
+        assert!(t.posted("C1", "4.0", Some("1.0"), true));
+        assert_eq!(t.reply_to("C1", "1.0"), "4.0");
+        assert!(t.deleted("C1", "4.0"));
+        assert_eq!(t.reply_to("C1", "1.0"), "2.0");
+        assert!(t.to_saved().contains("\"2.0\""));
+        assert!(t.deleted("C1", "2.0"));
+        assert_eq!(t.reply_to("C1", "1.0"), "1.0", "the parent, at last");
         assert!(!t.deleted("C1", "9.9"), "not ours");
+        // Posts at the channel's root are not saved.
+        assert!(!t.posted("C1", "5.0", None, true));
     }
 
     #[test]

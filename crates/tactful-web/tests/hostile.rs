@@ -197,6 +197,7 @@ async fn a_client_that_stops_reading_is_resynced_or_told_never_silently_skipped(
             text: &text,
             reply_to: None,
             key: None,
+            placeholder: false,
             follows: None,
         };
         room.web.send(out).await.expect("posted");

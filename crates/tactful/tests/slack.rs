@@ -78,6 +78,7 @@ rules = [
   {{ when = "(?i)shout", reply = "Hey <!channel> and <@U0ALICE>: look & see" }},
   {{ when = "(?i)who am i", reply = "you are {{from_name}} ({{from}})" }},
   {{ when = "(?i)essay", reply = "{essay}" }},
+  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
   {{ when = "", reply = "docs answers {{msg_id}}" }},
 ]
 
@@ -188,6 +189,37 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     heard += 1.0;
     answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {r}")).await;
     assert_ne!(first.ts, r);
+
+    // A follow-up docs decides to leave unanswered: its placeholder comes
+    // and goes, and the thread stays docs's.
+    settle(metrics, heard);
+    let hush = double.post(&both, in_thread(message(CHANNEL, BOB, "never mind"), &q));
+    heard += 1.0;
+    double
+        .wait_until("the silent turn's placeholder deleted", |d| {
+            d.calls()
+                .iter()
+                .any(|c| c.method == "chat.delete" && c.token == DOCS_BOT)
+        })
+        .await;
+    settle(metrics, heard);
+    let again = double.post(&both, in_thread(message(CHANNEL, BOB, "one more thing"), &q));
+    heard += 1.0;
+    answered(
+        &double,
+        CHANNEL,
+        Some(&q),
+        DOCS_BOT,
+        &format!("docs answers {again}"),
+    )
+    .await;
+    assert!(
+        double
+            .bot_messages(CHANNEL)
+            .iter()
+            .all(|m| !m.text.contains(&hush)),
+        "silence"
+    );
 
     // Chatter, another app's bot message and an edit: no answer, and the
     // edit is not a new message.
@@ -373,6 +405,23 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     settle(metrics, heard);
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
     all_acked(&double).await;
+
+    // An `app_mention` from someone whose profile cannot be read: whether
+    // they are a bot cannot be told, so that event is left unacknowledged
+    // (for Slack to deliver again); the `message` copy, which says, is
+    // taken and answered once.
+    let q = double.post_mentioning(
+        DOCS,
+        &[DOCS],
+        message(CHANNEL, "U0STRANGER", "<@U0DOCSBOT> hello?"),
+    );
+    heard += 1.0;
+    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    settle(metrics, heard);
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+    let copies: Vec<_> = double.envelopes().into_iter().filter(|e| e.ts == q).collect();
+    assert_eq!(copies.len(), 2);
+    assert!(!copies[0].acked && copies[1].acked, "{copies:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,34 +437,8 @@ async fn a_message_waiting_through_a_kill_is_answered_once_after_the_restart() {
     answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
     settle(metrics, 1.0);
     all_acked(&double).await;
-    // What the store keeps for Slack once docs answered in the thread
-    // (written by the store's own thread: looked for until it is there).
-    let db = rusqlite::Connection::open(&store).expect("opens");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let saved: Option<serde_json::Value> = db
-            .query_row(
-                "SELECT value FROM platform_state WHERE key = 'slack.threads'",
-                [],
-                |r| r.get::<_, String>(0),
-            )
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok());
-        let docs_thread = saved.as_ref().is_some_and(|v| {
-            v["last"]
-                .as_array()
-                .is_some_and(|l| l.iter().any(|e| e[0] == CHANNEL && e[1] == q.as_str()))
-        });
-        if docs_thread {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "docs's thread under {q} never saved: {saved:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    drop(db);
+    // What the store keeps for Slack once docs answered in the thread.
+    saved_thread(&store, &q).await;
 
     // kill -9, then a message while tactful is down; after the restart, a
     // retry of the answered one (as if its ack had been lost).
@@ -544,20 +567,23 @@ async fn what_the_store_cannot_take_stays_unacknowledged_until_slack_delivers_it
     let second = double.post(&both, message(CHANNEL, BOB, "<@U0DOCSBOT> two"));
     metric_until(metrics, "tactful_refused_total", |v| v >= 1.0).await;
 
-    // The lock goes; none of the four envelopes was acknowledged, so
-    // Slack delivers them all again: each message is answered once.
+    // None of the four envelopes is acknowledged within Slack's deadline.
+    double
+        .wait_until("all four envelopes past the ack deadline, unacknowledged", |d| {
+            d.unacknowledged(&first) && d.unacknowledged(&second)
+        })
+        .await;
+    for ts in [&first, &second] {
+        let copies = double.envelopes().into_iter().filter(|e| &e.ts == ts).count();
+        assert_eq!(copies, 2, "one per app");
+    }
+
+    // The lock goes; Slack delivers them all again: each message is
+    // answered once, in its thread, and the thread state is saved again
+    // (a refusal must not stop it).
     lock.execute_batch("ROLLBACK").expect("unlocks");
     drop(lock);
     metric_until(metrics, "tactful_store_healthy", |v| v == 1.0).await;
-    let envelopes = double.envelopes();
-    for ts in [&first, &second] {
-        let copies: Vec<_> = envelopes.iter().filter(|e| &e.ts == ts).collect();
-        assert_eq!(copies.len(), 2, "{copies:?}");
-        assert!(
-            copies.iter().all(|e| e.sent && !e.acked),
-            "{ts} unacknowledged: {copies:?}"
-        );
-    }
     assert_eq!(double.redeliver_unacked(), 4);
     answered(
         &double,
@@ -583,4 +609,38 @@ async fn what_the_store_cannot_take_stays_unacknowledged_until_slack_delivers_it
         "{:#?}",
         double.bot_messages(CHANNEL)
     );
+    for ts in [&first, &second] {
+        saved_thread(&store, ts).await;
+    }
+}
+
+/// Waits until the store holds Slack's thread state with a persona's
+/// answer in the thread under `parent` (written by the store's own
+/// thread: looked for until it is there, 30 s at most).
+async fn saved_thread(store: &Path, parent: &str) {
+    let db = rusqlite::Connection::open(store).expect("opens");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let saved: Option<serde_json::Value> = db
+            .query_row(
+                "SELECT value FROM platform_state WHERE key = 'slack.threads'",
+                [],
+                |r| r.get::<_, String>(0),
+            )
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok());
+        let there = saved.as_ref().is_some_and(|v| {
+            v["last"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|e| e[0] == CHANNEL && e[1] == parent))
+        });
+        if there {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the thread under {parent} never saved: {saved:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -77,8 +77,14 @@ pub struct Envelope {
     pub payload: Value,
     pub attempt: u32,
     pub sent: bool,
+    /// When it went out.
+    pub sent_at: Option<Instant>,
     pub acked: bool,
 }
+
+/// How long Slack waits for an ack before it counts an envelope as not
+/// acknowledged (and delivers it again).
+pub const ACK_DEADLINE: Duration = Duration::from_secs(3);
 
 #[derive(Default)]
 struct Socket {
@@ -131,6 +137,7 @@ impl Inner {
             payload,
             attempt,
             sent: false,
+            sent_at: None,
             acked: false,
         };
         self.send(&mut env);
@@ -148,6 +155,7 @@ impl Inner {
         });
         if let Some(live) = &self.sockets[env.app].live {
             env.sent = live.send(Ws::Text(frame.to_string().into())).is_ok();
+            env.sent_at = env.sent.then(Instant::now);
         }
     }
 
@@ -437,6 +445,19 @@ impl Double {
 
     pub fn calls(&self) -> Vec<Call> {
         self.with(|s| s.calls.clone())
+    }
+
+    /// Whether every envelope of message `ts` went out and was not
+    /// acknowledged within Slack's deadline: by Slack's rules, not
+    /// acknowledged at all.
+    pub fn unacknowledged(&self, ts: &str) -> bool {
+        self.with(|s| {
+            let copies: Vec<&Envelope> = s.envelopes.iter().filter(|e| e.ts == ts).collect();
+            !copies.is_empty()
+                && copies
+                    .iter()
+                    .all(|e| !e.acked && e.sent_at.is_some_and(|t| t.elapsed() >= ACK_DEADLINE))
+        })
     }
 
     pub fn envelopes(&self) -> Vec<Envelope> {
