@@ -136,6 +136,12 @@ async fn answered(double: &Double, channel: &str, thread: Option<&str>, token: &
     found.into_iter().next().expect("the answer")
 }
 
+/// [`answered`] for the commonest case: docs's answer to `q`, in the
+/// thread under it.
+async fn docs_answered(double: &Double, q: &str) -> Shown {
+    answered(double, CHANNEL, Some(q), DOCS_BOT, &format!("docs answers {q}")).await
+}
+
 async fn both_live(double: &Double) {
     double
         .wait_until("both apps on Socket Mode", |d| {
@@ -171,7 +177,7 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
         message(CHANNEL, ALICE, "<@U0DOCSBOT> how do I reset?"),
     );
     heard += 1.0;
-    let first = answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    let first = docs_answered(&double, &q).await;
     assert!(
         double
             .calls()
@@ -360,14 +366,14 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     double.lose_acks(DOCS, true);
     let q = double.post(&[DOCS], message(CHANNEL, ALICE, "<@U0DOCSBOT> are you there?"));
     heard += 1.0;
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
     settle(metrics, heard);
     double.lose_acks(DOCS, false);
     assert!(double.redeliver_unacked() >= 1, "an envelope went unacknowledged");
     all_acked(&double).await;
     settle(metrics, heard);
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
 
     // Frames that are not what Slack documents: logged, acknowledged when
     // they have an envelope id (they would never parse better), and the
@@ -389,7 +395,7 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
         .await;
     let q = double.post(&both, message(CHANNEL, ALICE, "<@U0DOCSBOT> still listening?"));
     heard += 1.0;
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
 
     // A `disconnect` envelope: the app opens a new socket, and what was
     // said in between arrives there.
@@ -397,7 +403,7 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     double.disconnect(DOCS);
     let q = double.post(&both, message(CHANNEL, BOB, "<@U0DOCSBOT> while you were away"));
     heard += 1.0;
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
     assert!(
         double.opens(DOCS).0 > opens,
         "a new socket through apps.connections.open"
@@ -416,7 +422,7 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
         message(CHANNEL, "U0STRANGER", "<@U0DOCSBOT> hello?"),
     );
     heard += 1.0;
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
     settle(metrics, heard);
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
     let copies: Vec<_> = double.envelopes().into_iter().filter(|e| e.ts == q).collect();
@@ -434,7 +440,7 @@ async fn a_message_waiting_through_a_kill_is_answered_once_after_the_restart() {
     let tactful = start_tactful(dir.path(), &config);
     both_live(&double).await;
     let q = double.post(&[DOCS, CHEF], message(CHANNEL, ALICE, "<@U0DOCSBOT> before"));
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
     settle(metrics, 1.0);
     all_acked(&double).await;
     // What the store keeps for Slack once docs answered in the thread.
@@ -452,20 +458,13 @@ async fn a_message_waiting_through_a_kill_is_answered_once_after_the_restart() {
     );
     let _tactful = start_tactful(dir.path(), &config);
     both_live(&double).await;
-    answered(
-        &double,
-        CHANNEL,
-        Some(&later),
-        DOCS_BOT,
-        &format!("docs answers {later}"),
-    )
-    .await;
+    docs_answered(&double, &later).await;
     all_acked(&double).await;
     double.redeliver(DOCS, &q);
     all_acked(&double).await;
     settle(metrics, 2.0);
     // Nothing answered twice.
-    answered(&double, CHANNEL, Some(&q), DOCS_BOT, &format!("docs answers {q}")).await;
+    docs_answered(&double, &q).await;
     assert_eq!(
         double.bot_messages(CHANNEL).len(),
         2,
@@ -585,22 +584,8 @@ async fn what_the_store_cannot_take_stays_unacknowledged_until_slack_delivers_it
     drop(lock);
     metric_until(metrics, "tactful_store_healthy", |v| v == 1.0).await;
     assert_eq!(double.redeliver_unacked(), 4);
-    answered(
-        &double,
-        CHANNEL,
-        Some(&first),
-        DOCS_BOT,
-        &format!("docs answers {first}"),
-    )
-    .await;
-    answered(
-        &double,
-        CHANNEL,
-        Some(&second),
-        DOCS_BOT,
-        &format!("docs answers {second}"),
-    )
-    .await;
+    docs_answered(&double, &first).await;
+    docs_answered(&double, &second).await;
     all_acked(&double).await;
     settle(metrics, 2.0);
     assert_eq!(
