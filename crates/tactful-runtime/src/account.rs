@@ -111,6 +111,11 @@ impl<K: std::hash::Hash + Eq + Clone> HeardOnce<K> {
         true
     }
 
+    /// Whether `id` was heard (and is still remembered).
+    pub fn contains(&self, id: &K) -> bool {
+        self.set.contains(id)
+    }
+
     /// Forgets `id`, so that it is new again: for a message that could not
     /// be taken after all (the store refused it), whose platform will
     /// deliver it again.
@@ -202,7 +207,9 @@ mod heard_once_tests {
         // 1 was forgotten to keep the bound.
         assert!(h.first(1));
         assert_eq!(h.set.len(), 2);
+        assert!(h.contains(&1));
         h.forget(&1);
+        assert!(!h.contains(&1));
         assert!(h.first(1), "new again once forgotten");
         assert_eq!((h.set.len(), h.order.len()), (2, 2));
     }

@@ -369,6 +369,15 @@ impl Shared {
         };
         let bots = self.known_bots();
         let mut people = None;
+        let key = raw.key();
+        let taken = || {
+            let (seen, pending) = (self.seen.lock(), self.pending.lock());
+            seen.is_ok_and(|s| s.contains(&key)) && pending.is_ok_and(|p| !p.contains_key(&key))
+        };
+        if mention_event && taken() {
+            // Its `message` copy was stored already.
+            return Ok(());
+        }
         if mention_event {
             // An `app_mention` does not say whether its author is a bot;
             // the profile does, and is asked before the message is
@@ -386,7 +395,6 @@ impl Shared {
             }
             people = Some(found);
         }
-        let key = raw.key();
         let (claim, pending) = {
             let (Ok(mut seen), Ok(mut pending)) = (self.seen.lock(), self.pending.lock()) else {
                 return Err(NotTaken::Refused("a lock was poisoned by a panic".into()));

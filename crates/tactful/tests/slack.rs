@@ -428,6 +428,12 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     let copies: Vec<_> = double.envelopes().into_iter().filter(|e| e.ts == q).collect();
     assert_eq!(copies.len(), 2);
     assert!(!copies[0].acked && copies[1].acked, "{copies:#?}");
+    // Slack delivers that `app_mention` again: the message is stored by
+    // now, so it is acknowledged without a word, and not heard again.
+    assert_eq!(double.redeliver_unacked(), 1);
+    all_acked(&double).await;
+    settle(metrics, heard);
+    assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
