@@ -367,8 +367,23 @@ impl Double {
     /// Sends again, as Slack does when no ack came in time, every
     /// envelope not acknowledged yet, on the apps' live sockets.
     pub fn redeliver_unacked(&self) -> usize {
+        self.redeliver_where(|_| true)
+    }
+
+    /// [`Double::redeliver_unacked`] for the envelopes of these messages
+    /// only (others may just not have been read yet).
+    pub fn redeliver_unacked_of(&self, messages: &[&str]) -> usize {
+        self.redeliver_where(|e| messages.contains(&e.ts.as_str()))
+    }
+
+    fn redeliver_where(&self, which: impl Fn(&Envelope) -> bool) -> usize {
         self.with(|s| {
-            let pending: Vec<Envelope> = s.envelopes.iter().filter(|e| !e.acked).cloned().collect();
+            let pending: Vec<Envelope> = s
+                .envelopes
+                .iter()
+                .filter(|e| !e.acked && which(e))
+                .cloned()
+                .collect();
             for e in &pending {
                 if let Some(old) = s.envelopes.iter_mut().find(|x| x.id == e.id) {
                     // Superseded by the retry.
