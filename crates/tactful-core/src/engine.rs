@@ -714,6 +714,16 @@ impl Engine {
         }
         if recorded && let Some(evicted) = room.history.push(entry.clone()) {
             room.floor.remove(&evicted.id);
+            // A message that leaves the context window leaves the ambient
+            // batches too: its floor count is gone with it, so a persona
+            // flushing later would answer what another already answered
+            // (and a restarted engine, which restores the window only,
+            // would not have it).
+            for m in &mut room.members {
+                if let Some(st) = m.ambient.as_deref_mut() {
+                    st.buffer.retain(|e| e.id != evicted.id);
+                }
+            }
         }
         if let Some(a) = author {
             room.members[a.0 as usize].remember_own(msg.id.clone(), limits.own_ids);

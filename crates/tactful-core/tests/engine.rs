@@ -316,3 +316,59 @@ fn a_bare_command_is_for_every_persona_in_command_mode_only() {
     );
     assert!(reasons(&drain(&mut e)).iter().all(|(_, r)| *r != Reason::Command));
 }
+
+/// Found by the restore property test: a message that scrolled out of the
+/// history while it waited in an ambient batch lost its floor count, and
+/// the ambient persona answered what another had already answered.
+#[test]
+fn a_message_that_leaves_the_history_leaves_the_ambient_batch_too() {
+    use std::time::Duration;
+    use tactful_core::{Mode, PolicyPatch};
+    let mut policies = tactful_core::PolicyTable::default();
+    let all = PolicyPatch {
+        mode: Some(Mode::All),
+        ..PolicyPatch::default()
+    };
+    let mut ambient = PolicyPatch {
+        mode: Some(Mode::Ambient),
+        ..PolicyPatch::default()
+    };
+    ambient.ambient.flush_after = Some(Duration::from_secs(5));
+    ambient.ambient.flush_messages = Some(3);
+    ambient.floor_max_speakers = Some(1);
+    policies.default.personas.insert("bo".into(), all);
+    policies.default.personas.insert("cy".into(), ambient);
+    let mut e = Engine::new(EngineConfig {
+        personas: ["bo", "cy"].iter().map(|p| PersonaSpec::new(p, "a")).collect(),
+        policies,
+        context: ContextLimits {
+            history: 3,
+            ..ContextLimits::default()
+        },
+        ..Default::default()
+    })
+    .expect("valid engine config");
+    // bo answers the question; cy buffers it.
+    e.handle_message(
+        Timestamp(0),
+        Message::new("q", "room", "alice", "where are the keys?", Timestamp(0)),
+    );
+    let bo = turns(&drain(&mut e));
+    assert_eq!(bo.len(), 1);
+    e.handle_agent_result(Timestamp(10), bo[0], AgentResult::Output("In the drawer.".into()));
+    drain(&mut e);
+    // A bot's chatter pushes the question out of the three-message window.
+    for i in 0..3 {
+        let mut m = Message::new(format!("b{i}"), "room", "robot", "beep", Timestamp(20 + i));
+        m.sender.is_bot = true;
+        e.handle_message(Timestamp(20 + i), m);
+    }
+    drain(&mut e);
+    // cy's flush timer fires: nothing is left to answer.
+    let mut calls = Vec::new();
+    while let Some(t) = e.poll_timeout() {
+        e.handle_timeout(t);
+        calls.extend(turns(&drain(&mut e)));
+    }
+    assert!(calls.is_empty(), "cy must not answer what bo answered: {calls:?}");
+}
