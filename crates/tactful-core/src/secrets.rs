@@ -57,6 +57,17 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// [`redact`], then cut to `max` characters (with `…` when cut): a
+/// server's text in an error, at a loggable size. Masked before it is
+/// cut, since a token cut in half would no longer be recognised.
+pub fn redact_clipped(text: &str, max: usize) -> String {
+    let text = redact(text);
+    match text.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.into_owned(),
+    }
+}
+
 /// [`redact`] against an explicit list (forms already expanded).
 pub fn redact_with<'a, S: AsRef<str>>(text: &'a str, secrets: &[S]) -> Cow<'a, str> {
     let mut out = Cow::Borrowed(text);

@@ -53,21 +53,13 @@ where
 }
 
 /// An error text fit for one log line: slack-morphism's quote the whole
-/// response body, over several lines. Redacted before it is clipped, so
-/// half a token cannot slip past the mask.
+/// response body, over several lines. Redacted before it is clipped
+/// ([`tactful_core::secrets::redact_clipped`]), then put on one line.
 pub(crate) fn one_line(text: &str) -> String {
-    const LONGEST: usize = 400;
-    let text = tactful_core::secrets::redact(text);
-    let flat: String = text
+    tactful_core::secrets::redact_clipped(text, 400)
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })
-        .take(LONGEST)
-        .collect();
-    if text.chars().count() > LONGEST {
-        format!("{flat}…")
-    } else {
-        flat
-    }
+        .collect()
 }
 
 fn poisoned() -> PlatformError {

@@ -32,15 +32,9 @@ const MAX_FLOOD_WAIT: Duration = Duration::from_secs(120);
 /// Network retries of one call.
 const NETWORK_RETRIES: u32 = 3;
 
-/// A server's text in an error, cut to a loggable size. Secrets are
-/// masked first: a token cut in half would no longer be recognised.
+/// A server's text in an error, cut to a loggable size (masked first).
 pub(crate) fn clip(s: &str) -> String {
-    const MAX: usize = 300;
-    let s = tactful_core::secrets::redact(s);
-    match s.char_indices().nth(MAX) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.into_owned(),
-    }
+    tactful_core::secrets::redact_clipped(s, 300)
 }
 
 /// An error as a log line that never shows the request URL (it holds the
