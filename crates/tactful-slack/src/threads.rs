@@ -41,8 +41,10 @@ struct Saved {
 /// The maps; see the module's documentation.
 #[derive(Debug)]
 pub struct Threads {
+    /// The thread each threaded message is in, heard or posted (a
+    /// persona message missing here went to the channel, or is forgotten).
     thread_of: Recent<At, String>,
-    posted: Recent<At, Option<String>>,
+    /// The last persona answer in each thread, by channel and parent.
     last: Recent<At, String>,
     /// For a persona message that became a thread's last: the one before
     /// it, which counts again if it is deleted.
@@ -55,7 +57,6 @@ impl Default for Threads {
     fn default() -> Self {
         Threads {
             thread_of: Recent::new(REMEMBERED),
-            posted: Recent::new(REMEMBERED),
             last: Recent::new(REMEMBERED),
             before: Recent::new(REMEMBERED),
             saved: Saved::default(),
@@ -88,7 +89,6 @@ impl Threads {
                     t.last.insert(at(channel, thread), ts.clone());
                 }
                 for (channel, ts, thread) in &s.posted {
-                    t.posted.insert(at(channel, ts), Some(thread.clone()));
                     t.thread_of.insert(at(channel, ts), thread.clone());
                 }
                 t.saved = s;
@@ -117,7 +117,6 @@ impl Threads {
     /// changed (only answers change it: a placeholder is saved with the
     /// answer it becomes).
     pub fn posted(&mut self, channel: &str, ts: &str, thread: Option<&str>, answer: bool) -> bool {
-        self.posted.insert(at(channel, ts), thread.map(str::to_owned));
         let Some(th) = thread else {
             // Not knowing a message is the same as knowing it is not in a
             // thread: nothing to save.
@@ -137,7 +136,7 @@ impl Threads {
     /// A persona's message now holds an answer (a placeholder edited).
     /// Whether the state to save changed.
     pub fn answered(&mut self, channel: &str, ts: &str) -> bool {
-        let Some(Some(thread)) = self.posted.get(&at(channel, ts)).cloned() else {
+        let Some(thread) = self.thread_of.get(&at(channel, ts)).cloned() else {
             return false;
         };
         if self.last.get(&at(channel, &thread)).map(String::as_str) == Some(ts) {
@@ -150,7 +149,7 @@ impl Threads {
     /// A persona's message is gone: if it was its thread's last, the one
     /// before it is again. Whether the state to save changed.
     pub fn deleted(&mut self, channel: &str, ts: &str) -> bool {
-        let Some(Some(thread)) = self.posted.get(&at(channel, ts)).cloned() else {
+        let Some(thread) = self.thread_of.get(&at(channel, ts)).cloned() else {
             return false;
         };
         let key = at(channel, &thread);
@@ -205,7 +204,7 @@ impl Threads {
     /// Where a later part of a split answer goes: where its first part
     /// went (`None`: the channel, also when that is not known).
     pub fn thread_of_posted(&self, channel: &str, first: &str) -> Option<String> {
-        self.posted.get(&at(channel, first)).cloned().flatten()
+        self.thread_of.get(&at(channel, first)).cloned()
     }
 }
 
