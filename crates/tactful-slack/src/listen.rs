@@ -425,7 +425,7 @@ impl Shared {
                 Err(_) => Err(NotTaken::Late(TAKE_WITHIN)),
             };
         };
-        let outcome = self.take(i, &ev, &mut raw, people, arrived).await;
+        let outcome = self.take(i, &ev, &mut raw, &bots, people, arrived).await;
         claim.taken = outcome.is_ok();
         outcome
     }
@@ -436,16 +436,16 @@ impl Shared {
         i: usize,
         ev: &SlackPushEventCallback,
         raw: &mut Raw,
+        bots: &[KnownBot],
         people: Option<HashMap<String, Person>>,
         arrived: Instant,
     ) -> Result<(), NotTaken> {
         if let (Some(t), Ok(mut threads)) = (raw.thread(), self.threads.lock()) {
             threads.heard(&raw.channel, &raw.ts, t);
         }
-        let bots = self.known_bots();
         let people = match people {
             Some(p) => p,
-            None => self.people_for(i, raw, &bots).await,
+            None => self.people_for(i, raw, bots).await,
         };
         let names: HashMap<String, String> = people.into_iter().map(|(u, p)| (u, p.name)).collect();
         let reply_to = raw.thread().and_then(|t| {
@@ -458,7 +458,7 @@ impl Shared {
         let seen = Seen {
             receiver: &self.settings.personas[i].id,
             team: &team,
-            bots: &bots,
+            bots,
             names: &names,
             thread_reply_to: reply_to.as_deref(),
             everyone_addresses: self.settings.everyone_addresses,
