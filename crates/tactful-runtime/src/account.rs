@@ -81,48 +81,33 @@ mod tests {
 /// several personas' accounts receive (one group, several bots) is heard
 /// once. Bounded: the oldest id is forgotten first.
 #[derive(Debug)]
-pub struct HeardOnce<K> {
-    set: std::collections::HashSet<K>,
-    order: std::collections::VecDeque<K>,
-    cap: usize,
-}
+pub struct HeardOnce<K>(Recent<K, ()>);
 
 impl<K: std::hash::Hash + Eq + Clone> HeardOnce<K> {
     /// Remembers up to `cap` ids.
     pub fn new(cap: usize) -> Self {
-        HeardOnce {
-            set: std::collections::HashSet::new(),
-            order: std::collections::VecDeque::new(),
-            cap: cap.max(1),
-        }
+        HeardOnce(Recent::new(cap))
     }
 
     /// Whether `id` is new (and remembers it).
     pub fn first(&mut self, id: K) -> bool {
-        if !self.set.insert(id.clone()) {
+        if self.contains(&id) {
             return false;
         }
-        self.order.push_back(id);
-        if self.order.len() > self.cap
-            && let Some(old) = self.order.pop_front()
-        {
-            self.set.remove(&old);
-        }
+        self.0.insert(id, ());
         true
     }
 
     /// Whether `id` was heard (and is still remembered).
     pub fn contains(&self, id: &K) -> bool {
-        self.set.contains(id)
+        self.0.get(id).is_some()
     }
 
     /// Forgets `id`, so that it is new again: for a message that could not
     /// be taken after all (the store refused it), whose platform will
     /// deliver it again.
     pub fn forget(&mut self, id: &K) {
-        if self.set.remove(id) {
-            self.order.retain(|o| o != id);
-        }
+        self.0.remove(id);
     }
 }
 
@@ -206,12 +191,12 @@ mod heard_once_tests {
         assert!(h.first(3));
         // 1 was forgotten to keep the bound.
         assert!(h.first(1));
-        assert_eq!(h.set.len(), 2);
+        assert_eq!(h.0.map.len(), 2);
         assert!(h.contains(&1));
         h.forget(&1);
         assert!(!h.contains(&1));
         assert!(h.first(1), "new again once forgotten");
-        assert_eq!((h.set.len(), h.order.len()), (2, 2));
+        assert_eq!((h.0.map.len(), h.0.order.len()), (2, 2));
     }
 }
 
