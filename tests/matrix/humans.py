@@ -124,6 +124,9 @@ async def messages(cmd):
                     "edit_of": rel.get("event_id") if rel.get("rel_type") == "m.replace" else None,
                     "mentions": content.get("m.mentions", {}).get("user_ids", []),
                     "new_body": content.get("m.new_content", {}).get("body"),
+                    "formatted_body": content.get("formatted_body"),
+                    "format": content.get("format"),
+                    "new_formatted_body": content.get("m.new_content", {}).get("formatted_body"),
                 }
             )
         if not page.get("chunk") or not page.get("end"):
@@ -132,10 +135,24 @@ async def messages(cmd):
     out.reverse()
     # As a client shows them: an edit replaces its original's text (the
     # latest edit wins) and is not a message of its own.
+    # Each message also lists its edits as they were sent (fallback and new
+    # content), for the checks on what clients that do not apply edits see.
     by_id = {m["event_id"]: m for m in out}
     for m in out:
+        m["edits"] = []
+    for m in out:
         if m["edit_of"] in by_id and m["new_body"] is not None:
-            by_id[m["edit_of"]]["body"] = m["new_body"]
+            original = by_id[m["edit_of"]]
+            original["edits"].append(
+                {
+                    "body": m["body"],
+                    "formatted_body": m["formatted_body"],
+                    "new_body": m["new_body"],
+                    "new_formatted_body": m["new_formatted_body"],
+                }
+            )
+            original["body"] = m["new_body"]
+            original["formatted_body"] = m["new_formatted_body"]
     return [m for m in out if not m["edit_of"]]
 
 

@@ -58,6 +58,30 @@ fn url(
     Ok(url)
 }
 
+/// `gateway_url` as twilight wants it: it appends `/?v=10&encoding=json`
+/// itself, so the form Discord's docs show (`wss://…/?v=10&encoding=json`)
+/// loses that query; any other query cannot be passed on, and is refused.
+pub fn without_gateway_query(gateway_url: &str) -> Result<String, String> {
+    let Ok(mut url) = url::Url::parse(gateway_url) else {
+        return Ok(gateway_url.to_owned());
+    };
+    if url.query().is_none() && url.fragment().is_none() {
+        return Ok(gateway_url.trim_end_matches('/').to_owned());
+    }
+    let known = url.query_pairs().all(|(k, v)| match k.as_ref() {
+        "v" => v == "10",
+        "encoding" => v == "json",
+        _ => false,
+    });
+    if !known || url.fragment().is_some() {
+        return Err(format!(
+            "`platforms.discord.gateway_url` = {gateway_url:?} has a query tactful cannot pass on: give the URL without it (tactful asks for `?v=10&encoding=json` itself)"
+        ));
+    }
+    url.set_query(None);
+    Ok(url.as_str().trim_end_matches('/').to_owned())
+}
+
 /// Reads `[platforms.discord]` and the personas' `discord` sub-tables;
 /// call inside [`tactful_config::with_env`].
 pub fn parse(
@@ -81,6 +105,18 @@ pub fn parse(
         &["wss://", "ws://"],
         check,
     )?;
+    let gateway_url = match &d.gateway_url {
+        Some(v) => without_gateway_query(&gateway_url).map_err(|why| check.at(v.span(), why))?,
+        None => gateway_url,
+    };
+    if let Some(v) = &d.api_url
+        && url::Url::parse(&api_url).is_ok_and(|u| u.query().is_some() || u.fragment().is_some())
+    {
+        return Err(check.at(
+            v.span(),
+            format!("`platforms.discord.api_url` = {api_url:?} has a query or fragment, which requests cannot carry: give the base only (a path is fine)"),
+        ));
+    }
     let mut pings = Pings::default();
     for m in &d.allowed_mentions {
         match m.get_ref().as_str() {

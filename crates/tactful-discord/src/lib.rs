@@ -25,6 +25,7 @@
 //! room); people are `discord:<user id>`; message ids are snowflakes.
 
 pub mod config;
+pub mod gate;
 pub mod inbound;
 mod send;
 
@@ -35,7 +36,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
 use tactful_runtime::account::{Backoff, HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, RuntimeHandle};
+use tactful_runtime::{Connected, Connections, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
 use twilight_model::channel::Channel;
@@ -43,6 +44,7 @@ use twilight_model::gateway::payload::incoming::GuildCreate;
 use twilight_model::id::Id;
 use twilight_model::id::marker::{ChannelMarker, GuildMarker, RoleMarker, UserMarker};
 
+use crate::gate::Gate;
 use crate::inbound::{KnownBot, Seen, to_message};
 
 /// How many recent message ids are remembered to hear a guild once.
@@ -144,6 +146,8 @@ struct Shared {
     settings: DiscordSettings,
     /// One HTTP client per persona, in settings order.
     clients: Vec<Arc<Client>>,
+    /// The clients' gates, serving while the platform lives.
+    _gates: Vec<Gate>,
     /// Each bot's user id and name, once known.
     bots: RwLock<Vec<(PersonaId, Option<BotUser>)>>,
     identified: Roll,
@@ -175,24 +179,38 @@ type RolesSince = (tokio::time::Instant, Roles);
 enum ConnectError {
     #[error("cannot read the bot's user (is the token right?): {0}")]
     Identify(String),
-    #[error(
-        "the gateway closed for good (a wrong token, or the Message Content intent not enabled on the Bot page of the application)"
-    )]
-    Closed,
+    #[error("{}", closed(.0))]
+    Closed(Option<(u16, String)>),
 }
 
-/// `host[:port]` and whether it is plain HTTP, for twilight's `proxy`.
-fn proxy_of(api_url: &str) -> Option<(String, bool)> {
-    if api_url == config::DEFAULT_API_URL {
-        return None;
+impl ConnectError {
+    /// Whether twilight gives the connection up after this (it resumes or
+    /// reconnects after every other close).
+    fn is_final(&self) -> bool {
+        matches!(self, ConnectError::Closed(Some((code, _))) if matches!(code, 4004 | 4010..=4014))
     }
-    let url = url::Url::parse(api_url).ok()?;
-    let host = url.host_str()?;
-    let authority = match url.port() {
-        Some(p) => format!("{host}:{p}"),
-        None => host.to_owned(),
+}
+
+/// What a gateway close means, and what to check.
+fn closed(frame: &Option<(u16, String)>) -> String {
+    let Some((code, reason)) = frame else {
+        return "the gateway connection ended".to_owned();
     };
-    Some((authority, url.scheme() == "http"))
+    let what = match code {
+        4004 => "Discord refused the bot token (4004 Authentication failed): check the persona's discord.token (the Bot page of the application)".to_owned(),
+        4014 => "Discord refused the intents (4014 Disallowed intents): turn on the Message Content intent on the Bot page of the application".to_owned(),
+        4013 => "Discord refused the intents (4013 Invalid intents)".to_owned(),
+        4010..=4012 => format!("Discord refused the connection ({code}: a shard or API version it does not take)"),
+        _ => format!("the gateway closed the connection ({code})"),
+    };
+    if reason.trim().is_empty() {
+        what
+    } else {
+        format!(
+            "{what}; Discord said: {}",
+            reason.chars().take(200).collect::<String>()
+        )
+    }
 }
 
 impl DiscordPlatform {
@@ -202,25 +220,32 @@ impl DiscordPlatform {
     pub fn new(settings: DiscordSettings) -> Result<DiscordPlatform, String> {
         // Several TLS providers are in the build; name the one to use.
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-        let proxy = proxy_of(&settings.api_url);
-        let clients = settings
-            .personas
-            .iter()
-            .map(|p| {
-                let mut b = Client::builder()
-                    .token(p.token.clone())
-                    .timeout(Duration::from_secs(15));
-                if let Some((authority, http)) = &proxy {
-                    b = b.proxy(authority.clone(), *http);
-                }
-                Arc::new(b.build())
-            })
-            .collect();
+        // Every REST request of a bot goes through its gate (global rate
+        // limits, invalid-request counting, `api_url` whole).
+        let mut gates = Vec::new();
+        let mut clients = Vec::new();
+        for p in &settings.personas {
+            let gate = Gate::start(p.id.as_str(), &settings.api_url)
+                .map_err(|e| format!("cannot open the Discord request gate on loopback: {e}"))?;
+            let client = Client::builder()
+                .token(p.token.clone())
+                .proxy(gate.authority(), true)
+                // A 401 is counted by the gate; twilight would otherwise
+                // refuse every later request of the bot until a restart,
+                // though a token can come back (a transient 401, a proxy
+                // restarting).
+                .remember_invalid_token(false)
+                .timeout(Duration::from_secs(15))
+                .build();
+            clients.push(Arc::new(client));
+            gates.push(gate);
+        }
         let bots = settings.personas.iter().map(|p| (p.id.clone(), None)).collect();
         Ok(DiscordPlatform {
             shared: Arc::new(Shared {
                 settings,
                 clients,
+                _gates: gates,
                 bots: RwLock::new(bots),
                 identified: Roll::default(),
                 roles: Mutex::new(HashMap::new()),
@@ -237,11 +262,16 @@ impl DiscordPlatform {
 impl Shared {
     async fn keep_connected(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut backoff = Backoff::of(
+            &self.runtime,
+            "Discord",
+            persona.id.as_str(),
+            self.settings.max_backoff,
+        );
         loop {
             match self.identify(i).await {
                 Ok(()) => break,
-                Err(e) => backoff.wait("Discord", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         }
         self.wait_for_the_others().await;
@@ -273,25 +303,41 @@ impl Shared {
             }
             let mut shard = Shard::with_config(ShardId::ONE, config.build());
             tracing::info!(persona = %persona.id, "Discord: connecting to the gateway");
+            let mut closed = ConnectError::Closed(None);
             while let Some(item) = shard.next_event(EventTypeFlags::all()).await {
                 match item {
-                    Ok(event) => {
-                        if matches!(event, Event::Ready(_) | Event::Resumed) {
-                            backoff.reset();
-                        }
-                        if let Event::MessageCreate(m) = event {
-                            let _ = queue.send(Box::new(m.message)).await;
+                    Ok(Event::MessageCreate(m)) => {
+                        let _ = queue.send(Box::new(m.message)).await;
+                    }
+                    Ok(Event::GatewayClose(Some(frame))) => {
+                        let why = ConnectError::Closed(Some((frame.code, frame.reason.to_string())));
+                        if why.is_final() {
+                            // The stream ends next: said once there.
+                            closed = why;
                         } else {
-                            self.event(i, event);
+                            // twilight resumes or reconnects by itself.
+                            tracing::info!(persona = %persona.id, "Discord: {why}; reconnecting");
                         }
                     }
-                    // twilight reconnects (and resumes) by itself.
-                    Err(e) => tracing::debug!(persona = %persona.id, "Discord gateway: {e}"),
+                    Ok(event) => {
+                        if matches!(event, Event::Ready(_) | Event::Resumed) {
+                            backoff.connected();
+                        }
+                        self.event(i, event);
+                    }
+                    // twilight tries again by itself (after 1, 2, 4… s), so
+                    // this is said at most that often.
+                    Err(e) => {
+                        let why = format!("cannot reach the gateway at {}: {e}", self.settings.gateway_url);
+                        backoff.account().down(&why);
+                        tracing::warn!(
+                            persona = %persona.id,
+                            "Discord: {why}; retrying (is the address right, and reachable through the firewall or proxy?)"
+                        );
+                    }
                 }
             }
-            backoff
-                .wait("Discord", persona.id.as_str(), &ConnectError::Closed)
-                .await;
+            backoff.wait(&closed).await;
         }
     }
 
@@ -507,21 +553,35 @@ impl Connected for DiscordPlatform {
 
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
-            let all = self.shared.settings.personas.len();
-            self.shared.identified.wait_for(all, Duration::from_secs(5)).await;
-            let bots: Vec<String> = self
+            // A few seconds for the gateways: a bot is named once its
+            // gateway said READY, and "connecting…" until then.
+            let personas: Vec<&str> = self
+                .shared
+                .settings
+                .personas
+                .iter()
+                .map(|p| p.id.as_str())
+                .collect();
+            let states = Connections::for_banner(&self.shared.runtime, "Discord", &personas).await;
+            let names: Vec<Option<String>> = self
                 .shared
                 .bots
                 .read()
                 .map(|b| {
                     b.iter()
-                        .map(|(p, user)| match user {
-                            Some((_, name)) => format!("{name} ({p})"),
-                            None => format!("{p} (not connected yet)"),
-                        })
+                        .map(|(_, user)| user.as_ref().map(|(_, n)| n.clone()))
                         .collect()
                 })
                 .unwrap_or_default();
+            let bots: Vec<String> = personas
+                .iter()
+                .zip(states)
+                .zip(names)
+                .map(|((p, state), name)| match (state.banner_note(), name) {
+                    (None, Some(name)) => format!("{name} ({p})"),
+                    (note, _) => format!("{p} ({})", note.unwrap_or("connecting…")),
+                })
+                .collect();
             format!("on Discord as {}", bots.join(", "))
         })
     }

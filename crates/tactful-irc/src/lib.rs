@@ -31,6 +31,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use irc::client::prelude::{Client, Command, Config as IrcClientConfig, Sender as IrcSender};
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
+use tactful_runtime::Account;
 use tactful_runtime::account::Backoff;
 use tactful_runtime::{
     Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
@@ -212,9 +213,14 @@ impl Shared {
 
     async fn keep_connected(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut backoff = Backoff::of(
+            &self.runtime,
+            "IRC",
+            persona.id.as_str(),
+            self.settings.max_backoff,
+        );
         loop {
-            let result = self.session(i, &persona).await;
+            let result = self.session(i, &persona, backoff.account()).await;
             if let Ok(mut live) = self.live.lock() {
                 live.remove(&persona.id);
             }
@@ -226,21 +232,20 @@ impl Shared {
                 // It was up: start the pauses afresh.
                 Ok(()) => {
                     backoff.reset();
-                    backoff
-                        .wait("IRC", persona.id.as_str(), &"the connection closed")
-                        .await;
+                    backoff.wait(&"the connection closed").await;
                 }
-                Err(e) => {
-                    backoff
-                        .wait("IRC", persona.id.as_str(), &format!("connecting failed: {e}"))
-                        .await
-                }
+                Err(e) => backoff.wait(&format!("connecting failed: {e}")).await,
             }
         }
     }
 
     /// One connection, until it drops.
-    async fn session(&self, i: usize, persona: &IrcPersona) -> Result<(), irc::error::Error> {
+    async fn session(
+        &self,
+        i: usize,
+        persona: &IrcPersona,
+        account: &Account,
+    ) -> Result<(), irc::error::Error> {
         let s = &self.settings;
         let config = IrcClientConfig {
             nickname: Some(persona.nick.clone()),
@@ -280,6 +285,7 @@ impl Shared {
                 }
                 live.insert(persona.id.clone(), (client.sender(), nick.to_owned()));
                 drop(live);
+                account.connected();
                 self.connected.notify_waiters();
             }
             if let Command::PRIVMSG(target, body) = &message.command

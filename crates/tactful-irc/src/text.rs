@@ -1,8 +1,10 @@
 //! What IRC text means and how it must be cut.
 //!
 //! IRC has no mention entities and no replies: a persona is addressed by its
-//! nick opening the line (`docs: …`, `docs, …`, `docs …`) or by `@docs`,
-//! compared with IRC's case mapping, and a reply is a `nick: ` prefix. A
+//! nick opening the line (`docs: …`, `docs, …`, `docs …`), after a
+//! greeting or a list of nicks (`hi docs: …`, `alice, docs: …`), or by
+//! `@docs`, compared with IRC's case mapping ([`mentioned`]), and a reply
+//! is a `nick: ` prefix. A
 //! line on the wire is at most 512 bytes including the command and the
 //! sender prefix the server adds, so long text is cut into lines that fit,
 //! never inside a UTF-8 character.
@@ -39,11 +41,74 @@ fn is_nick_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "-_[]\\`^{}|".contains(c)
 }
 
-/// Which of `nicks` the text addresses, in the order given: the nick
-/// opening the line (`docs: …`, `docs, …`, `docs …`) or `@docs` anywhere,
-/// always as a whole word in IRC case mapping. A nick that is also a plain
-/// word (`docs`, `chef`) said in passing — "I read the docs" — is not an
-/// address.
+/// Words people open a line with before naming whom it is for: "hi
+/// docs: …", "okay docs, …", "but docs, …".
+const OPENERS: &[&str] = &[
+    "hi", "hey", "hello", "heya", "hiya", "yo", "ok", "okay", "k", "well", "so", "but", "and", "also", "oh",
+    "ah", "um", "uh", "hmm", "right", "yes", "yeah", "yep", "no", "nope", "sorry", "thanks", "thx", "ty",
+    "please", "pls", "now", "sure", "cool", "great", "alright", "btw", "anyway", "actually", "then", "wait",
+    "look", "lol", "good", "morning", "evening",
+];
+
+/// Openers that address a nick even with nothing after it ("hi docs").
+const GREETINGS: &[&str] = &["hi", "hey", "hello", "heya", "hiya", "yo", "morning", "evening"];
+
+/// Words after an opening nick that make it the subject of the sentence
+/// ("docs gave me a walk through"), not whom it is said to.
+const SUBJECT_VERBS: &[&str] = &[
+    "is",
+    "was",
+    "has",
+    "had",
+    "said",
+    "says",
+    "gave",
+    "gives",
+    "told",
+    "tells",
+    "thinks",
+    "thought",
+    "knows",
+    "knew",
+    "wrote",
+    "writes",
+    "seems",
+    "went",
+    "got",
+    "made",
+    "mentioned",
+    "suggested",
+    "answered",
+    "helped",
+    "posted",
+    "asked",
+    "replied",
+    "explained",
+    "showed",
+    "pointed",
+    "isn't",
+    "wasn't",
+    "doesn't",
+    "didn't",
+    "won't",
+    "hasn't",
+];
+
+/// How many words may stand before an addressed nick.
+const MAX_LEAD: usize = 4;
+
+/// Which of `nicks` the text addresses, in the order given, always as a
+/// whole word in IRC case mapping:
+/// - the nick opening the line (`docs: …`, `docs, …`, `docs …`), unless
+///   it is the subject of what follows ("docs gave me …");
+/// - the nick after a short lead of greetings, interjections (`hi`,
+///   `okay`, `but`, …) or other nicks each followed by `,` or `:` ("hi
+///   docs: …", "okay docs, …", "alice, docs: …"), itself followed by `,`
+///   or `:` (after a greeting, alone too: "hey docs");
+/// - `@docs` anywhere.
+///
+/// A nick said in passing ("I read the docs", "thanks docs" closing a
+/// line) is not an address.
 pub fn mentioned<'a>(text: &str, nicks: &[&'a str]) -> Vec<&'a str> {
     let chars: Vec<char> = text.trim_start().chars().collect();
     let nick_at = |i: usize, n: &[char]| {
@@ -54,20 +119,87 @@ pub fn mentioned<'a>(text: &str, nicks: &[&'a str]) -> Vec<&'a str> {
                 .all(|(a, b)| irc_lower(*a) == irc_lower(*b))
             && (i + n.len() == chars.len() || !is_nick_char(chars[i + n.len()]))
     };
+    let words = words(&chars);
     let mut found = Vec::new();
     for &nick in nicks {
         let n: Vec<char> = nick.chars().collect();
         if n.is_empty() {
             continue;
         }
-        let opens = nick_at(0, &n);
+        let opens = nick_at(0, &n) && !is_subject(&chars, &words, n.len());
+        let led = (1..words.len().min(MAX_LEAD + 1)).any(|k| {
+            let (start, _) = words[k];
+            let lead = &words[..k];
+            let end = start + n.len();
+            let after = chars.get(end).copied();
+            nick_at(start, &n)
+                && lead.iter().all(|w| leads(&chars, *w))
+                && (matches!(after, Some(',' | ':'))
+                    || (after.is_none_or(|c| !is_nick_char(c) && c != '\'')
+                        && chars[end..]
+                            .iter()
+                            .all(|c| c.is_whitespace() || "!.?".contains(*c))
+                        && lead.iter().any(|w| greeting(&chars, *w))))
+        });
         let at = (0..chars.len())
             .any(|i| chars[i] == '@' && (i == 0 || !is_nick_char(chars[i - 1])) && nick_at(i + 1, &n));
-        if opens || at {
+        if opens || led || at {
             found.push(nick);
         }
     }
     found
+}
+
+/// The words of `chars`: (start, end) of each run of non-space.
+fn words(chars: &[char]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() && out.len() <= MAX_LEAD {
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        while i < chars.len() && !chars[i].is_whitespace() {
+            i += 1;
+        }
+        if start < i {
+            out.push((start, i));
+        }
+    }
+    out
+}
+
+/// A word, lower-cased, without the punctuation that may close it.
+fn bare(chars: &[char], (start, end): (usize, usize)) -> String {
+    chars[start..end]
+        .iter()
+        .collect::<String>()
+        .trim_end_matches([',', ':', '!', '.'])
+        .to_lowercase()
+}
+
+fn greeting(chars: &[char], w: (usize, usize)) -> bool {
+    GREETINGS.contains(&bare(chars, w).as_str())
+}
+
+/// Whether a word may stand before an addressed nick: an opener, or a
+/// nick of someone else in the list (`alice,` / `alice:`).
+fn leads(chars: &[char], w: (usize, usize)) -> bool {
+    let word = &chars[w.0..w.1];
+    let listed = word.len() > 1
+        && matches!(word.last(), Some(',' | ':'))
+        && word[..word.len() - 1].iter().all(|c| is_nick_char(*c));
+    listed || OPENERS.contains(&bare(chars, w).as_str())
+}
+
+/// Whether the nick opening the line (`len` characters) is the subject of
+/// what follows: followed by a space and a verb it does ("docs gave …").
+fn is_subject(chars: &[char], words: &[(usize, usize)], len: usize) -> bool {
+    let after_space = chars.get(len).is_some_and(|c| c.is_whitespace());
+    after_space
+        && words
+            .get(1)
+            .is_some_and(|w| SUBJECT_VERBS.contains(&bare(chars, *w).as_str()))
 }
 
 /// Whether `c` may not travel inside an IRC message: CR and LF end the
@@ -127,10 +259,11 @@ mod tests {
             assert!(!mentioned(text, &nicks).is_empty(), "{text}");
         }
         assert_eq!(mentioned("chef{1}: and @docs", &nicks), ["docs", "Chef[1]"]);
+        // After a greeting, as people write it.
+        assert_eq!(mentioned("hey chef{1}: hi", &nicks), ["Chef[1]"]);
         for text in [
             "I read the docs yesterday",
             "ask DOCS please",
-            "hey chef{1}: hi",
             "docsify it",
             "the_docs",
             "mydocs: x",
@@ -141,6 +274,46 @@ mod tests {
             assert!(mentioned(text, &nicks).is_empty(), "{text}");
         }
         assert!(nick_eq("Chef[1]", "chef{1}") && !nick_eq("chef", "chef_"));
+    }
+
+    #[test]
+    fn nicks_after_a_greeting_or_in_a_leading_list_are_addressed() {
+        let nicks = ["nick420", "viper", "holstein", "histo", "docs"];
+        for (text, who) in [
+            ("Hi nick420: what is your java issue?", "nick420"),
+            ("okay Viper, what card do you have?", "viper"),
+            ("but holstein, how would that work?", "holstein"),
+            ("k0nceast, histo, there is no way to do that", "histo"),
+            ("alice: docs: see above", "docs"),
+            ("hey docs", "docs"),
+            ("hello docs!", "docs"),
+            ("well, thanks docs, that worked", "docs"),
+        ] {
+            assert_eq!(mentioned(text, &nicks), [who], "{text}");
+        }
+        assert_eq!(
+            mentioned("k0nceast, histo: there is no way", &nicks),
+            ["histo"],
+            "the first nick of the list is someone else's"
+        );
+        for text in [
+            "docs gave me a walk through yesterday",
+            "docs is down again",
+            "Viper said it was fine",
+            "thanks docs",
+            "ok thanks docs",
+            "but docs are outdated",
+            "the docs, however, say otherwise",
+            "so the docs: are they right?",
+            "sorry docs",
+            "well I think docs: no",
+        ] {
+            assert!(
+                mentioned(text, &nicks).is_empty(),
+                "{text}: {:?}",
+                mentioned(text, &nicks)
+            );
+        }
     }
 
     #[test]

@@ -126,8 +126,7 @@ pub fn parse(
 }
 
 /// The start banner's line for these settings.
-pub fn describe(s: &MatrixSettings) -> String {
-    let users: Vec<&str> = s.personas.iter().map(|p| p.user_id.as_str()).collect();
+pub fn describe(s: &MatrixSettings, users: &[String]) -> String {
     format!("on Matrix at {} as {}", s.homeserver, users.join(", "))
 }
 

@@ -18,7 +18,9 @@
 //!   in it.
 //! - Replies are real Matrix replies (`m.in_reply_to`, with the mention of
 //!   the author), thread messages stay in their thread, streaming edits
-//!   are `m.replace`, a silent turn redacts its placeholder.
+//!   are `m.replace`, a silent turn redacts its placeholder. Every reply
+//!   and edit carries the agent's Markdown as `org.matrix.custom.html`
+//!   beside the text ([`format`]).
 //! - When the homeserver goes away, each loop retries with exponential
 //!   backoff from the token it holds: the messages sent meanwhile arrive
 //!   with the next sync.
@@ -30,6 +32,7 @@
 
 pub mod config;
 pub mod event;
+pub mod format;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -45,9 +48,7 @@ use matrix_sdk::room::reply::{EnforceThread, Reply};
 use matrix_sdk::ruma::api::client::filter::{FilterDefinition, RoomEventFilter};
 use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
 use matrix_sdk::ruma::events::room::member::MembershipState;
-use matrix_sdk::ruma::events::room::message::{
-    AddMentions, Relation, RoomMessageEventContent, RoomMessageEventContentWithoutRelation,
-};
+use matrix_sdk::ruma::events::room::message::{AddMentions, Relation, RoomMessageEventContent};
 use matrix_sdk::ruma::events::{
     AnySyncMessageLikeEvent, AnySyncStateEvent, AnySyncTimelineEvent, Mentions, SyncMessageLikeEvent,
     SyncStateEvent,
@@ -56,7 +57,9 @@ use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomOrAliasId, UI
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{MsgId, PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce};
-use tactful_runtime::{Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle};
+use tactful_runtime::{
+    Capabilities, Connected, Connections, OutMessage, Platform, PlatformError, RuntimeHandle,
+};
 
 use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
 
@@ -232,11 +235,16 @@ enum SessionError {
 impl Shared {
     async fn keep_syncing(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut backoff = Backoff::of(
+            &self.runtime,
+            "Matrix",
+            persona.id.as_str(),
+            self.settings.max_backoff,
+        );
         let client = loop {
             match self.login(&persona).await {
                 Ok(c) => break c,
-                Err(e) => backoff.wait("Matrix", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         };
         tracing::info!(persona = %persona.id, user = %persona.user_id, "logged in to Matrix");
@@ -257,9 +265,9 @@ impl Shared {
                         tracing::info!(persona = %persona.id, rooms = client.joined_rooms().len(), "Matrix sync is live");
                     }
                     token = Some(next);
-                    backoff.reset();
+                    backoff.connected();
                 }
-                Err(e) => backoff.wait("Matrix", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         }
     }
@@ -558,8 +566,23 @@ impl Connected for MatrixPlatform {
     }
 
     fn describe(&self) -> BoxFuture<'_, String> {
-        let line = config::describe(&self.shared.settings);
-        Box::pin(async move { line })
+        Box::pin(async move {
+            // A few seconds for the first syncs: an account not syncing
+            // yet is said to be connecting, not shown as live.
+            let s = &self.shared.settings;
+            let personas: Vec<&str> = s.personas.iter().map(|p| p.id.as_str()).collect();
+            let states = Connections::for_banner(&self.shared.runtime, "Matrix", &personas).await;
+            let users: Vec<String> = s
+                .personas
+                .iter()
+                .zip(states)
+                .map(|(p, state)| match state.banner_note() {
+                    None => p.user_id.clone(),
+                    Some(note) => format!("{} ({note})", p.user_id),
+                })
+                .collect();
+            config::describe(s, &users)
+        })
     }
 }
 
@@ -582,7 +605,7 @@ impl Platform for MatrixPlatform {
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         Box::pin(async move {
             let room = self.shared.room(msg.persona, msg.room).await?;
-            let body = RoomMessageEventContentWithoutRelation::text_plain(msg.text);
+            let body = format::content(msg.text);
             let content: RoomMessageEventContent = match msg.reply_to {
                 Some(target) => {
                     let reply = Reply {
@@ -630,10 +653,7 @@ impl Platform for MatrixPlatform {
         Box::pin(async move {
             let r = self.shared.room(persona, room).await?;
             let edit = r
-                .make_edit_event(
-                    &event_id(id)?,
-                    EditedContent::RoomMessage(RoomMessageEventContentWithoutRelation::text_plain(text)),
-                )
+                .make_edit_event(&event_id(id)?, EditedContent::RoomMessage(format::content(text)))
                 .await
                 .map_err(|e| PlatformError(format!("cannot edit {id}: {e}")))?;
             r.send(edit)

@@ -10,28 +10,64 @@
 
 use std::time::Duration;
 
+use crate::connections::Account;
+use crate::runtime::RuntimeHandle;
+
 /// The first pause after a failure.
 pub const FIRST_RETRY: Duration = Duration::from_millis(500);
 
-/// Capped exponential backoff for one account's connection.
+/// Capped exponential backoff for one account's connection, which also
+/// keeps the account's [`crate::connections`] state: a failure waited out
+/// here is the account down, [`Backoff::connected`] the account up.
 #[derive(Clone, Debug)]
 pub struct Backoff {
     next: Duration,
     max: Duration,
+    account: Account,
 }
 
 impl Backoff {
     /// Starts at [`FIRST_RETRY`], doubling up to `max`.
-    pub fn new(max: Duration) -> Backoff {
+    pub fn new(account: Account, max: Duration) -> Backoff {
         Backoff {
             next: FIRST_RETRY.min(max),
             max,
+            account,
         }
     }
 
-    /// Back to the first pause, after a success.
+    /// [`Backoff::new`] for `persona`'s account on `platform`, reporting
+    /// to the runtime's connections once the platform has one (platforms
+    /// keep their [`RuntimeHandle`] so: set in `start`, before any
+    /// account connects).
+    pub fn of(
+        runtime: &std::sync::Mutex<Option<RuntimeHandle>>,
+        platform: &str,
+        persona: &str,
+        max: Duration,
+    ) -> Backoff {
+        let account = match runtime.lock().ok().and_then(|r| r.clone()) {
+            Some(r) => r.account(platform, persona),
+            None => Account::detached(platform, persona),
+        };
+        Backoff::new(account, max)
+    }
+
+    /// Back to the first pause, after a step that worked (the account may
+    /// not be connected yet).
     pub fn reset(&mut self) {
         self.next = FIRST_RETRY.min(self.max);
+    }
+
+    /// The account is connected: back to the first pause.
+    pub fn connected(&mut self) {
+        self.reset();
+        self.account.connected();
+    }
+
+    /// The account's handle on its state.
+    pub fn account(&self) -> &Account {
+        &self.account
     }
 
     /// The pause the next [`Backoff::wait`] takes.
@@ -39,10 +75,13 @@ impl Backoff {
         self.next
     }
 
-    /// Logs why `platform` must wait for `persona`, waits, and doubles the
-    /// next pause (up to the cap).
-    pub async fn wait(&mut self, platform: &str, persona: &str, why: &(dyn std::fmt::Display + Sync)) {
+    /// Marks the account down for `why`, logs it at WARN with the pause,
+    /// waits, and doubles the next pause (up to the cap).
+    pub async fn wait(&mut self, why: &(dyn std::fmt::Display + Sync)) {
         let pause = self.next;
+        let why = why.to_string();
+        self.account.down(&why);
+        let (platform, persona) = (self.account.platform(), self.account.persona());
         tracing::warn!(%persona, "{platform}: {why}; retrying in {pause:?}");
         tokio::time::sleep(pause).await;
         self.next = (self.next * 2).min(self.max);
@@ -52,26 +91,30 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connections::Connections;
 
     #[tokio::test(start_paused = true)]
     async fn pauses_double_up_to_the_cap_and_reset_after_success() {
-        let mut b = Backoff::new(Duration::from_secs(3));
+        let connections = Connections::default();
+        let mut b = Backoff::new(connections.account("Test", "docs"), Duration::from_secs(3));
         let mut seen = Vec::new();
         for _ in 0..5 {
             seen.push(b.next());
             let before = tokio::time::Instant::now();
-            b.wait("test", "docs", &"down").await;
+            b.wait(&"down").await;
             assert_eq!(before.elapsed(), *seen.last().expect("a pause"));
         }
+        assert_eq!(connections.down(), ["Test docs: down"]);
         assert_eq!(
             seen,
             [500, 1000, 2000, 3000, 3000].map(Duration::from_millis),
             "doubling, capped"
         );
-        b.reset();
+        b.connected();
         assert_eq!(b.next(), FIRST_RETRY);
+        assert!(connections.down().is_empty());
         assert_eq!(
-            Backoff::new(Duration::from_millis(100)).next(),
+            Backoff::new(Account::detached("Test", "docs"), Duration::from_millis(100)).next(),
             Duration::from_millis(100)
         );
     }

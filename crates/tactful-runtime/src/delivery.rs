@@ -205,6 +205,17 @@ where
     }
 }
 
+/// A turn's placeholder as the final send finds it.
+#[derive(Clone, Copy)]
+struct Placeholder<'a> {
+    /// Its platform id, when one was posted.
+    id: Option<&'a MsgId>,
+    /// The message it was posted as a reply to.
+    answering: Option<&'a MsgId>,
+    /// What streaming last showed in it.
+    shown: &'a str,
+}
+
 /// One room's delivery state.
 pub struct RoomDelivery {
     room: RoomId,
@@ -310,7 +321,12 @@ impl RoomDelivery {
         let placeholder = if self.platform.capabilities().can_edit {
             // On record before it is posted (its id still unknown) and again
             // after: a crash at any point leaves a record a restart finds,
-            // and posting again under the same key finds the message.
+            // and posting again under the same key finds the message. The
+            // second record is queued, not waited for: it reaches the store
+            // before anything saved after it (one writer, in order), and a
+            // crash before it leaves the first record, which a restart
+            // handles as a crash during the post itself. Waiting for it
+            // would hold the turn's first streamed text back by a commit.
             let record = |id: &str| Op::Placeholder {
                 turn,
                 room: self.room.clone(),
@@ -323,7 +339,9 @@ impl RoomDelivery {
                 .await;
             if let Some(id) = &id {
                 tracing::debug!(room = %self.room, %turn, %id, "placeholder posted");
-                self.record(record(id.as_str())).await;
+                if let Some(saver) = &self.saver {
+                    saver.save_later(vec![record(id.as_str())]);
+                }
             }
             id
         } else {
@@ -472,19 +490,26 @@ impl RoomDelivery {
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
         let caps = self.platform.capabilities();
         let resume = resume.unwrap_or_default();
-        let (placeholder, answering) = match self.streams.remove(&out.turn) {
-            Some(s) => (s.placeholder, s.answering),
+        let (placeholder, answering, shown) = match self.streams.remove(&out.turn) {
+            Some(s) => (s.placeholder, s.answering, s.shown),
             None => match resume.placeholder.clone() {
-                Some(id) => (self.resolve(out.turn, &out.persona, id, Some(&out)).await, None),
-                None => (None, None),
+                Some(id) => (
+                    self.resolve(out.turn, &out.persona, id, Some(&out)).await,
+                    None,
+                    String::new(),
+                ),
+                None => (None, None, String::new()),
             },
+        };
+        let held = Placeholder {
+            id: placeholder.as_ref(),
+            answering: answering.as_ref(),
+            shown: &shown,
         };
         let parts = split_message(&out.text, caps.max_message_chars);
         let mut first_id = resume.first_id.clone();
         if resume.parts_done == 0 {
-            first_id = self
-                .send_first(&out, &parts[0], placeholder.as_ref(), answering.as_ref())
-                .await;
+            first_id = self.send_first(&out, &parts[0], held).await;
             if let Some(id) = &first_id {
                 tracing::debug!(room = %self.room, reply = %out.id, part = 0, %id, "part delivered");
                 self.record(self.part(&out, 0, id)).await;
@@ -512,22 +537,16 @@ impl RoomDelivery {
 
     /// Delivers the first part: into the placeholder, or as a message of
     /// its own; its platform id.
-    async fn send_first(
-        &self,
-        out: &Outgoing,
-        first: &str,
-        placeholder: Option<&MsgId>,
-        answering: Option<&MsgId>,
-    ) -> Option<MsgId> {
+    async fn send_first(&self, out: &Outgoing, first: &str, held: Placeholder<'_>) -> Option<MsgId> {
         let caps = self.platform.capabilities();
         let key = self.key(out, 0);
         let reply_to = out.reply_to.as_ref().filter(|_| caps.native_replies);
-        match (placeholder, reply_to) {
+        match (held.id, reply_to) {
             // The placeholder already replies to what the answer replies to:
             // it becomes the answer, in place (so does an answer naming no
             // message: the arm below).
-            (Some(ph), Some(target)) if answering == Some(target) => {
-                match self.edit_or_keep(&out.persona, ph, first).await {
+            (Some(ph), Some(target)) if held.answering == Some(target) => {
+                match self.edit_or_keep(&out.persona, ph, first, held.shown).await {
                     Some(id) => Some(id),
                     None => {
                         let id = self.post(out, first, Some(target), &key, None).await.ok();
@@ -546,9 +565,9 @@ impl RoomDelivery {
                     self.remove_placeholder(&out.persona, ph).await;
                     Some(id)
                 }
-                Err(_) => self.edit_or_keep(&out.persona, ph, first).await,
+                Err(_) => self.edit_or_keep(&out.persona, ph, first, held.shown).await,
             },
-            (Some(ph), None) => match self.edit_or_keep(&out.persona, ph, first).await {
+            (Some(ph), None) => match self.edit_or_keep(&out.persona, ph, first, held.shown).await {
                 Some(id) => Some(id),
                 None => {
                     let id = self.post(out, first, None, &key, None).await.ok();
@@ -560,11 +579,12 @@ impl RoomDelivery {
             },
             // Without a placeholder the platform gets the target even with
             // no native replies: it addresses the author its own way (IRC
-            // prefixes their nick).
-            (None, _) => self
-                .post(out, first, out.reply_to.as_ref(), &key, None)
-                .await
-                .ok(),
+            // prefixes their nick). When the placeholder could not be
+            // posted, the answer still quotes what it would have quoted.
+            (None, _) => {
+                let target = out.reply_to.as_ref().or(held.answering);
+                self.post(out, first, target, &key, None).await.ok()
+            }
         }
     }
 
@@ -603,8 +623,20 @@ impl RoomDelivery {
         self.send_once_or_twice("sending a reply", msg).await
     }
 
-    /// Puts `text` in the placeholder; its id on success.
-    async fn edit_or_keep(&self, persona: &PersonaId, placeholder: &MsgId, text: &str) -> Option<MsgId> {
+    /// Puts `text` in the placeholder; its id on success. When streaming
+    /// showed exactly `text` already, nothing is sent: an identical edit
+    /// would spend the platform's rate limit (and, on Matrix, add an event)
+    /// for nothing.
+    async fn edit_or_keep(
+        &self,
+        persona: &PersonaId,
+        placeholder: &MsgId,
+        text: &str,
+        shown: &str,
+    ) -> Option<MsgId> {
+        if text == shown {
+            return Some(placeholder.clone());
+        }
         twice("editing a placeholder into the reply", &self.room, || {
             self.platform.edit(persona, &self.room, placeholder, text)
         })

@@ -4,12 +4,15 @@
 //! - [`runtime`]: the task that owns the engine and runs turns;
 //! - [`delivery`]: the one path replies leave by, for every platform;
 //! - [`platform`]: the small trait a chat platform implements;
+//! - [`markup`]: an agent's Markdown as platforms that take markup want it;
 //! - [`persist`]: saving to the store off the engine's task;
 //! - [`seam`]: what a platform crate hands the binary.
 
 pub mod account;
+pub mod connections;
 pub mod delivery;
 mod driver;
+pub mod markup;
 pub mod metrics;
 pub mod persist;
 pub mod platform;
@@ -17,10 +20,12 @@ mod restart;
 pub mod runtime;
 pub mod seam;
 
+pub use connections::{Account, Connections, LinkState};
 pub use delivery::DeliveryConfig;
+pub use markup::{escape_markup, markdown_html};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
-pub use platform::{Capabilities, Connected, OutMessage, Platform, PlatformError, escape_markup};
+pub use platform::{Capabilities, Connected, OutMessage, Platform, PlatformError};
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock,
 };

@@ -15,6 +15,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tactful_core::{Output, Timestamp, TurnId};
 
+use crate::connections::{Connections, LinkState};
 use crate::persist::Health;
 use crate::runtime::TraceEvent;
 
@@ -46,6 +47,8 @@ pub struct Metrics {
     store_healthy: Gauge,
     store_failures: Counter,
     store: Mutex<Option<Arc<Health>>>,
+    platform_connected: Family<Labels, Gauge>,
+    connections: Mutex<Option<Connections>>,
     decisions: Family<Labels, Counter>,
     agent_calls: Family<Labels, Counter>,
     agent_seconds: Histograms,
@@ -126,6 +129,12 @@ impl Metrics {
             "1 while the store writes, 0 while it cannot (messages are refused then)",
             store_healthy.clone(),
         );
+        let platform_connected = Family::<Labels, Gauge>::default();
+        registry.register(
+            "platform_connected",
+            "1 while a persona's account on a platform is connected, 0 while it is not (see the log and /healthz for why)",
+            platform_connected.clone(),
+        );
         registry.register(
             "store_write_failures",
             "Failed attempts to write to the store",
@@ -173,6 +182,8 @@ impl Metrics {
             store_healthy,
             store_failures,
             store: Mutex::new(None),
+            platform_connected,
+            connections: Mutex::new(None),
             decisions,
             agent_calls,
             agent_seconds,
@@ -296,8 +307,26 @@ impl Metrics {
         }
     }
 
+    /// Reports each platform account's connection
+    /// (`tactful_platform_connected{platform,persona}`) from `connections`.
+    pub fn watch_connections(&self, connections: Connections) {
+        if let Ok(mut c) = self.connections.lock() {
+            *c = Some(connections);
+        }
+    }
+
     /// The metrics in Prometheus' text format.
     pub fn render(&self) -> String {
+        if let Some(c) = self.connections.lock().ok().and_then(|c| c.clone()) {
+            for (platform, persona, state) in c.all() {
+                let labels = vec![
+                    ("platform".to_owned(), platform.to_lowercase()),
+                    ("persona".to_owned(), persona),
+                ];
+                let up = i64::from(state == LinkState::Connected);
+                self.platform_connected.get_or_create(&labels).set(up);
+            }
+        }
         if let Some(h) = self.store.lock().ok().and_then(|s| s.clone()) {
             self.store_healthy.set(i64::from(h.is_ok()));
             let seen = self.store_failures.get();

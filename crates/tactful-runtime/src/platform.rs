@@ -151,31 +151,3 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(PlatformError("messages cannot be deleted here".into())) })
     }
 }
-
-/// Escapes `&`, `<` and `>` as `&amp;`, `&lt;` and `&gt;`: the three
-/// characters both Telegram's HTML and Slack's mrkdwn reserve. An agent's
-/// text passed through this shows as typed and cannot become markup there
-/// (a tag, a Slack mention such as `<!channel>`).
-pub fn escape_markup(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_three_reserved_characters_are_escaped_and_nothing_else() {
-        assert_eq!(
-            super::escape_markup("<!channel> & <b>é</b> \"q\""),
-            "&lt;!channel&gt; &amp; &lt;b&gt;é&lt;/b&gt; \"q\""
-        );
-    }
-}

@@ -24,6 +24,7 @@ use tactful_store::{LoadLimits, Op, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::connections::{Account, Connections};
 use crate::delivery::DeliveryConfig;
 use crate::driver::Driver;
 use crate::persist::{Ack, Health, NotSaved, Persister, Saver};
@@ -183,9 +184,22 @@ pub(crate) enum Event {
 pub struct RuntimeHandle {
     pub(crate) tx: mpsc::UnboundedSender<Event>,
     saver: Option<Saver>,
+    connections: Connections,
 }
 
 impl RuntimeHandle {
+    /// The account of `persona` on `platform` ("Discord", as the log
+    /// names it), whose connection state `/healthz`, the metrics and the
+    /// banner show.
+    pub fn account(&self, platform: &str, persona: &str) -> Account {
+        self.connections.account(platform, persona)
+    }
+
+    /// Every platform account's connection state.
+    pub fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
     /// Hands a normalised inbound message to the engine. Returns `false`
     /// once the runtime has stopped. While the store cannot write, the
     /// message is refused (logged and counted): platforms that sync (Matrix)
@@ -288,6 +302,7 @@ impl Runtime {
         let handle = RuntimeHandle {
             tx: tx.clone(),
             saver: persist.as_ref().map(Persister::saver),
+            connections: Connections::default(),
         };
         let health = persist.as_ref().map(Persister::health);
         let driver = Driver::new(
@@ -311,6 +326,12 @@ impl Runtime {
     /// A handle for platform adapters.
     pub fn handle(&self) -> RuntimeHandle {
         self.handle.clone()
+    }
+
+    /// Every platform account's connection state: what `/healthz` and the
+    /// metrics report besides the store.
+    pub fn connections(&self) -> Connections {
+        self.handle.connections.clone()
     }
 
     /// Whether the store is writing (`None` without a store): what

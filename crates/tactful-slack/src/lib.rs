@@ -34,6 +34,7 @@
 //! Rooms are `slack:<channel id>`; people are `slack:<team>:<user>`, with
 //! their bare user id as handle; message ids are `ts` values.
 
+mod allowance;
 pub mod config;
 pub mod inbound;
 mod listen;
@@ -51,6 +52,7 @@ use slack_morphism::prelude::*;
 use tactful_runtime::account::{HeardOnce, Recent, Roll};
 use tactful_runtime::{Connected, RuntimeHandle};
 
+use crate::allowance::WaitAllowance;
 use crate::threads::Threads;
 
 /// The HTTP client every app's calls go through.
@@ -149,6 +151,8 @@ struct Shared {
     pending: Mutex<HashMap<(String, String), Pending>>,
     /// People by user id.
     people: Mutex<Recent<String, Person>>,
+    /// Each app's allowance for waiting on `users.info` ([`allowance`]).
+    name_waits: Vec<Mutex<WaitAllowance>>,
     /// Where messages are, thread-wise (saved in the store).
     threads: Mutex<Threads>,
     listeners: Mutex<Vec<Arc<SlackClientSocketModeListener<SlackClientHyperHttpsConnector>>>>,
@@ -177,6 +181,18 @@ impl SlackPlatform {
             .iter()
             .map(|p| SlackApiToken::new(p.bot_token.clone().into()))
             .collect();
+        let name_waits = settings
+            .personas
+            .iter()
+            .map(|_| {
+                let now = tokio::time::Instant::now();
+                Mutex::new(WaitAllowance::new(
+                    listen::NAMES_WITHIN,
+                    listen::NAMES_REFILL,
+                    now,
+                ))
+            })
+            .collect();
         Ok(SlackPlatform {
             shared: Arc::new(Shared {
                 settings,
@@ -187,6 +203,7 @@ impl SlackPlatform {
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 pending: Mutex::new(HashMap::new()),
                 people: Mutex::new(Recent::new(REMEMBERED_PEOPLE)),
+                name_waits,
                 threads: Mutex::new(Threads::restore(saved)),
                 listeners: Mutex::new(Vec::new()),
                 runtime: Mutex::new(None),

@@ -22,7 +22,11 @@ const TAKE_WITHIN: Duration = Duration::from_millis(2500);
 
 /// How long the names of a message's people may take to look up (the
 /// lookups go on in the background and fill the cache).
-const NAMES_WITHIN: Duration = Duration::from_millis(600);
+pub(crate) const NAMES_WITHIN: Duration = Duration::from_millis(600);
+
+/// How fast an app's allowance for name waits refills: [`NAMES_WITHIN`]
+/// per this ([`crate::allowance`]).
+pub(crate) const NAMES_REFILL: Duration = Duration::from_millis(2500);
 
 /// At most this many people are looked up for one message.
 const PEOPLE_PER_MESSAGE: usize = 8;
@@ -118,7 +122,7 @@ fn on_error(
     _: SlackClientEventsUserState,
 ) -> HttpStatusCode {
     // Clipped: the error quotes the whole frame.
-    tracing::warn!("Slack: {}", send::one_line(&err.to_string()));
+    tracing::warn!("{}", send::said(&err));
     HttpStatusCode::SERVICE_UNAVAILABLE
 }
 
@@ -156,17 +160,22 @@ impl Shared {
     /// listens until the service stops.
     pub(crate) async fn keep_connected(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut backoff = Backoff::of(
+            &self.runtime,
+            "Slack",
+            persona.id.as_str(),
+            self.settings.max_backoff,
+        );
         loop {
             match self.identify(i).await {
                 Ok(()) => break,
-                Err(e) => backoff.wait("Slack", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         }
         loop {
             match self.check_app_token(i).await {
                 Ok(()) => break,
-                Err(e) => backoff.wait("Slack", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         }
         self.wait_for_the_others().await;
@@ -193,11 +202,14 @@ impl Shared {
         ));
         let app_token = SlackApiToken::new(persona.app_token.clone().into());
         if let Err(e) = listener.listen_for(&app_token).await {
-            tracing::error!(persona = %persona.id, "Slack: cannot listen: {}", send::one_line(&e.to_string()));
+            let why = format!("cannot listen: {}", send::one_line(&e.to_string()));
+            backoff.account().down(&why);
+            tracing::error!(persona = %persona.id, "Slack: {why}");
             return;
         }
         tracing::info!(persona = %persona.id, "Slack: opening Socket Mode");
         listener.start().await;
+        backoff.connected();
         if let Ok(mut l) = self.listeners.lock() {
             l.push(listener.clone());
         }
@@ -302,7 +314,18 @@ impl Shared {
                 tokio::spawn(async move { shared.look_up(i, u).await })
             })
             .collect();
-        let deadline = Instant::now() + NAMES_WITHIN;
+        if lookups.is_empty() {
+            return known;
+        }
+        // The wait comes out of the app's allowance: envelopes queued
+        // behind this one wait as long as it does.
+        let start = Instant::now();
+        let allowed = self.name_waits[i]
+            .lock()
+            .map(|mut a| a.available(start))
+            .unwrap_or_default()
+            .min(NAMES_WITHIN);
+        let deadline = start + allowed;
         for lookup in lookups {
             match tokio::time::timeout_at(deadline, lookup).await {
                 Ok(Ok(Some((u, p)))) => {
@@ -314,6 +337,9 @@ impl Shared {
                     break;
                 }
             }
+        }
+        if let Ok(mut a) = self.name_waits[i].lock() {
+            a.spend(start.elapsed());
         }
         known
     }
@@ -356,7 +382,7 @@ impl Shared {
                 let kind = v["type"].as_str().unwrap_or_default();
                 if matches!(kind, "message" | "app_mention") {
                     tracing::warn!(
-                        "Slack: a {kind} event in a shape slack-morphism does not know; skipped: {}",
+                        "Slack: an event of type {kind} in a shape slack-morphism does not know; skipped: {}",
                         send::one_line(&v.to_string())
                     );
                 }

@@ -7,7 +7,7 @@
 //! and ping nobody. The only `<` in the output opens a link to a web or
 //! mail address that this module wrote.
 
-use pulldown_cmark::{Event, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 pub use tactful_runtime::escape_markup as escape;
 
 /// A link target fit for `<url|label>`: web and mail addresses only, with
@@ -33,6 +33,17 @@ fn link_target(url: &str) -> Option<String> {
         }
     }
     Some(out)
+}
+
+/// How a link was written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LinkOut {
+    /// As Slack markup, `<url|label>`.
+    Markup,
+    /// As its label only (a target Slack must not link to).
+    Text,
+    /// As typed, its angle brackets escaped.
+    Typed,
 }
 
 /// The output, quoting lines inside block quotes.
@@ -83,8 +94,8 @@ pub fn render(markdown: &str) -> String {
     };
     // Open lists: the next number of each (None: bullets).
     let mut lists: Vec<Option<u64>> = Vec::new();
-    // Whether each open link was written as markup.
-    let mut links: Vec<bool> = Vec::new();
+    // How each open link was written.
+    let mut links: Vec<LinkOut> = Vec::new();
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
     for event in Parser::new_ext(markdown, options) {
         match event {
@@ -119,13 +130,23 @@ pub fn render(markdown: &str) -> String {
                 // A link inside a link written as markup (a badge: an
                 // image in a link) is its text only: Slack links do not
                 // nest.
+                // An e-mail autolink is shown as typed, brackets and all:
+                // CommonMark reads `<!subteam^S1|@team>` as one.
+                Tag::Link {
+                    link_type: LinkType::Email,
+                    ..
+                } => {
+                    w.push("&lt;");
+                    links.push(LinkOut::Typed);
+                }
                 Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
-                    match link_target(&dest_url).filter(|_| !links.contains(&true)) {
+                    let markup = links.contains(&LinkOut::Markup);
+                    match link_target(&dest_url).filter(|_| !markup) {
                         Some(url) => {
                             w.push(&format!("<{url}|"));
-                            links.push(true);
+                            links.push(LinkOut::Markup);
                         }
-                        None => links.push(false),
+                        None => links.push(LinkOut::Text),
                     }
                 }
                 _ => {}
@@ -162,7 +183,11 @@ pub fn render(markdown: &str) -> String {
                     }
                 }
                 TagEnd::Item => w.newline(),
-                TagEnd::Link | TagEnd::Image if links.pop().unwrap_or(false) => w.push(">"),
+                TagEnd::Link | TagEnd::Image => match links.pop() {
+                    Some(LinkOut::Markup) => w.push(">"),
+                    Some(LinkOut::Typed) => w.push("&gt;"),
+                    _ => {}
+                },
                 _ => {}
             },
             Event::Text(t) => w.push(&escape(&t)),
@@ -227,6 +252,12 @@ mod tests {
             "<https://e.org/a%3Eb%7C%3C!channel%3E|x>"
         );
         assert_eq!(render("`<!everyone>`"), "`&lt;!everyone&gt;`");
+        // A user group mention keeps its brackets, escaped: it reads as
+        // typed and pings nobody.
+        assert_eq!(
+            render("ask <!subteam^S0TEAM|@team> now"),
+            "ask &lt;!subteam^S0TEAM|@team&gt; now"
+        );
         // A badge: an image inside a link. Slack links do not nest.
         assert_eq!(
             render("[![build](https://ci.example/badge.svg)](https://ci.example/run)"),

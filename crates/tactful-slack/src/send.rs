@@ -47,8 +47,19 @@ where
                 tracing::debug!("Slack: rate limited; retrying in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
-            Ok(Err(e)) => return Err(PlatformError(format!("Slack: {}", one_line(&e.to_string())))),
+            Ok(Err(e)) => return Err(PlatformError(said(&e))),
         }
+    }
+}
+
+/// A Slack error as one line that says it is Slack's once:
+/// slack-morphism's own texts start "Slack API error: …".
+pub(crate) fn said(e: &dyn std::fmt::Display) -> String {
+    let text = one_line(&e.to_string());
+    if text.starts_with("Slack") {
+        text
+    } else {
+        format!("Slack: {text}")
     }
 }
 

@@ -19,7 +19,9 @@
 //!
 //! The file uses WAL with `synchronous = NORMAL`: a committed transaction
 //! survives the process being killed at any instant; a power cut may lose
-//! the last few. `:memory:` opens a private in-memory store for tests.
+//! the last few. New files use 1 KiB pages (every commit writes the pages
+//! it touched whole into the WAL). `:memory:` opens a private in-memory
+//! store for tests.
 
 mod claim;
 mod load;
@@ -91,6 +93,14 @@ pub struct Store {
     pub(crate) conn: Connection,
 }
 
+/// The page size of a new store file, in bytes. Every commit writes each
+/// page it touched whole into the WAL, and the live path commits a few
+/// small rows at a time across several tables and indexes: with SQLite's
+/// default 4 KiB pages that was some 160 MB of WAL a second at 1,000
+/// messages a second, and its checkpoints' disk syncs were the slowest
+/// replies (BENCHMARKS.md). Rows here are far smaller than 1 KiB.
+const PAGE_SIZE: i64 = 1024;
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("path", &self.conn.path()).finish()
@@ -111,6 +121,10 @@ impl Store {
         } else {
             Connection::open(path).map_err(open_err)?
         };
+        // Before anything is written: a new file gets small pages (an
+        // existing one keeps its own).
+        conn.pragma_update(None, "page_size", PAGE_SIZE)
+            .map_err(open_err)?;
         conn.pragma_update(None, "journal_mode", "WAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -119,6 +133,28 @@ impl Store {
             .map_err(open_err)?;
         schema::migrate(&conn, &shown)?;
         Ok(Store { conn })
+    }
+
+    /// Leaves WAL checkpoints to the caller ([`Store::checkpoint`]).
+    ///
+    /// SQLite checkpoints inside the `COMMIT` that fills 1,000 WAL pages,
+    /// and a checkpoint syncs the WAL and the database to disk: that
+    /// commit, and everyone waiting on it, waits for the disk too. The
+    /// store's writer checkpoints after it has answered its waiters
+    /// instead, when it has nothing queued (or the WAL grew too long).
+    /// Durability is unchanged: with WAL and `synchronous = NORMAL` a
+    /// commit survives a killed process either way.
+    pub fn manual_checkpoints(&mut self) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        Ok(())
+    }
+
+    /// Copies the WAL into the database (PASSIVE: it never waits for
+    /// another connection); the next write starts the WAL over.
+    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+        Ok(())
     }
 
     /// Saves a batch of changes in one transaction, in order.

@@ -210,11 +210,16 @@ impl Shared {
     async fn keep_polling(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
         let bot = self.bots[i].clone();
-        let mut backoff = Backoff::new(self.settings.max_backoff);
+        let mut backoff = Backoff::of(
+            &self.runtime,
+            "Telegram",
+            persona.id.as_str(),
+            self.settings.max_backoff,
+        );
         loop {
             match self.identify(&persona, &bot).await {
                 Ok(()) => break,
-                Err(e) => backoff.wait("Telegram", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         }
         self.wait_for_the_others().await;
@@ -230,13 +235,13 @@ impl Shared {
             match self.poll(&persona, &bot, offset, first_start).await {
                 Ok(Some(next)) => {
                     offset = Some(next);
-                    backoff.reset();
+                    backoff.connected();
                 }
                 Ok(None) => {
-                    backoff.reset();
+                    backoff.connected();
                     tokio::time::sleep_until(asked + EMPTY_POLL_PAUSE).await;
                 }
-                Err(e) => backoff.wait("Telegram", persona.id.as_str(), &e).await,
+                Err(e) => backoff.wait(&e).await,
             }
         }
     }

@@ -9,8 +9,6 @@
 
 use std::sync::LazyLock;
 
-use pulldown_cmark::{Event, Options, Parser};
-
 /// The HTML for `text`.
 pub fn html(text: &str) -> String {
     static CLEAN: LazyLock<ammonia::Builder<'static>> = LazyLock::new(|| {
@@ -21,17 +19,7 @@ pub fn html(text: &str) -> String {
             .url_schemes(["http", "https", "mailto"].into_iter().collect());
         b
     });
-    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
-    // Raw HTML written in a message is text, not markup: shown escaped.
-    let events = Parser::new_ext(text, options).map(|e| match e {
-        Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
-        // One line break in chat is a line break, as people mean it.
-        Event::SoftBreak => Event::HardBreak,
-        e => e,
-    });
-    let mut out = String::with_capacity(text.len() * 3 / 2);
-    pulldown_cmark::html::push_html(&mut out, events);
-    CLEAN.clean(&out).to_string()
+    tactful_runtime::markdown_html(text, &CLEAN)
 }
 
 #[cfg(test)]

@@ -1636,7 +1636,7 @@ rules = []
         assert!(matches!(&m.personas[0].auth, tactful_matrix::MatrixAuth::Password(p) if p == "pw"));
         assert_eq!(m.rooms, ["#team:example.org"]);
         assert_eq!(
-            tactful_matrix::config::describe(&m),
+            tactful_matrix::config::describe(&m, &["@docs:example.org".to_owned()]),
             "on Matrix at https://matrix.example.org as @docs:example.org"
         );
     }

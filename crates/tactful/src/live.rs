@@ -13,7 +13,8 @@ use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
 use tactful_runtime::{
-    Connected, DeliveryConfig, Health, Metrics, Platform, Runtime, RuntimeConfig, Store, wall_clock,
+    Connected, Connections, DeliveryConfig, Health, LinkState, Metrics, Platform, Runtime, RuntimeConfig,
+    Store, wall_clock,
 };
 use tactful_web::{WebConfig, WebPlatform};
 use tokio::sync::mpsc;
@@ -31,27 +32,55 @@ pub struct Listening {
     pub networks: Vec<String>,
 }
 
-/// Serves `/healthz` and `/metrics`. `/healthz` is 503 while the store
-/// cannot write: the service is up but refusing messages then.
+/// What `/healthz` says: 503 `unhealthy` while the store cannot write
+/// (the service is up but refusing messages), 503 `degraded` while a
+/// platform account that failed is not connected (those personas hear
+/// nothing there), else 200 `ok` (accounts still connecting named).
+fn healthz(health: Option<&Health>, connections: &Connections) -> (axum::http::StatusCode, String) {
+    use axum::http::StatusCode;
+    if let Some(h) = health.filter(|h| !h.is_ok()) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "unhealthy: the store cannot write ({}); new messages are refused\n",
+                h.error().unwrap_or_default()
+            ),
+        );
+    }
+    let down = connections.down();
+    if !down.is_empty() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("degraded: not connected: {}\n", down.join("; ")),
+        );
+    }
+    let connecting: Vec<String> = connections
+        .all()
+        .into_iter()
+        .filter(|(_, _, s)| *s == LinkState::Connecting)
+        .map(|(p, q, _)| format!("{p} {q}"))
+        .collect();
+    if connecting.is_empty() {
+        (StatusCode::OK, "ok\n".to_owned())
+    } else {
+        (
+            StatusCode::OK,
+            format!("ok (connecting: {})\n", connecting.join(", ")),
+        )
+    }
+}
+
+/// Serves `/healthz` ([`healthz`]) and `/metrics`.
 async fn serve_metrics(
     listen: std::net::SocketAddr,
     metrics: Arc<Metrics>,
     health: Option<Arc<Health>>,
+    connections: Connections,
 ) -> anyhow::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
     let healthz = move || {
         let health = health.clone();
-        async move {
-            match health.filter(|h| !h.is_ok()) {
-                Some(h) => (
-                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "unhealthy: the store cannot write ({}); new messages are refused\n",
-                        h.error().unwrap_or_default()
-                    ),
-                ),
-                None => (axum::http::StatusCode::OK, "ok\n".to_owned()),
-            }
-        }
+        let connections = connections.clone();
+        async move { healthz(health.as_deref(), &connections) }
     };
     let app = Router::new().route("/healthz", get(healthz)).route(
         "/metrics",
@@ -240,8 +269,11 @@ impl Service {
         if let Some(h) = &health {
             metrics.watch_store(h.clone());
         }
+        metrics.watch_connections(runtime.connections());
         let metrics_server = match config.server {
-            Some(listen) => Some(serve_metrics(listen, metrics.clone(), health).await?),
+            Some(listen) => {
+                Some(serve_metrics(listen, metrics.clone(), health, runtime.connections()).await?)
+            }
             None => None,
         };
         let listening = Listening {

@@ -53,7 +53,7 @@ path = ":memory:"
 listen = "127.0.0.1:{metrics_port}"
 
 [platforms.discord]
-api_url = "{api}"
+api_url = "{api}/discord-proxy"
 gateway_url = "{gateway}"
 
 [[persona]]
@@ -377,4 +377,202 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
     settle(metrics, heard);
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(heard));
+    // `api_url` has a path (a reverse proxy under `/discord-proxy`): every
+    // REST request went there.
+    let (via_path, via_root) = double.requests_by_path();
+    assert!(
+        via_path > 0 && via_root == 0,
+        "{via_path} under the path, {via_root} at the root"
+    );
+}
+
+/// A mention of docs, said to both bots.
+fn ask_docs(double: &Double, text: &str) -> u64 {
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), text);
+    m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
+    double.post(&[DOCS, CHEF], m)
+}
+
+/// Discord answers every request of docs's bot with a global 429 for
+/// 2 s: nothing more of that bot goes out until the limit lifts (twilight
+/// alone retried about 50 times a second), the limit is logged once at
+/// WARN with its length, and the answer comes after it. chef's bot is not
+/// held back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_global_rate_limit_holds_every_request_of_the_bot_until_it_lifts() {
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_tactful, logs) = crate::common::run_tactful_logged(
+        dir.path(),
+        &config(&double, free_port()),
+        &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)],
+    );
+    double
+        .wait_until("both bots through the gateway handshake", |_| {
+            double.connected(DOCS) && double.connected(CHEF)
+        })
+        .await;
+    let limit = Duration::from_secs(2);
+    double.global_limit(DOCS, limit);
+    let limited_from = std::time::Instant::now();
+    let q = ask_docs(&double, "<@7001> are you there?");
+    answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+    let refused: Vec<_> = double
+        .calls()
+        .into_iter()
+        .filter(|c| c.token == DOCS && c.status == 429)
+        .collect();
+    // What was in flight when the first 429 came back may be refused too
+    // (the placeholder, the typing status); nothing is tried again before
+    // the limit lifts.
+    assert!(
+        !refused.is_empty() && refused.len() <= 4,
+        "{} requests refused: {refused:#?}",
+        refused.len()
+    );
+    let sent = double
+        .calls()
+        .into_iter()
+        .find(|c| c.token == DOCS && c.at >= limited_from && c.status != 429)
+        .expect("the answer");
+    assert!(
+        sent.at.duration_since(limited_from) >= limit - Duration::from_millis(100),
+        "sent {:?} into a {limit:?} limit",
+        sent.at.duration_since(limited_from)
+    );
+    let warned: Vec<String> = logs
+        .lines()
+        .into_iter()
+        .filter(|l| l.contains("WARN") && l.contains("globally rate limited"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    assert!(
+        warned[0].contains("for 2.0s") && warned[0].contains("docs"),
+        "{}",
+        warned[0]
+    );
+    // chef's bot was never held.
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), bob(), "<@7002> and you?");
+    m.mentions = vec![mention(&user(CHEF_BOT, "chef-bot", true))];
+    let c = double.post(&[DOCS, CHEF], m);
+    answered(&double, CHANNEL, c, CHEF, &format!("chef answers {c}")).await;
+}
+
+/// One 401 (a token that comes back: a proxy restarting) does not make
+/// the bot refuse everything after it until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_passing_401_does_not_silence_the_bot() {
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _tactful = start_tactful(dir.path(), &config(&double, free_port()));
+    double
+        .wait_until("both bots through the gateway handshake", |_| {
+            double.connected(DOCS) && double.connected(CHEF)
+        })
+        .await;
+    double.fail_auth_once(DOCS);
+    let q = ask_docs(&double, "<@7001> first");
+    double
+        .wait_until("the 401", |v| {
+            v.calls.iter().any(|c| c.token == DOCS && c.status == 401)
+        })
+        .await;
+    // The turn whose request met the 401 may have lost its placeholder or
+    // its answer; the next one is answered.
+    let _ = q;
+    let q = ask_docs(&double, "<@7001> second");
+    answered(&double, CHANNEL, q, DOCS, &format!("docs answers {q}")).await;
+}
+
+/// `/healthz` until `ok` holds for its status and body (60 s at most).
+fn healthz_until(port: u16, ok: impl Fn(u16, &str) -> bool) -> (u16, String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some((status, body)) = crate::common::http_get(port, "/healthz")
+            && ok(status, &body)
+        {
+            return (status, body);
+        }
+        assert!(std::time::Instant::now() < deadline, "/healthz never said so");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `tactful_platform_connected` for one persona's Discord bot.
+fn connected_metric(port: u16, persona: &str) -> Option<f64> {
+    let (_, body) = crate::common::http_get(port, "/metrics")?;
+    let key = format!("tactful_platform_connected{{platform=\"discord\",persona=\"{persona}\"}} ");
+    body.lines()
+        .find_map(|l| l.strip_prefix(key.as_str()))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// docs's application lacks the Message Content intent: Discord closes
+/// its gateway with 4014. That is said at WARN naming the intent, docs is
+/// degraded in `/healthz` and 0 in the metric, the banner does not call
+/// it connected; chef, whose application is right, works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_intent_is_said_and_shown_not_hidden_behind_a_healthy_banner() {
+    let double = Double::start(bots()).await;
+    double.disallow_message_content(DOCS);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = free_port();
+    let (_tactful, logs) = crate::common::run_tactful_logged(
+        dir.path(),
+        &config(&double, metrics),
+        &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)],
+    );
+    let warned = logs.wait_for("the 4014", |l| l.contains("WARN") && l.contains("4014"));
+    assert!(
+        warned.contains("docs") && warned.contains("Message Content intent"),
+        "{warned}"
+    );
+    let banner = logs.wait_for("the banner", |l| l.contains("on Discord as"));
+    assert!(
+        banner.contains("chef-bot (chef)") && banner.contains("docs (not connected"),
+        "{banner}"
+    );
+    let (status, body) = healthz_until(metrics, |_, b| b.contains("degraded"));
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("Discord docs") && body.contains("4014") && !body.contains("chef"),
+        "{body}"
+    );
+    assert_eq!(connected_metric(metrics, "docs"), Some(0.0));
+    assert_eq!(connected_metric(metrics, "chef"), Some(1.0));
+    for l in logs.lines() {
+        assert!(!l.contains(DOCS) && !l.contains(CHEF), "a token in the log: {l}");
+    }
+    let mut m = message(double.id(), CHANNEL, Some(GUILD), bob(), "<@7002> still there?");
+    m.mentions = vec![mention(&user(CHEF_BOT, "chef-bot", true))];
+    let c = double.post(&[CHEF], m);
+    answered(&double, CHANNEL, c, CHEF, &format!("chef answers {c}")).await;
+}
+
+/// The gateway cannot be reached (a firewall, a wrong address): said at
+/// WARN with the address, both bots degraded in `/healthz`, and the
+/// banner says "connecting…", not "on Discord as …" by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_gateway_is_said_and_shown() {
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = free_port();
+    let nowhere = format!("ws://127.0.0.1:{}", free_port());
+    let cfg = config(&double, metrics).replace(&double.gateway(), &nowhere);
+    let (_tactful, logs) =
+        crate::common::run_tactful_logged(dir.path(), &cfg, &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)]);
+    let warned = logs.wait_for("the unreachable gateway", |l| {
+        l.contains("WARN") && l.contains("cannot reach the gateway")
+    });
+    assert!(warned.contains(&nowhere), "{warned}");
+    let banner = logs.wait_for("the banner", |l| l.contains("on Discord as"));
+    assert!(
+        !banner.contains("docs-bot") && !banner.contains("chef-bot") && banner.contains("not connected"),
+        "{banner}"
+    );
+    let (status, body) = healthz_until(metrics, |_, b| {
+        b.contains("Discord docs") && b.contains("Discord chef")
+    });
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(connected_metric(metrics, "docs"), Some(0.0));
 }

@@ -293,7 +293,7 @@ invites_from = ["{SERVER}"]
 [agents.helper]
 kind = "script"
 rules = [
-  {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the reset button for 5 s." }},
+  {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the **reset** button for `5 s`." }},
   {{ when = "(?i)wifi", reply = "[[reply_to:{{msg_id}}]]\nThe wifi password is on the fridge." }},
   {{ when = "", reply = "Happy to help, {{from_name}}." }},
 ]
@@ -424,7 +424,33 @@ fn personas_behave_in_a_real_matrix_room() {
     let m = people.messages("alice", &room);
     let replies = shown_by(&m, "helper");
     assert_eq!(replies.len(), 1, "one reply from helper: {replies:#?}");
-    assert_eq!(replies[0]["body"], "Hold the reset button for 5 s.");
+    assert_eq!(replies[0]["body"], "Hold the **reset** button for `5 s`.");
+    // The Markdown reaches people rendered, in the reply as clients that
+    // apply edits show it and in every edit's fallback (what clients,
+    // notifications and bridges that do not apply edits show); the final
+    // edit is sent once.
+    assert_eq!(
+        replies[0]["formatted_body"], "<p>Hold the <strong>reset</strong> button for <code>5 s</code>.</p>",
+        "{:#?}",
+        replies[0]
+    );
+    let edits = replies[0]["edits"].as_array().expect("edits");
+    assert!(!edits.is_empty(), "the placeholder was edited into the answer");
+    for e in edits {
+        assert_eq!(
+            e["body"],
+            format!("* {}", e["new_body"].as_str().unwrap_or_default())
+        );
+        assert_eq!(
+            e["formatted_body"],
+            format!("* {}", e["new_formatted_body"].as_str().unwrap_or_default()),
+            "the fallback carries the formatted text: {e:#?}"
+        );
+    }
+    assert!(
+        edits.windows(2).all(|w| w[0]["new_body"] != w[1]["new_body"]),
+        "no edit repeats the one before: {edits:#?}"
+    );
     assert_eq!(replies[0]["reply_to"], q.as_str(), "a real Matrix reply");
     assert!(
         replies[0]["mentions"]

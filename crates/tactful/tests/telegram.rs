@@ -353,3 +353,51 @@ async fn a_first_start_keeps_old_updates_as_history_whatever_their_number() {
     );
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(1.0));
 }
+
+/// docs's token was revoked (the double knows only chef's bot): the
+/// refusal is said at WARN each time it is tried, `/healthz` is 503
+/// `degraded` naming Telegram docs, `tactful_platform_connected` is 0 for
+/// docs, and no token shows anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_is_said_and_shown_degraded() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let double = Double::start(bots().into_iter().filter(|b| b.token == CHEF).collect()).await;
+    let metrics = free_port();
+    let cfg = config(&double.url, &dir.path().join("t.db"), metrics);
+    let (_tactful, logs) =
+        common::run_tactful_logged(dir.path(), &cfg, &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)]);
+    let warned = logs.wait_for("docs's refusal", |l| {
+        l.contains("WARN") && l.contains("Telegram:")
+    });
+    assert!(warned.contains("docs") && warned.contains("retrying"), "{warned}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let body = loop {
+        let metric_of = |p: &str| {
+            let (_, body) = common::http_get(metrics, "/metrics").unwrap_or_default();
+            let key = format!("tactful_platform_connected{{platform=\"telegram\",persona=\"{p}\"}} ");
+            body.lines()
+                .find_map(|l| l.strip_prefix(key.as_str()).map(str::to_owned))
+        };
+        // (chef waits up to 30 s for docs to say who it is before it
+        // polls: not waited for here.)
+        if let Some((status, body)) = common::http_get(metrics, "/healthz")
+            && status == 503
+        {
+            assert_eq!(metric_of("docs").as_deref(), Some("0"));
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never degraded: {:?}",
+            common::http_get(metrics, "/healthz")
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(
+        body.starts_with("degraded") && body.contains("Telegram docs") && !body.contains("chef"),
+        "{body}"
+    );
+    for l in logs.lines().iter().chain([&body]) {
+        assert!(!l.contains(DOCS) && !l.contains(CHEF), "a token shown: {l}");
+    }
+}

@@ -123,6 +123,35 @@ impl Emulator {
         }
     }
 
+    /// Waits (60 s at most) until every bot of `tokens` has asked for
+    /// updates once: what is said before that is dated before tactful
+    /// started, and is history by design, never answered.
+    fn wait_polling(&mut self, tokens: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let calls = self.ask(json!({"op": "calls"}))["calls"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            // (The emulator names methods as they were written in the
+            // request's path, in any case.)
+            let polled = |t: &str| {
+                calls.iter().any(|c| {
+                    c["token"] == t
+                        && c["method"]
+                            .as_str()
+                            .is_some_and(|m| m.eq_ignore_ascii_case("getUpdates"))
+                })
+            };
+            if tokens.iter().all(|t| polled(t)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "tactful never polled: {calls:?}");
+            // The emulator has no way to wait for a call.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn answered(&mut self, chat: i64, id: i64, token: &str, text: &str) -> Value {
         self.shows(chat, Some(id), token, text)
     }
@@ -156,6 +185,7 @@ fn telegram_against_the_telegram_test_api_emulator() {
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = free_port();
     let _tactful = start_tactful(dir.path(), &config(&emu.url, &dir.path().join("t.db"), metrics));
+    emu.wait_polling(&[DOCS, CHEF]);
     let mut heard = 0.0;
 
     // A mention after emoji; the answer replies to it.

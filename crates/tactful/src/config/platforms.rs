@@ -278,6 +278,17 @@ rules = []
             .expect("discord");
         assert_eq!(d.api_url, "http://127.0.0.1:9");
         assert!(d.pings.users && !d.pings.everyone);
+        // The forms Discord's docs show, and a proxy under a path.
+        let c = parse(&format!(
+            "{BASE}\n[platforms.discord]\napi_url = \"http://127.0.0.1:9/discord-proxy/\"\ngateway_url = \"wss://gateway.discord.gg/?v=10&encoding=json\"\n"
+        ))
+        .expect("valid");
+        let d = c
+            .platforms
+            .get::<tactful_discord::DiscordSettings>("discord")
+            .expect("discord");
+        assert_eq!(d.api_url, "http://127.0.0.1:9/discord-proxy");
+        assert_eq!(d.gateway_url, "wss://gateway.discord.gg");
     }
 
     #[test]
@@ -291,6 +302,20 @@ rules = []
         ))
         .expect_err("not a websocket URL");
         assert!(e.message.contains("platforms.discord.gateway_url"), "{e}");
+        let e = parse(&format!(
+            "{BASE}\n[platforms.discord]\ngateway_url = \"wss://gw.example/?v=9&compress=zlib-stream\"\n"
+        ))
+        .expect_err("a query tactful cannot pass on");
+        assert!(
+            e.message.contains("platforms.discord.gateway_url") && e.message.contains("without it"),
+            "{e}"
+        );
+        assert_eq!(e.position.map(|p| p.0), Some(12), "{e}");
+        let e = parse(&format!(
+            "{BASE}\n[platforms.discord]\napi_url = \"https://proxy.example/d?key=1\"\n"
+        ))
+        .expect_err("a query on api_url");
+        assert!(e.message.contains("platforms.discord.api_url"), "{e}");
         let e = parse(&format!(
             "{BASE}\n[platforms.discord]\nallowed_mentions = [\"all\"]\n"
         ))

@@ -279,21 +279,84 @@ pub fn settle(port: u16, heard: f64) {
 /// Starts `tactful run` on `config` (written into `dir`) with `env`; logs
 /// go to the test's stderr when `TACTFUL_TEST_STDERR` is set.
 pub fn run_tactful(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> Reaper {
-    let cfg = dir.join("tactful.toml");
-    std::fs::write(&cfg, config).expect("config");
+    let stderr = if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    };
     Reaper(
-        Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&cfg)
-            .envs(env.iter().copied())
-            .env("TACTFUL_LOG", "info,tactful_runtime=debug")
-            .stdout(Stdio::null())
-            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
+        tactful_run(dir, config, env)
+            .stderr(stderr)
             .spawn()
             .expect("tactful starts"),
     )
+}
+
+/// `tactful run -c <dir>/tactful.toml` with `config` written there.
+fn tactful_run(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> Command {
+    let cfg = dir.join("tactful.toml");
+    std::fs::write(&cfg, config).expect("config");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tactful"));
+    cmd.args(["run", "-c"])
+        .arg(&cfg)
+        .envs(env.iter().copied())
+        .env("TACTFUL_LOG", "info,tactful_runtime=debug")
+        .stdout(Stdio::null());
+    cmd
+}
+
+/// Reads `from` line by line into `logs` (and to stderr with
+/// `TACTFUL_TEST_STDERR`), on a thread of its own.
+fn gather(from: impl Read + Send + 'static, logs: &Logs) {
+    let gathered = logs.clone();
+    let show = std::env::var_os("TACTFUL_TEST_STDERR").is_some();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if show {
+                eprintln!("{line}");
+            }
+            gathered.0.lock().expect("logs").push(line);
+        }
+    });
+}
+
+/// The log lines of a running tactful, gathered as they come.
+#[derive(Clone, Default)]
+pub struct Logs(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Logs {
+    /// Every line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().expect("logs").clone()
+    }
+
+    /// Waits (60 s at most) for a line `pred` holds for; returns it.
+    pub fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(l) = self.lines().into_iter().find(|l| pred(l)) {
+                return l;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tactful never logged {what}:\n{}",
+                self.lines().join("\n")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}
+
+/// [`run_tactful`], with what it prints (the banner on stdout, the log on
+/// stderr) gathered as lines (and also shown with `TACTFUL_TEST_STDERR`).
+pub fn run_tactful_logged(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> (Reaper, Logs) {
+    let mut child = tactful_run(dir, config, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tactful starts");
+    let logs = Logs::default();
+    gather(child.stdout.take().expect("stdout"), &logs);
+    gather(child.stderr.take().expect("stderr"), &logs);
+    (Reaper(child), logs)
 }

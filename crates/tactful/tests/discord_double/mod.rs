@@ -3,7 +3,8 @@
 //! heartbeats and ACKs, MESSAGE_CREATE, RESUME → the missed events and
 //! RESUMED, opcode 7, a dropped connection) and the REST routes tactful
 //! uses (users/@me, create/edit/delete message, typing, join thread, a
-//! 429 with `retry_after` and rate-limit headers). Payloads are built from
+//! 429 with `retry_after` and rate-limit headers, a global 429 on every
+//! route, a one-off 401), at the root and under `/discord-proxy`. Payloads are built from
 //! twilight's model types (`Message`, `User`, `Ready`, `GatewayEvent`), so
 //! their shape follows what twilight's maintainers track; the guild, which
 //! has no literal form, is JSON in Discord's documented shape.
@@ -94,6 +95,15 @@ struct Inner {
     messages: Vec<Shown>,
     calls: Vec<Call>,
     flood: HashSet<String>,
+    /// Bots under a global rate limit, until when.
+    global: HashMap<String, Instant>,
+    /// Bots whose next request is refused with a 401.
+    fail_auth: HashSet<String>,
+    /// Bots whose application does not have the Message Content intent on.
+    no_message_content: HashSet<String>,
+    /// REST requests that came under `/discord-proxy` and at the root.
+    via_path: u32,
+    via_root: u32,
 }
 
 struct Shared {
@@ -293,15 +303,38 @@ impl Double {
             changed: tokio::sync::Notify::new(),
             url: url.clone(),
         });
+        let api = || {
+            Router::new()
+                .route("/api/v10/users/@me", get(me))
+                .route("/api/v10/channels/{c}/messages", post(create))
+                .route("/api/v10/channels/{c}/messages/{m}", any(edit_or_delete))
+                .route("/api/v10/channels/{c}", get(channel))
+                .route("/api/v10/guilds/{g}/members/{u}", get(member))
+                .route("/api/v10/channels/{c}/typing", post(no_content))
+                .route("/api/v10/channels/{c}/thread-members/@me", put(no_content))
+                .layer(axum::middleware::from_fn_with_state(shared.clone(), limits))
+        };
+        let counted = |under_path: bool| {
+            let shared = shared.clone();
+            axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let shared = shared.clone();
+                async move {
+                    {
+                        let mut s = shared.inner.lock().expect("double state");
+                        if under_path {
+                            s.via_path += 1;
+                        } else {
+                            s.via_root += 1;
+                        }
+                    }
+                    next.run(req).await
+                }
+            })
+        };
         let app = Router::new()
+            .nest("/discord-proxy", api().layer(counted(true)))
+            .merge(api().layer(counted(false)))
             .route("/", any(gateway))
-            .route("/api/v10/users/@me", get(me))
-            .route("/api/v10/channels/{c}/messages", post(create))
-            .route("/api/v10/channels/{c}/messages/{m}", any(edit_or_delete))
-            .route("/api/v10/channels/{c}", get(channel))
-            .route("/api/v10/guilds/{g}/members/{u}", get(member))
-            .route("/api/v10/channels/{c}/typing", post(no_content))
-            .route("/api/v10/channels/{c}/thread-members/@me", put(no_content))
             .fallback(not_found)
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
@@ -386,6 +419,29 @@ impl Double {
         })
     }
 
+    /// Every request of this bot gets a global 429 for `how_long`
+    /// (`X-RateLimit-Global`, `Retry-After` and a body that say so).
+    pub fn global_limit(&self, token: &str, how_long: Duration) {
+        self.with(|s| s.global.insert(token.to_owned(), Instant::now() + how_long));
+    }
+
+    /// This bot's application does not have the Message Content intent
+    /// on: an IDENTIFY asking for it is closed with 4014, as Discord does.
+    pub fn disallow_message_content(&self, token: &str) {
+        self.with(|s| s.no_message_content.insert(token.to_owned()));
+    }
+
+    /// This bot's next request is refused with a 401 (a token that comes
+    /// back: a proxy restarting, an outage).
+    pub fn fail_auth_once(&self, token: &str) {
+        self.with(|s| s.fail_auth.insert(token.to_owned()));
+    }
+
+    /// REST requests that came under `/discord-proxy`, and at the root.
+    pub fn requests_by_path(&self) -> (u32, u32) {
+        self.with(|s| (s.via_path, s.via_root))
+    }
+
     /// The next message this bot creates gets a 429 (`retry_after` 1 s).
     pub fn flood_next_send(&self, token: &str) {
         self.with(|s| s.flood.insert(token.to_owned()));
@@ -458,6 +514,39 @@ fn log(shared: &Shared, token: String, method: &str, path: String, body: Value, 
 fn bot_of(shared: &Shared, token: &str) -> Option<Bot> {
     let s = shared.inner.lock().expect("double state");
     s.bots.iter().find(|b| b.token == token).cloned()
+}
+
+/// A global rate limit and one-off 401s, before any route.
+async fn limits(
+    State(shared): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let token = token_of(req.headers());
+    let (global, refused) = {
+        let mut s = shared.inner.lock().expect("double state");
+        let global = s.global.get(&token).is_some_and(|t| *t > Instant::now());
+        (global, !global && s.fail_auth.remove(&token))
+    };
+    let (method, path) = (req.method().to_string(), req.uri().path().to_owned());
+    if global {
+        log(&shared, token, &method, path, Value::Null, 429);
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [
+                ("retry-after", "2"),
+                ("x-ratelimit-global", "true"),
+                ("x-ratelimit-scope", "global"),
+            ],
+            axum::Json(json!({"message": "You are being rate limited.", "retry_after": 2.0, "global": true})),
+        )
+            .into_response();
+    }
+    if refused {
+        log(&shared, token, &method, path, Value::Null, 401);
+        return unauthorized();
+    }
+    next.run(req).await
 }
 
 fn unauthorized() -> Response {
@@ -758,6 +847,15 @@ fn identify(
         })));
         return;
     };
+    // Bit 15: MESSAGE_CONTENT.
+    let wants_content = d["intents"].as_u64().is_some_and(|i| i & (1 << 15) != 0);
+    if wants_content && s.no_message_content.contains(&token) {
+        let _ = tx.send(Ws::Close(Some(axum::extract::ws::CloseFrame {
+            code: 4014,
+            reason: "Disallowed intent(s).".into(),
+        })));
+        return;
+    }
     let session = s.sessions.entry(token).or_default();
     session.identifies += 1;
     session.id = format!("session-{}-{}", bot.id, session.identifies);

@@ -1,7 +1,7 @@
 //! An in-process double of Slack for tests: the Web API methods tactful
 //! calls (`apps.connections.open`, `auth.test`, `users.info`,
 //! `chat.postMessage`, `chat.update`, `chat.delete`, a 429 with
-//! `Retry-After`) and Socket Mode (a WebSocket per app: `hello`,
+//! `Retry-After`, a `users.info` as slow as asked) and Socket Mode (a WebSocket per app: `hello`,
 //! `events_api` envelopes that must be acknowledged with their
 //! `envelope_id`, redelivery of what was not, `disconnect`). Events are
 //! built from slack-morphism's models (`SlackMessageEvent`,
@@ -80,6 +80,8 @@ pub struct Envelope {
     /// When it went out.
     pub sent_at: Option<Instant>,
     pub acked: bool,
+    /// When its ack arrived.
+    pub acked_at: Option<Instant>,
 }
 
 /// How long Slack waits for an ack before it counts an envelope as not
@@ -109,6 +111,8 @@ struct Inner {
     acks: Vec<String>,
     /// People whose profile says `is_bot`.
     bot_users: HashSet<String>,
+    /// How long `users.info` takes to answer.
+    users_info_delay: Duration,
 }
 
 impl Inner {
@@ -139,6 +143,7 @@ impl Inner {
             sent: false,
             sent_at: None,
             acked: false,
+            acked_at: None,
         };
         self.send(&mut env);
         self.envelopes.push(env);
@@ -333,6 +338,16 @@ impl Double {
             s.say(to, m, &ts);
             ts
         })
+    }
+
+    /// People tactful has not seen before, with their names.
+    pub fn add_people(&self, people: &[(String, String)]) {
+        self.with(|s| s.people.extend(people.iter().cloned()));
+    }
+
+    /// `users.info` takes `delay` to answer from now on.
+    pub fn slow_users_info(&self, delay: Duration) {
+        self.with(|s| s.users_info_delay = delay);
     }
 
     /// Someone whose profile says they are a bot (an app's bot user).
@@ -545,6 +560,10 @@ async fn web_api(
             serde_json::to_value(form).unwrap_or(Value::Null)
         })
     };
+    if method == "users.info" {
+        let delay = shared.inner.lock().expect("double state").users_info_delay;
+        tokio::time::sleep(delay).await;
+    }
     let (status, answer) = {
         let mut s = shared.inner.lock().expect("double state");
         answer(&mut s, &shared.url, &method, &token, &args)
@@ -762,6 +781,7 @@ async fn session(shared: Arc<Shared>, app: usize, socket: WebSocket) {
                 && let Some(e) = s.envelopes.iter_mut().find(|e| e.id == id)
             {
                 e.acked = true;
+                e.acked_at = Some(Instant::now());
             }
             drop(s);
             shared.changed.notify_waiters();
