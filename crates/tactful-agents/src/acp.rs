@@ -426,7 +426,7 @@ impl AcpAgent {
                     if !text.push(&piece, deltas) {
                         // More than a reply may hold: stop the agent's work.
                         let _ = conn.cx.send_notification(CancelNotification::new(session.clone()));
-                        break Ok(AgentReply { text: text.into_text(), usage: None });
+                        break Ok(AgentReply::text(text.into_text()));
                     }
                 }
                 done = &mut response => {
@@ -437,7 +437,7 @@ impl AcpAgent {
                         }
                     }
                     break match done {
-                        Ok(_) => Ok(AgentReply { text: text.into_text(), usage: None }),
+                        Ok(_) => Ok(AgentReply::text(text.into_text())),
                         Err(e) => Err(conn.failure("session/prompt", e).await),
                     };
                 }

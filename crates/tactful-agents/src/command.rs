@@ -109,7 +109,7 @@ impl CommandAgent {
             .filter(|_| out.overflowed || std::str::from_utf8(&out.bytes).is_ok())
             .ok_or_else(|| AgentError::Protocol(format!("{} wrote output that is not UTF-8", c.command)))?
             .to_owned();
-        Ok(AgentReply { text, usage: None })
+        Ok(AgentReply::text(text))
     }
 }
 

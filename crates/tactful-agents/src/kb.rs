@@ -463,7 +463,7 @@ impl Agent for KbAgent {
         Box::pin(async move {
             let text = self.answer(turn);
             deltas.delta(&text);
-            Ok(AgentReply { text, usage: None })
+            Ok(AgentReply::text(text))
         })
     }
 }

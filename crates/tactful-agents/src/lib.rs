@@ -49,6 +49,31 @@ pub struct AgentReply {
     pub text: String,
     /// Token usage, when the backend reports it.
     pub usage: Option<Usage>,
+    /// Characters of reasoning the backend sent beside the text (an
+    /// OpenAI-compatible server's `reasoning_content`), never part of it.
+    pub reasoning_chars: usize,
+}
+
+impl AgentReply {
+    /// A reply of just this text.
+    pub fn text(text: String) -> Self {
+        AgentReply {
+            text,
+            ..AgentReply::default()
+        }
+    }
+
+    /// What the engine is told: the text, and the reasoning's length when
+    /// there was any.
+    pub fn into_result(self) -> tactful_core::AgentResult {
+        match self.reasoning_chars {
+            0 => tactful_core::AgentResult::Output(self.text),
+            n => tactful_core::AgentResult::Reasoned {
+                text: self.text,
+                reasoning_chars: n,
+            },
+        }
+    }
 }
 
 /// Why a turn failed. Messages are meant for the decision trace and logs:

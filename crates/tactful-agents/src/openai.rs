@@ -295,6 +295,9 @@ async fn read_stream(
     let mut text = Collected::new(max_reply_chars);
     let mut usage = None;
     let mut finished = false;
+    // Reasoning some servers send beside the content (`reasoning_content`,
+    // or `reasoning` on some routers): counted for the trace, never kept.
+    let mut reasoning_chars = 0usize;
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         let next = tokio::time::timeout(remaining, events.next())
@@ -305,6 +308,7 @@ async fn read_stream(
                 return Ok(AgentReply {
                     text: text.into_text(),
                     usage,
+                    reasoning_chars,
                 });
             }
             if read_too_much() {
@@ -322,6 +326,7 @@ async fn read_stream(
             return Ok(AgentReply {
                 text: text.into_text(),
                 usage,
+                reasoning_chars,
             });
         }
         if data.is_empty() {
@@ -336,6 +341,11 @@ async fn read_stream(
             )));
         }
         if let Some(choice) = chunk["choices"].get(0) {
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(r) = choice["delta"][key].as_str() {
+                    reasoning_chars = reasoning_chars.saturating_add(r.chars().count());
+                }
+            }
             if let Some(piece) = choice["delta"]["content"].as_str()
                 && !piece.is_empty()
                 && !text.push(piece, deltas)
@@ -349,6 +359,7 @@ async fn read_stream(
                 return Ok(AgentReply {
                     text: text.into_text(),
                     usage,
+                    reasoning_chars,
                 });
             }
             if choice["finish_reason"].is_string() {

@@ -97,9 +97,9 @@ impl Agent for ScriptAgent {
             let answer = self.answer(turn);
             tokio::time::sleep(answer.delay).await;
             match answer.result {
-                AgentResult::Output(text) => {
+                AgentResult::Output(text) | AgentResult::Reasoned { text, .. } => {
                     deltas.delta(&text);
-                    Ok(AgentReply { text, usage: None })
+                    Ok(AgentReply::text(text))
                 }
                 AgentResult::Failed(reason) => Err(AgentError::Failed(reason)),
             }
@@ -183,6 +183,7 @@ mod tests {
             flush_trigger: None,
             addressed: true,
             max_reply_chars: tactful_core::policy::DEFAULT_MAX_REPLY_CHARS,
+            strip_reasoning: true,
         }
     }
 

@@ -127,6 +127,41 @@ async fn streams_deltas_and_records_usage() {
     );
 }
 
+/// DeepSeek-R1 and Qwen3 behind vLLM or llama.cpp stream their reasoning
+/// as `reasoning_content` beside `content` (OpenRouter as `reasoning`):
+/// it is counted, never passed on as text, so it can neither reach the
+/// room nor stand in front of a `NO_REPLY`.
+#[tokio::test]
+async fn reasoning_sent_beside_the_content_is_counted_and_never_shown() {
+    let server = TestServer::start(vec![Reply::Sse {
+        events: vec![
+            chunk(
+                r#"{"role":"assistant","content":null,"reasoning_content":"Bob "}"#,
+                None,
+            ),
+            chunk(r#"{"content":null,"reasoning_content":"answered."}"#, None),
+            chunk(r#"{"reasoning":"Stay out.","content":""}"#, None),
+            chunk(r#"{"content":"NO_REPLY"}"#, None),
+            chunk("{}", Some("stop")),
+            "[DONE]".to_owned(),
+        ],
+    }])
+    .await;
+    let a = agent(&server.base_url(), Duration::from_secs(5));
+    let mut pieces = Pieces::default();
+    let reply = a.run(&turn(), &mut pieces).await.expect("a reply");
+    assert_eq!(reply.text, "NO_REPLY");
+    assert_eq!(pieces.0, ["NO_REPLY"], "no reasoning among the deltas");
+    assert_eq!(reply.reasoning_chars, "Bob answered.Stay out.".len());
+    assert_eq!(
+        reply.into_result(),
+        tactful_core::AgentResult::Reasoned {
+            text: "NO_REPLY".to_owned(),
+            reasoning_chars: 22
+        }
+    );
+}
+
 #[tokio::test]
 async fn rate_limits_are_retried_after_the_time_the_server_asks() {
     let server = TestServer::start(vec![

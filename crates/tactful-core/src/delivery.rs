@@ -8,7 +8,8 @@
 //!   `[[...]]` directive header is never shown raw (it is held until it is
 //!   complete, then stripped), and a prefix that could still turn into the
 //!   silence token (`N`, `NO_`, `[NO_REP`...) is held so a silent turn
-//!   leaves nothing behind;
+//!   leaves nothing behind; a leading reasoning block
+//!   ([`crate::reasoning`]) is never shown at all;
 //! - [`split_message`]: a reply longer than the platform's limit, cut on
 //!   line boundaries, with code fences closed and reopened so each part
 //!   renders on its own;
@@ -17,6 +18,7 @@
 use std::time::Duration;
 
 use crate::directives;
+use crate::reasoning;
 use crate::silence;
 use crate::time::Timestamp;
 
@@ -56,8 +58,15 @@ fn header_incomplete(partial: &str) -> bool {
 }
 
 /// What of `partial` (the answer so far) may be shown, given the room's
-/// silence token (`None` when the persona may not stay silent).
-pub fn visible<'a>(partial: &'a str, silence_token: Option<&str>) -> Visible<'a> {
+/// silence token (`None` when the persona may not stay silent) and whether
+/// the agent's reasoning is stripped (a leading `<think>` block is then
+/// never shown, and the rules below read what follows it).
+pub fn visible<'a>(partial: &'a str, silence_token: Option<&str>, strip_reasoning: bool) -> Visible<'a> {
+    let partial = match strip_reasoning.then(|| reasoning::streaming(partial)) {
+        Some(reasoning::Streaming::Hold) => return Visible::Hold,
+        Some(reasoning::Streaming::After(rest)) => rest,
+        None => partial,
+    };
     if header_incomplete(partial) {
         return Visible::Hold;
     }
@@ -309,45 +318,70 @@ mod tests {
             "[[reply_to:m1]]\n",
             "  [[reply_to:m1]]\n[[to",
         ] {
-            assert_eq!(visible(p, None), Visible::Hold, "{p:?}");
+            assert_eq!(visible(p, None, true), Visible::Hold, "{p:?}");
         }
-        assert_eq!(visible("[[reply_to:m1]]\nHold", None), Visible::Show("Hold"));
-        assert_eq!(visible("[[reply_to:m1]] Sure", None), Visible::Show("Sure"));
         assert_eq!(
-            visible("[[Summary]]\nAll good", None),
+            visible("[[reply_to:m1]]\nHold", None, true),
+            Visible::Show("Hold")
+        );
+        assert_eq!(visible("[[reply_to:m1]] Sure", None, true), Visible::Show("Sure"));
+        assert_eq!(
+            visible("[[Summary]]\nAll good", None, true),
             Visible::Show("[[Summary]]\nAll good")
         );
         assert_eq!(
-            visible("Hello [[reply_to:m1]]", None),
+            visible("Hello [[reply_to:m1]]", None, true),
             Visible::Show("Hello [[reply_to:m1]]")
+        );
+    }
+
+    #[test]
+    fn reasoning_is_never_shown_and_what_follows_it_is_read_as_an_answer() {
+        for p in [
+            "<thi",
+            "<think>the user asks",
+            "<think>x</think>",
+            "<think>x</think>\nNO_",
+            "<think>x</think>\n[[reply_to:m1",
+        ] {
+            assert_eq!(visible(p, TOKEN, true), Visible::Hold, "{p:?}");
+        }
+        assert_eq!(
+            visible("<think>x</think>\n[[reply_to:m1]]\nYes", TOKEN, true),
+            Visible::Show("Yes")
+        );
+        // Stripping off: the tag is text like any other.
+        assert_eq!(
+            visible("<think>x</think> Yes", TOKEN, false),
+            Visible::Show("<think>x</think> Yes")
         );
     }
 
     #[test]
     fn possible_silence_is_held() {
         for p in ["N", "NO_", "no_rep", "[NO_REP", "NO_REPLY", "  NO_REPLY\n"] {
-            assert_eq!(visible(p, TOKEN), Visible::Hold, "{p:?}");
+            assert_eq!(visible(p, TOKEN, true), Visible::Hold, "{p:?}");
         }
-        assert_eq!(visible("Now", TOKEN), Visible::Show("Now"));
+        assert_eq!(visible("Now", TOKEN, true), Visible::Show("Now"));
         assert_eq!(
-            visible("NO_REPLY needed", TOKEN),
+            visible("NO_REPLY needed", TOKEN, true),
             Visible::Show("NO_REPLY needed")
         );
         // Without silence the prefix is just text.
-        assert_eq!(visible("N", None), Visible::Show("N"));
-        assert_eq!(visible("[[reply_to:m1]]\nNO_", TOKEN), Visible::Hold);
+        assert_eq!(visible("N", None, true), Visible::Show("N"));
+        assert_eq!(visible("[[reply_to:m1]]\nNO_", TOKEN, true), Visible::Hold);
         // The spellings silence accepts are held while they form.
         for p in ["[ N", "[ NO_REP", "[\nNO", "  [\n no_reply"] {
-            assert_eq!(visible(p, TOKEN), Visible::Hold, "{p:?}");
+            assert_eq!(visible(p, TOKEN, true), Visible::Hold, "{p:?}");
         }
     }
 
     #[test]
     fn a_lone_bracket_after_a_header_is_held_without_silence() {
         for p in ["[[reply_to:m1]]\n[", "[[reply_to:m1]] [", "[[reply_to:m1]]\n\t["] {
-            assert_eq!(visible(p, None), Visible::Hold, "{p:?}");
+            assert_eq!(visible(p, None, true), Visible::Hold, "{p:?}");
         }
-        assert_eq!(visible("[[reply_to:m1]]\n[x", None), Visible::Show("[x"));
+        assert_eq!(visible("[[reply_to:m1]]\n[x", None, true), Visible::Show("[x"));
     }
 
     #[test]

@@ -39,6 +39,7 @@ use crate::message::{Mentions, Message, Sender};
 use crate::persona::{MAX_PERSONAS, PersonaIdx, PersonaSpec};
 use crate::policy::{ERROR_NOTICE, Mode, OnError, PolicyTable, RoomPolicy};
 use crate::rate_limit::RateLedger;
+use crate::reasoning;
 use crate::rng::Rng;
 use crate::silence;
 use crate::time::Timestamp;
@@ -89,6 +90,9 @@ pub struct EngineConfig {
     pub max_concurrent_flushes: usize,
     /// Seed for ambient flush jitter.
     pub seed: u64,
+    /// The `[agents]` keys whose answers keep a leading reasoning block
+    /// (`strip_reasoning = false`); every other agent's is stripped.
+    pub reasoning_kept: Vec<Arc<str>>,
 }
 
 impl Default for EngineConfig {
@@ -99,6 +103,7 @@ impl Default for EngineConfig {
             context: ContextLimits::default(),
             max_concurrent_flushes: 3,
             seed: 0,
+            reasoning_kept: Vec::new(),
         }
     }
 }
@@ -161,6 +166,9 @@ pub struct Outgoing {
     /// Further replies of this turn the rate limit held back (on the
     /// turn's last reply sent; see `directives::split_replies`).
     pub more_withheld: u32,
+    /// The length of the reasoning taken off the agent's answer, in
+    /// characters (0 when there was none), on the turn's first reply.
+    pub reasoning_chars: usize,
 }
 
 impl Outgoing {
@@ -242,6 +250,9 @@ pub struct TurnEnd {
     pub room: RoomId,
     /// The messages the turn was for.
     pub msgs: Vec<MsgId>,
+    /// The length of the reasoning taken off the agent's answer, in
+    /// characters (0 when there was none).
+    pub reasoning_chars: usize,
 }
 
 /// Why an ambient flush that was due has not started yet.
@@ -434,6 +445,11 @@ struct Turn {
     gate_for: Option<GateFor>,
     /// For gate turns: the timeout timer, removed when the verdict comes.
     gate_timer: Option<(Timestamp, u64)>,
+    /// Whether its agent's leading reasoning block is taken off.
+    strip_reasoning: bool,
+    /// How much reasoning its answer carried, once it came (traced on
+    /// the turn's end or first reply).
+    reasoning_chars: usize,
 }
 
 impl Turn {
@@ -514,6 +530,8 @@ pub struct Engine {
     /// Rooms whose restorable state changed since the driver last asked
     /// ([`Engine::take_changed_rooms`]).
     dirty: rustc_hash::FxHashSet<RoomId>,
+    /// See [`EngineConfig::reasoning_kept`].
+    reasoning_kept: Vec<Arc<str>>,
 }
 
 impl Engine {
@@ -567,6 +585,7 @@ impl Engine {
             flushes_running: 0,
             flush_queue: VecDeque::new(),
             dirty: rustc_hash::FxHashSet::default(),
+            reasoning_kept: config.reasoning_kept,
         })
     }
 
@@ -820,6 +839,7 @@ impl Engine {
             _ => (spec.agent.clone(), None, None),
         };
         let holds_flush_slot = kind == TurnKind::Ambient || gate_for.is_some_and(|g| g != GateFor::Message);
+        let strip_reasoning = !self.reasoning_kept.contains(&agent);
         let request = TurnRequest {
             turn,
             kind,
@@ -840,6 +860,7 @@ impl Engine {
             flush_trigger,
             addressed: kind == TurnKind::Reply && !unaddressed,
             max_reply_chars: policy.max_reply_chars,
+            strip_reasoning,
         };
         let gate_timer = (kind == TurnKind::Gate).then(|| {
             let timeout = policy
@@ -864,6 +885,8 @@ impl Engine {
                 holds_flush_slot,
                 gate_for,
                 gate_timer,
+                strip_reasoning,
+                reasoning_chars: 0,
             },
         );
         self.out.push_back(Output::CallAgent(Box::new(request)));
@@ -874,29 +897,56 @@ impl Engine {
     /// Reports how a turn ended. Unknown turns (already ended or cancelled)
     /// are ignored, so a late result can never post twice.
     pub fn handle_agent_result(&mut self, now: Timestamp, turn_id: TurnId, result: AgentResult) {
-        let Some(turn) = self.turns.remove(&turn_id) else {
+        let Some(mut turn) = self.turns.remove(&turn_id) else {
             return;
+        };
+        let (text, beside) = match result {
+            AgentResult::Output(text) => (Ok(text), 0),
+            AgentResult::Reasoned {
+                text,
+                reasoning_chars,
+            } => (Ok(text), reasoning_chars),
+            AgentResult::Failed(err) => (Err(err), 0),
+        };
+        let text = match text {
+            Ok(text) => text,
+            // A failed gate fails open, like an unreadable answer.
+            Err(_) if turn.kind == TurnKind::Gate => String::new(),
+            Err(err) => {
+                let end = self.turn_end(now, turn_id, &turn);
+                self.fail(now, turn_id, turn, end, err);
+                return;
+            }
+        };
+        let stripped = if turn.strip_reasoning {
+            reasoning::strip(&text)
+        } else {
+            reasoning::Stripped {
+                rest: &text,
+                reasoning_chars: 0,
+                unclosed: false,
+            }
         };
         if turn.kind == TurnKind::Gate {
             if let Some(key) = turn.gate_timer {
                 self.timers.remove(&key);
             }
-            let verdict = match &result {
-                AgentResult::Output(text) => parse_gate_answer(text),
-                AgentResult::Failed(_) => None,
-            };
+            let verdict = parse_gate_answer(stripped.rest);
             self.gate_decided(now, turn_id, turn, verdict);
             return;
         }
+        turn.reasoning_chars = beside + stripped.reasoning_chars;
         let end = self.turn_end(now, turn_id, &turn);
-        let text = match result {
-            AgentResult::Failed(err) => {
-                self.fail(now, turn_id, turn, end, err);
-                return;
-            }
-            AgentResult::Output(text) => text,
-        };
-        let mut replies = directives::split_replies(&text).into_iter();
+        if stripped.unclosed {
+            let err = format!(
+                "the agent's answer was all reasoning ({} characters, never closed) and no reply",
+                stripped.reasoning_chars
+            );
+            self.fail(now, turn_id, turn, end, err);
+            return;
+        }
+        let text = stripped.rest;
+        let mut replies = directives::split_replies(text).into_iter();
         let (d, body) = replies.next().unwrap_or_default();
         let more: Vec<(Directives, String)> = replies.map(|(d, b)| (d, b.to_owned())).collect();
         let body = body.trim();
@@ -1017,6 +1067,8 @@ impl Engine {
             is_dm: turn.is_dm,
             truncated_from,
             more_withheld: 0,
+            // The notice is tactful's own text: no reasoning went into it.
+            reasoning_chars: if notice { 0 } else { turn.reasoning_chars },
         };
         let echo = outgoing.as_heard(spec.name.clone());
         self.out.push_back(Output::Send(Box::new(outgoing)));
@@ -1034,6 +1086,7 @@ impl Engine {
             persona: self.personas[turn.persona.0 as usize].id.clone(),
             room: turn.room.clone(),
             msgs: turn.msgs(),
+            reasoning_chars: turn.reasoning_chars,
         }
     }
 

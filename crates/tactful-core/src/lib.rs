@@ -64,6 +64,7 @@ pub mod persona;
 pub mod policy;
 pub mod prompt;
 pub mod rate_limit;
+pub mod reasoning;
 pub mod rng;
 pub mod secrets;
 pub mod silence;

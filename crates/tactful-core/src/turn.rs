@@ -132,6 +132,10 @@ pub struct TurnRequest {
     /// may stop reading (and paying for) output past it. The engine cuts
     /// longer answers itself, so reading a little more is harmless.
     pub max_reply_chars: usize,
+    /// Whether a leading reasoning block (`<think>…</think>`) is taken off
+    /// the answer ([`crate::reasoning`]): the delivery path must not
+    /// stream one into a placeholder either.
+    pub strip_reasoning: bool,
 }
 
 #[cfg(test)]
@@ -158,6 +162,15 @@ mod tests {
 pub enum AgentResult {
     /// The agent's whole output text.
     Output(String),
+    /// The agent's output, and the length in characters of the reasoning
+    /// its server sent beside it (OpenAI-compatible `reasoning_content`):
+    /// counted in the trace, never shown.
+    Reasoned {
+        /// The output text, as for [`AgentResult::Output`].
+        text: String,
+        /// The reasoning's length.
+        reasoning_chars: usize,
+    },
     /// The agent failed; the text says how (never a secret).
     Failed(String),
 }

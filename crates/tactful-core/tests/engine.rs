@@ -372,3 +372,50 @@ fn a_message_that_leaves_the_history_leaves_the_ambient_batch_too() {
     }
     assert!(calls.is_empty(), "cy must not answer what bo answered: {calls:?}");
 }
+
+/// Reasoning a server sent beside the answer (`AgentResult::Reasoned`) and
+/// a leading `<think>` block are added up on the turn's end; the block is
+/// taken off before silence is read, so what follows it decides.
+#[test]
+fn reasoning_is_counted_and_taken_off_before_silence_is_read() {
+    let mut e = engine(&["docs"], ContextLimits::default());
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m1", "room", "alice", "@docs hi", Timestamp(0)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(
+        Timestamp(1),
+        t,
+        AgentResult::Reasoned {
+            text: "<think>\nnothing\n</think>\nNO_REPLY".to_owned(),
+            reasoning_chars: 100,
+        },
+    );
+    let out = drain(&mut e);
+    assert!(
+        matches!(out.as_slice(), [Output::Silent(end, _)] if end.reasoning_chars == 107),
+        "{out:?}"
+    );
+
+    // After a block, the text is the answer; the block is counted.
+    e.handle_message(
+        Timestamp(2),
+        Message::new("m2", "room", "alice", "@docs and now?", Timestamp(2)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(
+        Timestamp(3),
+        t,
+        AgentResult::Output("<think>ok</think>Sure.".into()),
+    );
+    let out = drain(&mut e);
+    let sent: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send(s) => Some((s.text.as_str(), s.reasoning_chars)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [("Sure.", 2)]);
+}

@@ -118,7 +118,7 @@ proptest! {
         let (_, body) = directives::parse(&answer);
         prop_assert!(is_silence(body, DEFAULT_TOKEN), "{:?}", answer);
         for (i, _) in answer.char_indices().chain([(answer.len(), ' ')]) {
-            let shown = visible(&answer[..i], Some(DEFAULT_TOKEN));
+            let shown = visible(&answer[..i], Some(DEFAULT_TOKEN), true);
             prop_assert_eq!(shown, Visible::Hold, "{:?} of {:?}", &answer[..i], answer);
         }
     }

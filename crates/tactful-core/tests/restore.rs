@@ -53,6 +53,7 @@ fn config() -> EngineConfig {
         },
         max_concurrent_flushes: 2,
         seed: 11,
+        reasoning_kept: Vec::new(),
     }
 }
 

@@ -54,12 +54,12 @@ pub fn streaming(data: &[u8]) {
     let token = (mode % 2 == 0).then_some(DEFAULT_TOKEN);
     let (_, final_body) = directives::parse(answer);
     let silent = token.is_some_and(|t| is_silence(final_body, t));
-    let final_shown = match visible(answer, token) {
+    let final_shown = match visible(answer, token, true) {
         Visible::Show(s) => s,
         Visible::Hold => "",
     };
     for (i, _) in answer.char_indices() {
-        let Visible::Show(shown) = visible(&answer[..i], token) else {
+        let Visible::Show(shown) = visible(&answer[..i], token, true) else {
             continue;
         };
         assert!(!silent, "{shown:?} shown of a silent answer {answer:?}");

@@ -110,8 +110,8 @@ pub enum DeliveryEvent {
         answering: Option<MsgId>,
         /// The thread the reply goes to.
         thread: Option<ThreadId>,
-        /// The silence token when silence is allowed.
-        silence_token: Option<Arc<str>>,
+        /// What of the streamed text may be shown.
+        showing: Showing,
         /// Where the agent's text accumulates.
         streamed: Arc<Streamed>,
     },
@@ -138,9 +138,18 @@ pub enum DeliveryEvent {
     },
 }
 
+/// What of a streaming answer may be shown, from the turn's request.
+#[derive(Clone, Debug, Default)]
+pub struct Showing {
+    /// The silence token when silence is allowed (a prefix of it is held).
+    pub silence_token: Option<Arc<str>>,
+    /// Whether a leading reasoning block is stripped (and never shown).
+    pub strip_reasoning: bool,
+}
+
 struct Stream {
     persona: PersonaId,
-    silence_token: Option<Arc<str>>,
+    showing: Showing,
     placeholder: Option<MsgId>,
     /// What the placeholder was posted as a reply to.
     answering: Option<MsgId>,
@@ -275,11 +284,11 @@ impl RoomDelivery {
                 persona,
                 answering,
                 thread,
-                silence_token,
+                showing,
                 streamed,
             } => {
                 let answering = answering.filter(|_| self.platform.capabilities().native_replies);
-                self.start(turn, persona, answering, thread, silence_token, streamed)
+                self.start(turn, persona, answering, thread, showing, streamed)
                     .await;
                 None
             }
@@ -309,7 +318,7 @@ impl RoomDelivery {
         persona: PersonaId,
         answering: Option<MsgId>,
         thread: Option<ThreadId>,
-        silence: Option<Arc<str>>,
+        showing: Showing,
         streamed: Arc<Streamed>,
     ) {
         let typing = Typing::start(
@@ -351,7 +360,7 @@ impl RoomDelivery {
             turn,
             Stream {
                 persona,
-                silence_token: silence,
+                showing,
                 placeholder,
                 answering,
                 shown: String::new(),
@@ -421,12 +430,15 @@ impl RoomDelivery {
             s.streamed.read(|_| ());
             return;
         }
-        let token = s.silence_token.clone();
-        let body = s.streamed.read(|text| match visible(text, token.as_deref()) {
-            // While streaming, show what fits in one message.
-            Visible::Show(body) => Some(body.chars().take(max).collect::<String>()),
-            Visible::Hold => None,
-        });
+        let showing = &s.showing;
+        let token = showing.silence_token.as_deref();
+        let body = s
+            .streamed
+            .read(|text| match visible(text, token, showing.strip_reasoning) {
+                // While streaming, show what fits in one message.
+                Visible::Show(body) => Some(body.chars().take(max).collect::<String>()),
+                Visible::Hold => None,
+            });
         let Some(Some(body)) = body else {
             return;
         };

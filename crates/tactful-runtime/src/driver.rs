@@ -13,7 +13,7 @@ use tactful_store::{Op, PendingTurn};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Streamed};
+use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Showing, Streamed};
 use crate::persist::{Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
 use crate::restart::Restart;
@@ -553,7 +553,10 @@ impl Driver {
                     .filter(|e| e.persona.is_none() && !req.is_dm)
                     .map(|e| e.id.clone()),
                 thread: req.thread.clone(),
-                silence_token: req.silence_token.clone(),
+                showing: Showing {
+                    silence_token: req.silence_token.clone(),
+                    strip_reasoning: req.strip_reasoning,
+                },
                 streamed: streamed.clone(),
             };
             self.deliver(&req.room, start, None)
@@ -571,7 +574,7 @@ impl Driver {
                             usage,
                         });
                     }
-                    AgentResult::Output(reply.text)
+                    reply.into_result()
                 }
                 Err(e) => {
                     // The trace and the log get the reason, secrets masked:

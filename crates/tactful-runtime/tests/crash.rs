@@ -164,10 +164,7 @@ impl Agent for Agentish {
                 None => std::future::pending().await,
             }
             self.running.fetch_sub(1, Ordering::SeqCst);
-            Ok(AgentReply {
-                text: self.text.clone(),
-                usage: None,
-            })
+            Ok(AgentReply::text(self.text.clone()))
         })
     }
 }

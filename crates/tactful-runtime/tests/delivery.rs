@@ -170,7 +170,7 @@ impl Agent for Streamer {
                 deltas.delta(p);
                 text.push_str(p);
             }
-            Ok(AgentReply { text, usage: None })
+            Ok(AgentReply::text(text))
         })
     }
 }
@@ -306,6 +306,53 @@ async fn a_silent_turn_leaves_nothing_behind() {
         ],
         "the half-typed token was never shown"
     );
+}
+
+/// A reasoning model streams its `<think>` block first: none of it is ever
+/// shown, a `NO_REPLY` after it leaves nothing behind, and text after it
+/// is the answer.
+#[tokio::test]
+async fn streamed_reasoning_is_never_shown() {
+    let p = Double::new(FULL);
+    let (rt, _trace) = start(
+        p.clone(),
+        vec![
+            (
+                "thanks",
+                (
+                    20,
+                    vec!["<thi", "nk>Bob said it", " all.</th", "ink>\nNO_", "REPLY"],
+                ),
+            ),
+            (
+                "reset",
+                (
+                    20,
+                    vec!["<think>", "hold it?", "</think>\n\n", "Hold the", " button."],
+                ),
+            ),
+        ],
+    );
+    rt.handle().inbound(msg("t", "main", "@docs thanks"));
+    rt.handle().inbound(msg("q", "other", "@docs how do I reset?"));
+    rt.shutdown().await;
+    let calls = p.calls();
+    let shown: Vec<&str> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Send { text, .. } | Call::Edit { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        shown
+            .iter()
+            .all(|t| !t.contains("think") && !t.contains("Bob") && !t.contains('<')),
+        "{calls:?}"
+    );
+    assert!(shown.contains(&"Hold the button."), "{calls:?}");
+    let deleted = calls.iter().filter(|c| matches!(c, Call::Delete { .. })).count();
+    assert_eq!(deleted, 1, "the silent turn's placeholder goes: {calls:?}");
 }
 
 #[tokio::test]

@@ -76,10 +76,9 @@ impl Agent for Answers {
             if self.hang {
                 std::future::pending::<()>().await;
             }
-            Ok(AgentReply {
-                text: format!("[[reply_to:{trigger}]] Hold the button."),
-                usage: None,
-            })
+            Ok(AgentReply::text(format!(
+                "[[reply_to:{trigger}]] Hold the button."
+            )))
         })
     }
 }

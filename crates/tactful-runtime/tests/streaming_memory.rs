@@ -43,10 +43,7 @@ impl Agent for Firehose {
                     tokio::task::yield_now().await;
                 }
             }
-            Ok(AgentReply {
-                text: "done".to_owned(),
-                usage: None,
-            })
+            Ok(AgentReply::text("done".to_owned()))
         })
     }
 }

@@ -368,6 +368,7 @@ impl Store {
                     is_dm: r.get(9)?,
                     truncated_from: None,
                     more_withheld: 0,
+                    reasoning_chars: 0,
                 },
                 parts_done: r.get::<_, i64>(11)?.max(0) as usize,
                 first_id: r.get::<_, Option<String>>(12)?.map(MsgId::new),

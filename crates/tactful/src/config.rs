@@ -286,6 +286,8 @@ struct RawAgent {
     // kb
     paths: Option<Spanned<Vec<EnvString>>>,
     min_score: Option<Spanned<f64>>,
+    // every kind
+    strip_reasoning: Option<bool>,
 }
 
 /// Tool kinds an ACP agent may ask permission for.
@@ -624,7 +626,11 @@ fn web_settings(web: RawWeb, check: &Checker<'_>) -> Result<WebSettings, ConfigE
 fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Config, ConfigError> {
     // Agents first: personas refer to them.
     let mut agents = BTreeMap::new();
+    let mut reasoning_kept = Vec::new();
     for (name, agent) in raw.agents {
+        if agent.strip_reasoning == Some(false) {
+            reasoning_kept.push(Arc::from(name.get_ref().as_str()));
+        }
         let built = build_agent(name.get_ref(), agent, check)?;
         agents.insert(name.into_inner(), built);
     }
@@ -792,6 +798,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
             context,
             max_concurrent_flushes,
             seed: 0,
+            reasoning_kept,
         },
         agents,
         contract,

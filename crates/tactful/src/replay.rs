@@ -374,7 +374,10 @@ impl<'c> Agents<'c> {
         let runtime = self.runtime.as_ref().expect("created above");
         let (result, usage) = runtime.block_on(async {
             match backend.run(req, &mut tactful_agents::NoDeltas).await {
-                Ok(reply) => (AgentResult::Output(reply.text), reply.usage),
+                Ok(reply) => {
+                    let usage = reply.usage;
+                    (reply.into_result(), usage)
+                }
                 Err(e) => (e.into_result(), None),
             }
         });
@@ -451,6 +454,9 @@ fn send_line(s: &Outgoing) -> Value {
     if !s.unknown_directives.is_empty() {
         v["unknown_directives"] = json!(s.unknown_directives);
     }
+    if s.reasoning_chars > 0 {
+        v["reasoning_chars"] = json!(s.reasoning_chars);
+    }
     if let Some(n) = s.truncated_from {
         v["truncated_from"] = json!(n);
         v["note"] = json!("the answer was longer than max_reply_chars and was cut");
@@ -459,7 +465,7 @@ fn send_line(s: &Outgoing) -> Value {
 }
 
 fn end_fields(end: &TurnEnd, ty: &str) -> Value {
-    json!({
+    let mut v = json!({
         "at": end.at.as_secs_f64(),
         "type": ty,
         "turn": end.turn.to_string(),
@@ -467,7 +473,11 @@ fn end_fields(end: &TurnEnd, ty: &str) -> Value {
         "persona": end.persona,
         "room": end.room,
         "msgs": end.msgs,
-    })
+    });
+    if end.reasoning_chars > 0 {
+        v["reasoning_chars"] = json!(end.reasoning_chars);
+    }
+    v
 }
 
 fn ambient_line(note: &AmbientNote) -> Value {

@@ -56,6 +56,7 @@ pub fn turn() -> TurnRequest {
         flush_trigger: None,
         addressed: true,
         max_reply_chars: tactful_core::policy::DEFAULT_MAX_REPLY_CHARS,
+        strip_reasoning: true,
     }
 }
 

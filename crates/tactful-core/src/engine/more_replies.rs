@@ -86,6 +86,7 @@ impl Engine {
                 is_dm: ctx.is_dm,
                 truncated_from,
                 more_withheld: 0,
+                reasoning_chars: 0,
             };
             let echo = outgoing.as_heard(spec.name.clone());
             self.out.push_back(Output::Send(Box::new(outgoing)));
