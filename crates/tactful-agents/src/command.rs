@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::TurnRequest;
-use tokio::io::AsyncWriteExt;
 
-use crate::process::{Spawned, output_cap, read_capped, read_tail, spawn_piped, utf8_prefix};
+use crate::process::{Ran, output_cap, run_once, spawn_piped, utf8_prefix};
 use crate::{Agent, AgentError, AgentReply, Deltas, turn_json};
 
 /// The longest stderr tail quoted in an error.
@@ -58,52 +57,23 @@ impl CommandAgent {
         let c = &self.config;
         let input = serde_json::to_vec(&turn_json::turn_json(turn, &self.contract))
             .map_err(|e| AgentError::Protocol(e.to_string()))?;
-        let Spawned { mut child, group } = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
-        let mut stdin = child.stdin.take().expect("stdin is piped");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
+        let spawned = spawn_piped(&c.command, &c.args, &c.env, c.working_dir.as_ref())?;
         let cap = output_cap(turn.max_reply_chars);
-        // Write, read and wait concurrently: a program that prints before it
-        // has read all its input must not deadlock on a full pipe.
-        let write = async move {
-            // A program that ignores stdin and exits early closes the pipe;
-            // that is its business, not an error.
-            let _ = stdin.write_all(&input).await;
-            drop(stdin);
-        };
-        // Past the cap the rest of the output is of no use: the group is
-        // killed at once instead of draining (and keeping) megabytes.
-        let out_then_stop = async {
-            let ((), out) = tokio::join!(write, read_capped(stdout, cap));
-            if out.as_ref().is_ok_and(|o| o.overflowed) {
-                group.kill();
-            }
-            out
-        };
-        let all = async {
-            let (out, err) = tokio::join!(out_then_stop, read_tail(stderr, STDERR_KEEP));
-            (out, err, child.wait().await)
-        };
-        // On timeout the group guard kills the program and its children.
-        let (out, err, status) = tokio::time::timeout(c.timeout, all)
-            .await
-            .map_err(|_| AgentError::Timeout(c.timeout))?;
-        let out = out.map_err(|e| AgentError::Connection(e.to_string()))?;
-        if out.overflowed {
-            tracing::warn!(
+        let Ran { out, err, status } = run_once(spawned, input, cap, STDERR_KEEP, c.timeout).await?;
+        match status {
+            None => tracing::warn!(
                 command = %c.command,
                 cap,
                 "the command printed more than a reply may hold; it was stopped and its answer cut"
-            );
-        } else {
-            let status = status.map_err(|e| AgentError::Connection(e.to_string()))?;
-            if !status.success() {
+            ),
+            Some(status) if !status.success() => {
                 return Err(AgentError::Exit {
                     command: c.command.clone(),
                     status: status.to_string(),
                     stderr_tail: err.quote(STDERR_TAIL),
                 });
             }
+            Some(_) => {}
         }
         let text = utf8_prefix(&out.bytes)
             .filter(|_| out.overflowed || std::str::from_utf8(&out.bytes).is_ok())

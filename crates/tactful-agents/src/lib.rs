@@ -16,6 +16,7 @@
 
 pub mod acp;
 pub mod command;
+pub mod hooks;
 pub mod kb;
 pub mod openai;
 mod process;

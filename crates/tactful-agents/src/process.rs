@@ -25,6 +25,20 @@ pub(crate) struct Spawned {
     pub group: ProcessGroup,
 }
 
+/// What a started program's environment holds besides the variables its
+/// config sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Inherit {
+    /// tactful's whole environment (agents: they need their API keys).
+    All,
+    /// Only what finding programs and reading text needs (`PATH`, `HOME`,
+    /// `LANG`, `LC_ALL`, `TMPDIR`): a hook sees no token of tactful's.
+    Minimal,
+}
+
+/// The variables [`Inherit::Minimal`] keeps.
+const MINIMAL_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR"];
+
 /// Starts `command` with `args`, extra `env` and an optional working
 /// directory, its stdin, stdout and stderr piped to us, as the leader of a
 /// new process group. The group is killed when the returned
@@ -36,7 +50,26 @@ pub(crate) fn spawn_piped(
     env: &BTreeMap<String, String>,
     working_dir: Option<&PathBuf>,
 ) -> Result<Spawned, AgentError> {
+    spawn_piped_with(command, args, env, working_dir, Inherit::All)
+}
+
+/// [`spawn_piped`], choosing what of tactful's environment it inherits.
+pub(crate) fn spawn_piped_with(
+    command: &str,
+    args: &[String],
+    env: &BTreeMap<String, String>,
+    working_dir: Option<&PathBuf>,
+    inherit: Inherit,
+) -> Result<Spawned, AgentError> {
     let mut cmd = Command::new(command);
+    if inherit == Inherit::Minimal {
+        cmd.env_clear();
+        for key in MINIMAL_ENV {
+            if let Some(v) = std::env::var_os(key) {
+                cmd.env(key, v);
+            }
+        }
+    }
     cmd.args(args)
         .envs(env)
         .stdin(Stdio::piped())
@@ -144,6 +177,66 @@ pub(crate) async fn read_tail(mut from: impl AsyncRead + Unpin, keep: usize) -> 
         bytes.drain(..bytes.len() - keep);
     }
     Tail { bytes, total }
+}
+
+/// What a program run once with [`run_once`] left.
+pub(crate) struct Ran {
+    /// Its stdout, up to the cap.
+    pub out: Capped,
+    /// The end of its stderr.
+    pub err: Tail,
+    /// How it exited; `None` when it was stopped for printing past the cap
+    /// (its status says nothing then).
+    pub status: Option<std::process::ExitStatus>,
+}
+
+/// Feeds `input` to a started program, reads at most `cap` bytes of its
+/// stdout (stopping it past that) and the tail of its stderr, and waits for
+/// it, all within `timeout`; on timeout its process group is killed.
+pub(crate) async fn run_once(
+    spawned: Spawned,
+    input: Vec<u8>,
+    cap: usize,
+    stderr_keep: usize,
+    timeout: std::time::Duration,
+) -> Result<Ran, AgentError> {
+    use tokio::io::AsyncWriteExt;
+    let Spawned { mut child, group } = spawned;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    // Write, read and wait concurrently: a program that prints before it
+    // has read all its input must not deadlock on a full pipe.
+    let write = async move {
+        // A program that ignores stdin and exits early closes the pipe;
+        // that is its business, not an error.
+        let _ = stdin.write_all(&input).await;
+        drop(stdin);
+    };
+    // Past the cap the rest of the output is of no use: the group is
+    // killed at once instead of draining (and keeping) megabytes.
+    let out_then_stop = async {
+        let ((), out) = tokio::join!(write, read_capped(stdout, cap));
+        if out.as_ref().is_ok_and(|o| o.overflowed) {
+            group.kill();
+        }
+        out
+    };
+    let all = async {
+        let (out, err) = tokio::join!(out_then_stop, read_tail(stderr, stderr_keep));
+        (out, err, child.wait().await)
+    };
+    // On timeout the group guard kills the program and its children.
+    let (out, err, status) = tokio::time::timeout(timeout, all)
+        .await
+        .map_err(|_| AgentError::Timeout(timeout))?;
+    let out = out.map_err(|e| AgentError::Connection(e.to_string()))?;
+    let status = if out.overflowed {
+        None
+    } else {
+        Some(status.map_err(|e| AgentError::Connection(e.to_string()))?)
+    };
+    Ok(Ran { out, err, status })
 }
 
 /// The longest prefix of `bytes` that is whole UTF-8 when `bytes` was cut

@@ -184,6 +184,7 @@ mod tests {
             addressed: true,
             max_reply_chars: tactful_core::policy::DEFAULT_MAX_REPLY_CHARS,
             strip_reasoning: true,
+            hooked: false,
         }
     }
 

@@ -79,11 +79,14 @@ pub enum Reason {
     GateSkip,
     /// Skip: enough personas already answered this unaddressed message.
     FloorTaken,
+    /// Withheld: a before-send hook cancelled the reply (the `hook` line
+    /// before it names the hook and its reason).
+    Hook,
 }
 
 impl Reason {
     /// Every reason, for documentation and coverage checks.
-    pub const ALL: [Reason; 20] = [
+    pub const ALL: [Reason; 21] = [
         Reason::Dm,
         Reason::Mention,
         Reason::Command,
@@ -104,6 +107,7 @@ impl Reason {
         Reason::GateFailedOpen,
         Reason::GateSkip,
         Reason::FloorTaken,
+        Reason::Hook,
     ];
 
     /// The stable name used in traces.
@@ -129,6 +133,7 @@ impl Reason {
             Reason::GateFailedOpen => "gate_failed_open",
             Reason::GateSkip => "gate_skip",
             Reason::FloorTaken => "floor_taken",
+            Reason::Hook => "hook",
         }
     }
 }

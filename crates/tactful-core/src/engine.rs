@@ -34,6 +34,7 @@ use rustc_hash::FxHashMap;
 use crate::addressing::{Addressed, CommandTarget, Handle, Targets, handle_eq};
 use crate::decision::{Decision, Outcome, Reason};
 use crate::directives::{self, Directives};
+use crate::hooks::{HookNote, HookRequest, HookScope};
 use crate::ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 use crate::message::{Mentions, Message, Sender};
 use crate::persona::{MAX_PERSONAS, PersonaIdx, PersonaSpec};
@@ -44,6 +45,7 @@ use crate::rng::Rng;
 use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
+mod hooked;
 mod more_replies;
 mod restore;
 
@@ -93,6 +95,8 @@ pub struct EngineConfig {
     /// The `[agents]` keys whose answers keep a leading reasoning block
     /// (`strip_reasoning = false`); every other agent's is stripped.
     pub reasoning_kept: Vec<Arc<str>>,
+    /// The before-send hooks, in the order replies pass through them.
+    pub hooks: Vec<HookScope>,
 }
 
 impl Default for EngineConfig {
@@ -104,6 +108,7 @@ impl Default for EngineConfig {
             max_concurrent_flushes: 3,
             seed: 0,
             reasoning_kept: Vec::new(),
+            hooks: Vec::new(),
         }
     }
 }
@@ -335,6 +340,11 @@ pub enum Output {
     Withheld(TurnEnd, Reason),
     /// A turn failed. The string says why.
     Error(TurnEnd, String),
+    /// Run these before-send hooks on a turn's replies and report with
+    /// [`Engine::handle_hook_result`].
+    RunHooks(Box<HookRequest>),
+    /// One hook's step over one reply (what it did, and why).
+    Hook(HookNote),
     /// The engine gave up on a turn in flight: stop the agent if possible;
     /// its result, if it still comes, is ignored.
     Cancelled(TurnEnd, CancelReason),
@@ -450,6 +460,8 @@ struct Turn {
     /// How much reasoning its answer carried, once it came (traced on
     /// the turn's end or first reply).
     reasoning_chars: usize,
+    /// Its replies, while before-send hooks run on them.
+    held: Option<Box<hooked::Held>>,
 }
 
 impl Turn {
@@ -532,6 +544,8 @@ pub struct Engine {
     dirty: rustc_hash::FxHashSet<RoomId>,
     /// See [`EngineConfig::reasoning_kept`].
     reasoning_kept: Vec<Arc<str>>,
+    /// See [`EngineConfig::hooks`].
+    hooks: Vec<HookScope>,
 }
 
 impl Engine {
@@ -586,6 +600,7 @@ impl Engine {
             flush_queue: VecDeque::new(),
             dirty: rustc_hash::FxHashSet::default(),
             reasoning_kept: config.reasoning_kept,
+            hooks: config.hooks,
         })
     }
 
@@ -840,6 +855,7 @@ impl Engine {
         };
         let holds_flush_slot = kind == TurnKind::Ambient || gate_for.is_some_and(|g| g != GateFor::Message);
         let strip_reasoning = !self.reasoning_kept.contains(&agent);
+        let hooked = self.hooks.iter().any(|h| h.applies(&spec.id, room_id));
         let request = TurnRequest {
             turn,
             kind,
@@ -861,6 +877,7 @@ impl Engine {
             addressed: kind == TurnKind::Reply && !unaddressed,
             max_reply_chars: policy.max_reply_chars,
             strip_reasoning,
+            hooked,
         };
         let gate_timer = (kind == TurnKind::Gate).then(|| {
             let timeout = policy
@@ -887,6 +904,7 @@ impl Engine {
                 gate_timer,
                 strip_reasoning,
                 reasoning_chars: 0,
+                held: None,
             },
         );
         self.out.push_back(Output::CallAgent(Box::new(request)));
@@ -971,31 +989,12 @@ impl Engine {
             self.finish(now, turn_id, turn, false);
             return;
         }
-        let room = self.rooms.get_mut(&turn.room).expect("a turn's room exists");
-        if turn.answers_bot && room.bot_streak >= turn.policy.max_bot_turns {
-            // Other bots spoke while this turn ran and the room reached its
-            // limit: answering now would extend the loop.
-            self.out.push_back(Output::Withheld(end, Reason::BotTurnLimit));
-            self.finish(now, turn_id, turn, false);
-            return;
-        }
-        if turn.unaddressed && room.floor_taken(&turn.triggers, turn.policy.floor_max_speakers) {
-            self.out.push_back(Output::Withheld(end, Reason::FloorTaken));
-            self.finish(now, turn_id, turn, false);
-            return;
-        }
-        let ctx = more_replies::TurnCtx {
-            kind: turn.kind,
-            persona: turn.persona,
-            room: turn.room.clone(),
-            thread: turn.thread.clone(),
-            is_dm: turn.is_dm,
-            policy: turn.policy.clone(),
+        let held = hooked::Held {
+            first: (d, body.to_owned()),
+            more,
+            notice: false,
         };
-        self.deliver(now, turn_id, turn, body, d, false);
-        if !more.is_empty() {
-            self.deliver_more(now, turn_id, &ctx, more);
-        }
+        self.release(now, turn_id, turn, held);
     }
 
     /// A turn failed: the trace gets the reason; the room gets one short
@@ -1009,7 +1008,12 @@ impl Engine {
                 reply_to: turn.triggers.last().map(|e| e.id.to_string()),
                 ..Directives::default()
             };
-            self.deliver(now, turn_id, turn, ERROR_NOTICE, d, true);
+            let held = hooked::Held {
+                first: (d, ERROR_NOTICE.to_owned()),
+                more: Vec::new(),
+                notice: true,
+            };
+            self.release(now, turn_id, turn, held);
         } else {
             self.finish(now, turn_id, turn, false);
         }

@@ -58,6 +58,7 @@ pub mod decision;
 pub mod delivery;
 pub mod directives;
 pub mod engine;
+pub mod hooks;
 pub mod ids;
 pub mod message;
 pub mod persona;

@@ -136,6 +136,10 @@ pub struct TurnRequest {
     /// the answer ([`crate::reasoning`]): the delivery path must not
     /// stream one into a placeholder either.
     pub strip_reasoning: bool,
+    /// Whether its replies pass through before-send hooks: the delivery
+    /// path then shows nothing of the answer until they have (a hook may
+    /// still cancel or rewrite it).
+    pub hooked: bool,
 }
 
 #[cfg(test)]

@@ -419,3 +419,98 @@ fn reasoning_is_counted_and_taken_off_before_silence_is_read() {
         .collect();
     assert_eq!(sent, [("Sure.", 2)]);
 }
+
+/// Before-send hooks: only replies in scope wait for them; a reply the
+/// hooks cancel (here: no outcome came back for it, which must fail
+/// closed) is withheld and gives its rate-limit slot back; a result for a
+/// turn not waiting for hooks changes nothing.
+#[test]
+fn hooked_replies_wait_for_their_hooks_and_a_cancel_frees_the_slot() {
+    use tactful_core::hooks::{HookAction, HookOutcome, HookScope, HookStep};
+    use tactful_core::policy::{PolicyPatch, RateLimit};
+    let mut config = EngineConfig {
+        personas: vec![PersonaSpec::new("docs", "a")],
+        hooks: vec![HookScope {
+            name: "guard".into(),
+            personas: Vec::new(),
+            rooms: vec!["x".into()],
+        }],
+        ..Default::default()
+    };
+    config.policies.default.all = PolicyPatch {
+        rate_limit: Some(Some(RateLimit {
+            replies: 1,
+            per: std::time::Duration::from_secs(600),
+        })),
+        ..PolicyPatch::default()
+    };
+    let mut e = Engine::new(config).expect("valid");
+    let ask = |e: &mut Engine, id: &str, room: &str, at: u64| {
+        e.handle_message(
+            Timestamp(at),
+            Message::new(id, room, "alice", "@docs hi", Timestamp(at)),
+        );
+        let out = drain(e);
+        out.iter()
+            .find_map(|o| match o {
+                Output::CallAgent(r) => Some((r.turn, r.hooked)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("a turn: {out:?}"))
+    };
+    // Out of scope: sent at once.
+    let (t, hooked) = ask(&mut e, "m1", "y", 0);
+    assert!(!hooked);
+    e.handle_agent_result(Timestamp(1), t, AgentResult::Output("Hi.".into()));
+    assert!(drain(&mut e).iter().any(|o| matches!(o, Output::Send(_))));
+
+    // In scope: the reply waits for the hooks.
+    let (t, hooked) = ask(&mut e, "m2", "x", 2);
+    assert!(hooked, "the delivery path must hold its streamed text");
+    e.handle_agent_result(Timestamp(3), t, AgentResult::Output("Hi.".into()));
+    let out = drain(&mut e);
+    assert!(
+        matches!(out.as_slice(), [Output::RunHooks(r)] if r.hooks.len() == 1 && r.replies[0].text == "Hi."),
+        "{out:?}"
+    );
+    e.handle_hook_result(Timestamp(4), t, Vec::new());
+    let out = drain(&mut e);
+    assert!(
+        matches!(out.as_slice(), [Output::Withheld(_, Reason::Hook)]),
+        "{out:?}"
+    );
+    e.handle_hook_result(Timestamp(4), t, Vec::new());
+    assert!(drain(&mut e).is_empty(), "a second result is ignored");
+
+    // The slot came back: the next message is answered, and this time the
+    // hook rewrites it.
+    let (t, _) = ask(&mut e, "m3", "x", 5);
+    e.handle_agent_result(Timestamp(6), t, AgentResult::Output("Hi.".into()));
+    drain(&mut e);
+    let step = HookStep {
+        hook: "guard".into(),
+        action: HookAction::Replace,
+        reason: None,
+    };
+    e.handle_hook_result(
+        Timestamp(7),
+        t,
+        vec![HookOutcome {
+            steps: vec![step],
+            text: Some("Hello.".into()),
+        }],
+    );
+    let out = drain(&mut e);
+    let sent: Vec<&str> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Send(s) => Some(s.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, ["Hello."]);
+    assert!(
+        matches!(&out[0], Output::Hook(n) if n.step.action == HookAction::Replace),
+        "{out:?}"
+    );
+}

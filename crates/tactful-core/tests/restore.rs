@@ -54,6 +54,7 @@ fn config() -> EngineConfig {
         max_concurrent_flushes: 2,
         seed: 11,
         reasoning_kept: Vec::new(),
+        hooks: Vec::new(),
     }
 }
 
@@ -213,6 +214,8 @@ impl Sim {
                         .push(format!("cancelled {} {}", end.persona, why.as_str()))
                 }
                 Output::Ambient(note) => self.log.push(format!("ambient {} {}", note.persona, note.room)),
+                // No hooks are configured here.
+                Output::RunHooks(_) | Output::Hook(_) => unreachable!("no hooks configured"),
                 Output::Dropped { msg, reason, .. } => self.log.push(format!("dropped {msg} {reason}")),
             }
         }

@@ -145,6 +145,9 @@ pub struct Showing {
     pub silence_token: Option<Arc<str>>,
     /// Whether a leading reasoning block is stripped (and never shown).
     pub strip_reasoning: bool,
+    /// Whether nothing may be shown before the final text: before-send
+    /// hooks may still rewrite or cancel the reply.
+    pub hold: bool,
 }
 
 struct Stream {
@@ -419,8 +422,9 @@ impl RoomDelivery {
         let Some(s) = self.streams.get_mut(&turn) else {
             return;
         };
-        let Some(placeholder) = s.placeholder.clone() else {
-            // Nothing to show it in: mark it read, keep nothing.
+        let Some(placeholder) = s.placeholder.clone().filter(|_| !s.showing.hold) else {
+            // Nothing to show it in (or nothing may be shown before the
+            // hooks have passed it): mark it read, keep nothing.
             s.streamed.read(|_| ());
             return;
         };

@@ -4,7 +4,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tactful_agents::hooks::Hooks;
 use tactful_agents::{Agent, Deltas};
+use tactful_core::hooks::HookAction;
 use tactful_core::{
     AgentResult, Counters, Engine, Message, Outcome, Output, PersonaId, Reason, RoomId, TurnId, TurnKind,
     TurnRequest,
@@ -26,6 +28,7 @@ type Job = (DeliveryEvent, Option<oneshot::Receiver<Result<(), NotSaved>>>);
 /// What the driver is built from, besides the engine.
 pub(crate) struct Parts {
     pub agents: HashMap<String, Arc<dyn Agent>>,
+    pub hooks: Arc<Hooks>,
     pub delivery: DeliveryConfig,
     pub grace: Duration,
     pub platforms: Vec<Arc<dyn Platform>>,
@@ -284,6 +287,10 @@ impl Driver {
                 self.running.remove(&turn);
                 self.engine.handle_agent_result(wall_clock(), turn, result);
             }
+            Event::HooksDone(turn, outcomes) => {
+                self.running.remove(&turn);
+                self.engine.handle_hook_result(wall_clock(), turn, outcomes);
+            }
             Event::Done(room, sent) => {
                 self.deliveries = self.deliveries.saturating_sub(1);
                 if let Some((local, platform)) = sent {
@@ -516,6 +523,30 @@ impl Driver {
                 tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
                 self.deliver(&end.room, DeliveryEvent::Quiet { turn: end.turn }, None);
             }
+            Output::RunHooks(req) => {
+                // The hooks run as part of the turn: in its slot, waited for
+                // at shutdown, stopped with it when it is cancelled.
+                let hooks = self.p.hooks.clone();
+                let tx = self.p.tx.clone();
+                let turn = req.turn;
+                let task = tokio::spawn(async move {
+                    let outcomes = hooks.run(&req).await;
+                    let _ = tx.send(Event::HooksDone(turn, outcomes));
+                });
+                self.running.insert(turn, task);
+            }
+            Output::Hook(note) => {
+                let step = &note.step;
+                if step.action == HookAction::Send && step.reason.is_none() {
+                    tracing::debug!(hook = %step.hook, persona = %note.persona, room = %note.room, turn = %note.turn, "hook passed the reply");
+                } else {
+                    tracing::info!(
+                        hook = %step.hook, persona = %note.persona, room = %note.room, turn = %note.turn,
+                        action = step.action.as_str(),
+                        "before-send hook: {}", step.reason.as_deref().unwrap_or(step.action.as_str())
+                    );
+                }
+            }
             Output::Ambient(_) | Output::Dropped { .. } => {}
         }
     }
@@ -556,6 +587,7 @@ impl Driver {
                 showing: Showing {
                     silence_token: req.silence_token.clone(),
                     strip_reasoning: req.strip_reasoning,
+                    hold: req.hooked,
                 },
                 streamed: streamed.clone(),
             };

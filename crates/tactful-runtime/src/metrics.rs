@@ -55,6 +55,7 @@ pub struct Metrics {
     tokens: Family<Labels, Counter>,
     sends: Family<Labels, Counter>,
     turn_ends: Family<Labels, Counter>,
+    hook_steps: Family<Labels, Counter>,
     started: Mutex<HashMap<TurnId, (Timestamp, &'static str)>>,
 }
 
@@ -89,6 +90,7 @@ impl Metrics {
         let tokens = Family::<Labels, Counter>::default();
         let sends = Family::<Labels, Counter>::default();
         let turn_ends = Family::<Labels, Counter>::default();
+        let hook_steps = Family::<Labels, Counter>::default();
         registry.register(
             "messages_in",
             "Messages received from platforms",
@@ -170,6 +172,11 @@ impl Metrics {
             "Turns that ended without a reply, by how",
             turn_ends.clone(),
         );
+        registry.register(
+            "hook_steps",
+            "Before-send hook runs by hook and action (send, replace, cancel)",
+            hook_steps.clone(),
+        );
         Metrics {
             registry,
             messages_in,
@@ -190,6 +197,7 @@ impl Metrics {
             tokens,
             sends,
             turn_ends,
+            hook_steps,
             started: Mutex::new(HashMap::new()),
         }
     }
@@ -288,7 +296,15 @@ impl Metrics {
             Output::Withheld(end, _) => self.end(end, "withheld"),
             Output::Error(end, _) => self.end(end, "error"),
             Output::Cancelled(end, _) => self.end(end, "cancelled"),
-            Output::Ambient(_) | Output::Dropped { .. } => {}
+            Output::Hook(note) => {
+                self.hook_steps
+                    .get_or_create(&labels(&[
+                        ("hook", &note.step.hook),
+                        ("action", note.step.action.as_str()),
+                    ]))
+                    .inc();
+            }
+            Output::Ambient(_) | Output::Dropped { .. } | Output::RunHooks(_) => {}
         }
     }
 

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tactful_agents::Agent;
+use tactful_agents::hooks::Hooks;
+use tactful_core::hooks::HookOutcome;
 use tactful_core::{
     AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, PersonaId, RoomId, Timestamp,
     TurnId,
@@ -61,6 +63,8 @@ pub struct RuntimeConfig {
     /// mentioning six personas in each must not start 360 agent processes,
     /// nor a restart start every unfinished turn at once.
     pub max_concurrent_turns: usize,
+    /// The before-send hooks the engine's `hooks` names.
+    pub hooks: Hooks,
 }
 
 /// Why the runtime could not start.
@@ -172,6 +176,8 @@ pub(crate) enum Event {
     State(String, String),
     Note(String, String),
     AgentDone(TurnId, AgentResult),
+    /// A turn's before-send hooks ran.
+    HooksDone(TurnId, Vec<HookOutcome>),
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
     Done(RoomId, Option<(MsgId, MsgId)>),
@@ -309,6 +315,7 @@ impl Runtime {
             engine,
             crate::driver::Parts {
                 agents: config.agents,
+                hooks: Arc::new(config.hooks),
                 delivery: config.delivery,
                 grace: config.shutdown_grace,
                 platforms,

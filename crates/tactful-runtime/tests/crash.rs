@@ -198,6 +198,7 @@ fn start(
             shutdown_grace: Duration::from_secs(5),
             store: Some(Store::open(path).expect("store opens")),
             max_concurrent_turns: max_turns,
+            hooks: Default::default(),
         },
         vec![platform as Arc<dyn Platform>],
         Some(trace_tx),

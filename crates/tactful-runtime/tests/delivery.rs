@@ -201,6 +201,7 @@ fn start(
             shutdown_grace: Duration::from_secs(20),
             store: None,
             max_concurrent_turns: 16,
+            hooks: Default::default(),
         },
         vec![platform as Arc<dyn Platform>],
         Some(tx),

@@ -123,6 +123,7 @@ fn start(path: &std::path::Path, stuck: bool, hang: bool) -> Harness {
             shutdown_grace: Duration::from_secs(5),
             store: Some(Store::open(path).expect("store opens")),
             max_concurrent_turns: 16,
+            hooks: Default::default(),
         },
         vec![platform.clone() as Arc<dyn Platform>],
         Some(trace_tx),

@@ -111,6 +111,7 @@ async fn a_reply_streamed_in_many_pieces_costs_memory_in_proportion_to_the_reply
             shutdown_grace: Duration::from_secs(5),
             store: None,
             max_concurrent_turns: 4,
+            hooks: Default::default(),
         },
         vec![platform.clone() as Arc<dyn Platform>],
         Some(tx),

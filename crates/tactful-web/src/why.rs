@@ -10,6 +10,7 @@
 
 use serde::Serialize;
 use tactful_core::engine::{AmbientEvent, CancelReason, SilenceKind};
+use tactful_core::hooks::HookAction;
 use tactful_core::{Decision, MsgId, Outcome, Output, PersonaId, Reason, RoomId};
 
 /// One persona's line about one message.
@@ -120,6 +121,16 @@ pub fn notes(output: &Output) -> Vec<Note> {
             };
             each(&end.room, &end.msgs, &end.persona, "quiet", text)
         }
+        // The hook's own line (with its name and reason) stays.
+        Output::Withheld(_, Reason::Hook) => Vec::new(),
+        Output::Hook(n) if n.step.action == HookAction::Cancel => {
+            let mut text = format!("held back by hook `{}`", n.step.hook);
+            if let Some(why) = &n.step.reason {
+                text.push_str(": ");
+                text.push_str(&clip(why, 200));
+            }
+            each(&n.room, &n.msgs, &n.persona, "skipped", &text)
+        }
         Output::Withheld(end, reason) => {
             let text = format!("had an answer, held back: {}", reason_words(*reason));
             each(&end.room, &end.msgs, &end.persona, "skipped", &text)
@@ -196,6 +207,7 @@ fn reason_words(r: Reason) -> &'static str {
         Reason::GateFailedOpen => "its gate failed, so it answers",
         Reason::GateSkip => "its gate said not to answer",
         Reason::FloorTaken => "another persona already answered",
+        Reason::Hook => "a before-send hook stopped it",
     }
 }
 

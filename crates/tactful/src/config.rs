@@ -9,6 +9,7 @@
 //! a missing variable is an error at its line. Expanded values never appear
 //! in errors, so an API key in the environment stays out of the output.
 
+mod hooks;
 mod paths;
 mod platforms;
 
@@ -58,6 +59,8 @@ pub struct Config {
     /// read from the config's folder; default `tactful.db` there;
     /// `:memory:` keeps nothing across restarts.
     pub store: PathBuf,
+    /// `[[hook]]`: what runs the before-send hooks `engine.hooks` names.
+    pub hooks: tactful_agents::hooks::Hooks,
 }
 
 /// The chat platforms to serve.
@@ -184,6 +187,8 @@ struct RawConfig {
     agents: BTreeMap<Spanned<String>, RawAgent>,
     #[serde(default)]
     rooms: BTreeMap<Spanned<String>, RawRoom>,
+    #[serde(default)]
+    hook: Vec<hooks::RawHook>,
     #[serde(default)]
     context: Option<Spanned<RawContext>>,
     runtime: Option<RawRuntime>,
@@ -485,6 +490,18 @@ impl Config {
                 path_var.as_deref(),
             ));
         }
+        for hook in self.hooks.iter() {
+            if let tactful_agents::hooks::HookKind::Command(c) = &hook.kind {
+                let key = format!("hook \"{}\"", hook.name);
+                out.extend(paths::missing(
+                    &key,
+                    &c.command,
+                    &c.args,
+                    c.working_dir.as_deref(),
+                    path_var.as_deref(),
+                ));
+            }
+        }
         out
     }
 
@@ -508,6 +525,11 @@ impl Config {
                 AgentConfig::Command(c) => out.extend(named(&c.env)),
                 AgentConfig::Acp(c) => out.extend(named(&c.env)),
                 AgentConfig::Script(_) | AgentConfig::Kb { .. } => {}
+            }
+        }
+        for hook in self.hooks.iter() {
+            if let tactful_agents::hooks::HookKind::Command(c) = &hook.kind {
+                out.extend(named(&c.env));
             }
         }
         if let Some(web) = &self.platforms.web {
@@ -719,6 +741,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
         }
     }
     check_resolved(&policies, &personas, check)?;
+    let (hook_scopes, hooks) = hooks::build(raw.hook, &personas, check)?;
 
     let mut context = ContextLimits::default();
     if let Some(c) = raw.context {
@@ -799,7 +822,9 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
             max_concurrent_flushes,
             seed: 0,
             reasoning_kept,
+            hooks: hook_scopes,
         },
+        hooks,
         agents,
         contract,
     })

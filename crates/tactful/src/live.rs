@@ -247,6 +247,7 @@ impl Service {
                 shutdown_grace: config.runtime.shutdown_grace,
                 store: Some(store),
                 max_concurrent_turns: config.runtime.max_concurrent_turns,
+                hooks: config.hooks.clone(),
             },
             platforms,
             Some(trace_tx),

@@ -15,6 +15,7 @@ use std::io::Write;
 use anyhow::Context as _;
 use serde_json::{Value, json};
 use tactful_core::engine::{AmbientEvent, AmbientNote, Outgoing, SilenceKind, TurnEnd};
+use tactful_core::hooks::{HookNote, HookOutcome};
 use tactful_core::{AgentResult, Decision, Engine, Output, Timestamp, TurnId, TurnRequest, prompt};
 
 use crate::config::{AgentConfig, Config};
@@ -165,6 +166,7 @@ impl Summary {
 enum Event {
     Message(Box<ScenarioEvent>),
     AgentDone(TurnId, AgentResult),
+    HooksDone(TurnId, Vec<HookOutcome>),
 }
 
 /// A queued event, ordered by (time, insertion order) only.
@@ -251,6 +253,7 @@ pub fn run(
                         engine.handle_message(now, e.message);
                     }
                     Event::AgentDone(turn, result) => engine.handle_agent_result(now, turn, result),
+                    Event::HooksDone(turn, outcomes) => engine.handle_hook_result(now, turn, outcomes),
                 }
                 now
             }
@@ -259,6 +262,15 @@ pub fn run(
         summary.end = now;
         while let Some(output) = engine.poll_output() {
             let line = match output {
+                Output::RunHooks(req) => {
+                    // Hooks really run (a command hook is started), taking
+                    // no virtual time; their steps are traced as `hook`
+                    // lines when the engine hears them.
+                    let outcomes = agents.block_on(config.hooks.run(&req))?;
+                    queue.push(now, Event::HooksDone(req.turn, outcomes));
+                    continue;
+                }
+                Output::Hook(note) => hook_line(&note),
                 Output::Decision(d) => {
                     summary.decisions += 1;
                     let from_scenario = scenario_ids.contains(&(d.room.to_string(), d.msg.to_string()));
@@ -358,21 +370,12 @@ impl<'c> Agents<'c> {
             let a = script.answer(req);
             return Ok((a.result, a.delay, None));
         }
-        if self.runtime.is_none() {
-            self.runtime = Some(
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .context("cannot start the async runtime for agents")?,
-            );
-        }
         let backend = self
             .live
             .entry(name.to_owned())
             .or_insert_with(|| agent.build(&self.config.contract))
             .clone();
-        let runtime = self.runtime.as_ref().expect("created above");
-        let (result, usage) = runtime.block_on(async {
+        let (result, usage) = self.block_on(async {
             match backend.run(req, &mut tactful_agents::NoDeltas).await {
                 Ok(reply) => {
                     let usage = reply.usage;
@@ -380,8 +383,22 @@ impl<'c> Agents<'c> {
                 }
                 Err(e) => (e.into_result(), None),
             }
-        });
+        })?;
         Ok((result, std::time::Duration::ZERO, usage))
+    }
+
+    /// Runs `f` to its end on the replay's async runtime (started the first
+    /// time something needs it: a live backend, a hook).
+    fn block_on<F: std::future::Future>(&mut self, f: F) -> anyhow::Result<F::Output> {
+        if self.runtime.is_none() {
+            self.runtime = Some(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .context("cannot start the async runtime for agents and hooks")?,
+            );
+        }
+        Ok(self.runtime.as_ref().expect("created above").block_on(f))
     }
 }
 
@@ -506,6 +523,27 @@ fn ambient_line(note: &AmbientNote) -> Value {
             v["msgs"] = json!(msgs);
             v["reason"] = json!(reason.as_str());
         }
+    }
+    v
+}
+
+fn hook_line(note: &HookNote) -> Value {
+    let mut v = json!({
+        "at": note.at.as_secs_f64(),
+        "type": "hook",
+        "turn": note.turn.to_string(),
+        "kind": note.kind.as_str(),
+        "persona": note.persona,
+        "room": note.room,
+        "msgs": note.msgs,
+        "hook": note.step.hook.as_ref(),
+        "action": note.step.action.as_str(),
+    });
+    if note.reply > 0 {
+        v["reply"] = json!(note.reply);
+    }
+    if let Some(r) = &note.step.reason {
+        v["reason"] = json!(r);
     }
     v
 }

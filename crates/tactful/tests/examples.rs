@@ -126,7 +126,9 @@ fn the_examples_show_every_reason_and_turn_ending() {
         for line in trace(&dir, ReplayOptions::default()).lines() {
             let v: serde_json::Value = serde_json::from_str(line).expect("json");
             types.insert(v["type"].as_str().unwrap_or_default().to_owned());
-            if v["type"] == "decision" {
+            // A hook's cancel is a reason a turn is withheld, never a
+            // decision's.
+            if v["type"] == "decision" || v["type"] == "withheld" {
                 reasons.insert(v["reason"].as_str().unwrap_or_default().to_owned());
             }
         }
@@ -140,6 +142,7 @@ fn the_examples_show_every_reason_and_turn_ending() {
     for ty in [
         "decision",
         "agent_call",
+        "hook",
         "send",
         "silent",
         "error",

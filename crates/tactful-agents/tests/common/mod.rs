@@ -57,6 +57,7 @@ pub fn turn() -> TurnRequest {
         addressed: true,
         max_reply_chars: tactful_core::policy::DEFAULT_MAX_REPLY_CHARS,
         strip_reasoning: true,
+        hooked: false,
     }
 }
 

@@ -31,6 +31,20 @@ pub(super) struct TurnCtx {
     pub(super) policy: Arc<RoomPolicy>,
 }
 
+impl TurnCtx {
+    /// What further replies need of `turn`.
+    pub(super) fn of(turn: &super::Turn) -> Self {
+        TurnCtx {
+            kind: turn.kind,
+            persona: turn.persona,
+            room: turn.room.clone(),
+            thread: turn.thread.clone(),
+            is_dm: turn.is_dm,
+            policy: turn.policy.clone(),
+        }
+    }
+}
+
 impl Engine {
     /// Sends the further replies of turn `turn_id`, after its first.
     pub(super) fn deliver_more(

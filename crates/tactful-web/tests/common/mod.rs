@@ -66,6 +66,7 @@ pub async fn start_with(config: WebConfig) -> Room {
             shutdown_grace: Duration::from_secs(10),
             store: None,
             max_concurrent_turns: 16,
+            hooks: Default::default(),
         },
         vec![Arc::new(web.clone())],
         Some(tx),
