@@ -79,6 +79,8 @@ pub enum Reason {
     GateSkip,
     /// Skip: enough personas already answered this unaddressed message.
     FloorTaken,
+    /// Reply: a `[[schedule]]` run is due (never gated, no floor).
+    Schedule,
     /// Withheld: a before-send hook cancelled the reply (the `hook` line
     /// before it names the hook and its reason).
     Hook,
@@ -86,7 +88,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for documentation and coverage checks.
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 22] = [
         Reason::Dm,
         Reason::Mention,
         Reason::Command,
@@ -108,6 +110,7 @@ impl Reason {
         Reason::GateSkip,
         Reason::FloorTaken,
         Reason::Hook,
+        Reason::Schedule,
     ];
 
     /// The stable name used in traces.
@@ -134,6 +137,7 @@ impl Reason {
             Reason::GateSkip => "gate_skip",
             Reason::FloorTaken => "floor_taken",
             Reason::Hook => "hook",
+            Reason::Schedule => "schedule",
         }
     }
 }

@@ -42,14 +42,17 @@ use crate::policy::{ERROR_NOTICE, Mode, OnError, PolicyTable, RoomPolicy};
 use crate::rate_limit::RateLedger;
 use crate::reasoning;
 use crate::rng::Rng;
+use crate::schedule::Schedule;
 use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
 mod hooked;
 mod more_replies;
 mod restore;
+mod scheduled;
 
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
+pub use scheduled::{ScheduleEvent, ScheduleNote};
 
 use crate::turn::{AgentResult, FlushTrigger, GateVerdict, TurnKind, TurnRequest, parse_gate_answer};
 
@@ -97,6 +100,8 @@ pub struct EngineConfig {
     pub reasoning_kept: Vec<Arc<str>>,
     /// The before-send hooks, in the order replies pass through them.
     pub hooks: Vec<HookScope>,
+    /// The scheduled turns (run once [`Engine::start_schedules`] is called).
+    pub schedules: Vec<Schedule>,
 }
 
 impl Default for EngineConfig {
@@ -109,6 +114,7 @@ impl Default for EngineConfig {
             seed: 0,
             reasoning_kept: Vec::new(),
             hooks: Vec::new(),
+            schedules: Vec::new(),
         }
     }
 }
@@ -350,6 +356,9 @@ pub enum Output {
     Cancelled(TurnEnd, CancelReason),
     /// An ambient buffer waited, was cleared, or skipped a flush.
     Ambient(AmbientNote),
+    /// A schedule's run fired or was skipped; drivers store its due time
+    /// as the schedule's last run.
+    Schedule(ScheduleNote),
     /// An inbound message was dropped before any decision.
     Dropped {
         /// When.
@@ -462,6 +471,8 @@ struct Turn {
     reasoning_chars: usize,
     /// Its replies, while before-send hooks run on them.
     held: Option<Box<hooked::Held>>,
+    /// For scheduled turns: which schedule.
+    schedule: Option<usize>,
 }
 
 impl Turn {
@@ -477,6 +488,8 @@ enum Timer {
     Ambient(RoomId, PersonaIdx),
     /// A gate's answer deadline.
     Gate(TurnId),
+    /// A schedule's next run (by index).
+    Schedule(usize),
 }
 
 /// Who the message being decided replies to.
@@ -546,6 +559,10 @@ pub struct Engine {
     reasoning_kept: Vec<Arc<str>>,
     /// See [`EngineConfig::hooks`].
     hooks: Vec<HookScope>,
+    /// See [`EngineConfig::schedules`].
+    schedules: Vec<Schedule>,
+    /// Each schedule's run in flight.
+    runs: Vec<scheduled::Runs>,
 }
 
 impl Engine {
@@ -601,7 +618,20 @@ impl Engine {
             dirty: rustc_hash::FxHashSet::default(),
             reasoning_kept: config.reasoning_kept,
             hooks: config.hooks,
+            runs: config
+                .schedules
+                .iter()
+                .map(|_| scheduled::Runs::default())
+                .collect(),
+            schedules: config.schedules,
         })
+    }
+
+    /// Whether anything but a schedule's next run is pending: a turn in
+    /// flight or a timer of another kind. A replay without an `end` stops
+    /// when nothing is.
+    pub fn has_work_besides_schedules(&self) -> bool {
+        !self.turns.is_empty() || self.timers.values().any(|t| !matches!(t, Timer::Schedule(_)))
     }
 
     /// The personas, in config order.
@@ -837,7 +867,8 @@ impl Engine {
             .map(|(_, s)| s.name.clone())
             .chain(room.bots.iter().map(|(_, name)| name.clone()))
             .collect();
-        let silence_allowed = policy.allow_silence && !is_dm;
+        // A scheduled turn may always stay quiet: nothing asked for it.
+        let silence_allowed = (policy.allow_silence && !is_dm) || kind == TurnKind::Schedule;
         let (agent, gate_for, flush_trigger) = match (kind, flush) {
             (TurnKind::Gate, _) => (
                 policy
@@ -905,6 +936,7 @@ impl Engine {
                 strip_reasoning,
                 reasoning_chars: 0,
                 held: None,
+                schedule: None,
             },
         );
         self.out.push_back(Output::CallAgent(Box::new(request)));
@@ -984,7 +1016,8 @@ impl Engine {
             }
             return;
         }
-        if turn.policy.allow_silence && silence::is_silence(body, &turn.policy.silence_token) {
+        let may_be_silent = turn.policy.allow_silence || turn.kind == TurnKind::Schedule;
+        if may_be_silent && silence::is_silence(body, &turn.policy.silence_token) {
             self.out.push_back(Output::Silent(end, SilenceKind::Token));
             self.finish(now, turn_id, turn, false);
             return;
@@ -1099,6 +1132,9 @@ impl Engine {
     /// came from, which may flush again.
     fn finish(&mut self, now: Timestamp, turn_id: TurnId, turn: Turn, sent: bool) {
         self.dirty.insert(turn.room.clone());
+        if let Some(i) = turn.schedule {
+            self.schedule_ended(i, turn_id);
+        }
         if let Some(room) = self.rooms.get_mut(&turn.room) {
             let member = &mut room.members[turn.persona.0 as usize];
             if turn.reserved && !sent {
@@ -1234,10 +1270,12 @@ impl Engine {
     /// Fires every timer due at or before `now`.
     pub fn handle_timeout(&mut self, now: Timestamp) {
         while let Some(entry) = self.timers.first_entry() {
-            if entry.key().0 > now {
+            let due = entry.key().0;
+            if due > now {
                 break;
             }
             match entry.remove() {
+                Timer::Schedule(i) => self.schedule_due(now, i, due),
                 Timer::Gate(turn_id) => {
                     if let Some(gate) = self.turns.remove(&turn_id) {
                         let end = self.turn_end(now, turn_id, &gate);

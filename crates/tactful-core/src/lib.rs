@@ -67,6 +67,7 @@ pub mod prompt;
 pub mod rate_limit;
 pub mod reasoning;
 pub mod rng;
+pub mod schedule;
 pub mod secrets;
 pub mod silence;
 pub mod time;
@@ -76,7 +77,8 @@ pub mod turn;
 pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
     AmbientEvent, AmbientNote, CancelReason, ContextLimits, Counters, Engine, EngineConfig, EngineError,
-    MemberSnapshot, NotResumed, Outgoing, Output, RoomSnapshot, SilenceKind, TurnEnd, WaitReason,
+    MemberSnapshot, NotResumed, Outgoing, Output, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind,
+    TurnEnd, WaitReason,
 };
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};

@@ -18,6 +18,8 @@ pub enum TurnKind {
     Ambient,
     /// A reply-decision gate: a classifier asked REPLY or SKIP.
     Gate,
+    /// A `[[schedule]]` run: the persona speaks unasked, at a set time.
+    Schedule,
 }
 
 impl TurnKind {
@@ -27,6 +29,7 @@ impl TurnKind {
             TurnKind::Reply => "reply",
             TurnKind::Ambient => "ambient",
             TurnKind::Gate => "gate",
+            TurnKind::Schedule => "schedule",
         }
     }
 }

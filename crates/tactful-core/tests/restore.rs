@@ -55,6 +55,7 @@ fn config() -> EngineConfig {
         seed: 11,
         reasoning_kept: Vec::new(),
         hooks: Vec::new(),
+        schedules: Vec::new(),
     }
 }
 
@@ -215,7 +216,9 @@ impl Sim {
                 }
                 Output::Ambient(note) => self.log.push(format!("ambient {} {}", note.persona, note.room)),
                 // No hooks are configured here.
-                Output::RunHooks(_) | Output::Hook(_) => unreachable!("no hooks configured"),
+                Output::RunHooks(_) | Output::Hook(_) | Output::Schedule(_) => {
+                    unreachable!("no hooks or schedules configured")
+                }
                 Output::Dropped { msg, reason, .. } => self.log.push(format!("dropped {msg} {reason}")),
             }
         }

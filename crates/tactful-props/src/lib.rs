@@ -301,6 +301,7 @@ pub fn replay(data: &[u8]) {
         prompts: false,
         seed: 1,
         stats: false,
+        ..Default::default()
     };
     tactful::replay::run(&config, events, options, &mut out).expect("a replay never fails");
     let trace: Vec<serde_json::Value> = String::from_utf8(out)

@@ -535,6 +535,12 @@ impl Driver {
                 });
                 self.running.insert(turn, task);
             }
+            Output::Schedule(note) => {
+                crate::schedules::log(&note);
+                if saving {
+                    self.batch.ops.push(crate::schedules::last_run_op(&note));
+                }
+            }
             Output::Hook(note) => {
                 let step = &note.step;
                 if step.action == HookAction::Send && step.reason.is_none() {

@@ -18,6 +18,7 @@ pub mod persist;
 pub mod platform;
 mod restart;
 pub mod runtime;
+mod schedules;
 pub mod seam;
 
 pub use connections::{Account, Connections, LinkState};

@@ -13,7 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use tactful_core::{Output, Timestamp, TurnId};
+use tactful_core::{Output, ScheduleEvent, Timestamp, TurnId};
 
 use crate::connections::{Connections, LinkState};
 use crate::persist::Health;
@@ -56,6 +56,7 @@ pub struct Metrics {
     sends: Family<Labels, Counter>,
     turn_ends: Family<Labels, Counter>,
     hook_steps: Family<Labels, Counter>,
+    schedule_runs: Family<Labels, Counter>,
     started: Mutex<HashMap<TurnId, (Timestamp, &'static str)>>,
 }
 
@@ -91,6 +92,7 @@ impl Metrics {
         let sends = Family::<Labels, Counter>::default();
         let turn_ends = Family::<Labels, Counter>::default();
         let hook_steps = Family::<Labels, Counter>::default();
+        let schedule_runs = Family::<Labels, Counter>::default();
         registry.register(
             "messages_in",
             "Messages received from platforms",
@@ -177,6 +179,11 @@ impl Metrics {
             "Before-send hook runs by hook and action (send, replace, cancel)",
             hook_steps.clone(),
         );
+        registry.register(
+            "schedule_runs",
+            "Scheduled runs by schedule and what became of them (fired, caught_up, still_running, rate_limited)",
+            schedule_runs.clone(),
+        );
         Metrics {
             registry,
             messages_in,
@@ -198,6 +205,7 @@ impl Metrics {
             sends,
             turn_ends,
             hook_steps,
+            schedule_runs,
             started: Mutex::new(HashMap::new()),
         }
     }
@@ -302,6 +310,16 @@ impl Metrics {
                         ("hook", &note.step.hook),
                         ("action", note.step.action.as_str()),
                     ]))
+                    .inc();
+            }
+            Output::Schedule(note) => {
+                let what = match &note.event {
+                    ScheduleEvent::Fired { caught_up: false, .. } => "fired",
+                    ScheduleEvent::Fired { caught_up: true, .. } => "caught_up",
+                    ScheduleEvent::Skipped { reason } => reason,
+                };
+                self.schedule_runs
+                    .get_or_create(&labels(&[("schedule", &note.name), ("event", what)]))
                     .inc();
             }
             Output::Ambient(_) | Output::Dropped { .. } | Output::RunHooks(_) => {}

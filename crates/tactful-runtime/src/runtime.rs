@@ -295,15 +295,20 @@ impl Runtime {
             Some(mut store) => {
                 let key_prefix = store.id()?;
                 let restored = store.load(limits)?;
+                let last_runs = crate::schedules::last_runs(&store.platform_state()?);
                 let restart = Restart::rebuild(&mut engine, restored, wall_clock());
+                engine.start_schedules(wall_clock(), &last_runs);
                 (Some(Persister::start(store)?), restart, key_prefix)
             }
             // No store: keys only need to be unique to this process.
-            None => (
-                None,
-                Restart::default(),
-                format!("{:x}", wall_clock().as_millis()),
-            ),
+            None => {
+                engine.start_schedules(wall_clock(), &[]);
+                (
+                    None,
+                    Restart::default(),
+                    format!("{:x}", wall_clock().as_millis()),
+                )
+            }
         };
         let handle = RuntimeHandle {
             tx: tx.clone(),

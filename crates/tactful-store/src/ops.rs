@@ -120,11 +120,7 @@ pub struct PendingTurn {
 }
 
 pub(crate) fn kind_name(kind: TurnKind) -> &'static str {
-    match kind {
-        TurnKind::Reply => "reply",
-        TurnKind::Ambient => "ambient",
-        TurnKind::Gate => "gate",
-    }
+    kind.as_str()
 }
 
 /// The inverse of [`kind_name`]; anything else reads as a reply.
@@ -132,6 +128,7 @@ pub(crate) fn kind_from_name(name: &str) -> TurnKind {
     match name {
         "gate" => TurnKind::Gate,
         "ambient" => TurnKind::Ambient,
+        "schedule" => TurnKind::Schedule,
         _ => TurnKind::Reply,
     }
 }

@@ -208,6 +208,7 @@ fn reason_words(r: Reason) -> &'static str {
         Reason::GateSkip => "its gate said not to answer",
         Reason::FloorTaken => "another persona already answered",
         Reason::Hook => "a before-send hook stopped it",
+        Reason::Schedule => "its schedule is due",
     }
 }
 

@@ -12,6 +12,7 @@
 mod hooks;
 mod paths;
 mod platforms;
+mod schedules;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -189,6 +190,8 @@ struct RawConfig {
     rooms: BTreeMap<Spanned<String>, RawRoom>,
     #[serde(default)]
     hook: Vec<hooks::RawHook>,
+    #[serde(default)]
+    schedule: Vec<schedules::RawSchedule>,
     #[serde(default)]
     context: Option<Spanned<RawContext>>,
     runtime: Option<RawRuntime>,
@@ -742,6 +745,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
     }
     check_resolved(&policies, &personas, check)?;
     let (hook_scopes, hooks) = hooks::build(raw.hook, &personas, check)?;
+    let schedules = schedules::build(raw.schedule, &personas, check)?;
 
     let mut context = ContextLimits::default();
     if let Some(c) = raw.context {
@@ -823,6 +827,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
             seed: 0,
             reasoning_kept,
             hooks: hook_scopes,
+            schedules,
         },
         hooks,
         agents,

@@ -41,6 +41,11 @@ enum Command {
         /// the trace.
         #[arg(long, conflicts_with = "prompts")]
         stats: bool,
+        /// When the virtual clock starts, as an RFC 3339 time
+        /// (2026-03-28T23:00:00Z): what scheduled turns run by. Scenario
+        /// times count from it. Default: 1970-01-01T00:00:00Z.
+        #[arg(long, value_name = "TIME", value_parser = replay::parse_start)]
+        start: Option<tactful_core::Timestamp>,
     },
     /// Start a web chat room with two demo personas: no account, no API
     /// key, no network needed. Open the printed URL.
@@ -214,6 +219,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "  rooms: default{}",
                 rooms.keys().map(|r| format!(", {r:?}")).collect::<String>()
             );
+            for h in &c.engine.hooks {
+                println!("  hook {} before each reply{}", h.name, hook_scope(h));
+            }
+            let now = tactful_core::Timestamp::from_millis(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+            );
+            for s in &c.engine.schedules {
+                let mut next = Vec::new();
+                let mut t = now;
+                while next.len() < 3
+                    && let Some(n) = s.next_after(t)
+                {
+                    next.push(s.local(n));
+                    t = n;
+                }
+                println!(
+                    "  schedule {} ({:?} in {}): {} in {}; next: {}",
+                    s.name,
+                    s.expr.as_ref(),
+                    s.tz.name(),
+                    s.persona,
+                    s.room,
+                    if next.is_empty() {
+                        "never".to_owned()
+                    } else {
+                        next.join(", ")
+                    }
+                );
+            }
             Ok(())
         }
         Command::Replay {
@@ -222,6 +258,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             prompts,
             seed,
             stats,
+            start,
         } => {
             let c = load_config(&config)?;
             let src = std::fs::read_to_string(&path)
@@ -230,8 +267,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let events = scenario::parse(&src, &path, &ids).map_err(|e| InputError(e.to_string()))?;
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
-            let s = replay::run(&c, events, ReplayOptions { prompts, seed, stats }, &mut out)
-                .context("replay failed")?;
+            let options = ReplayOptions {
+                prompts,
+                seed,
+                stats,
+                start,
+            };
+            let s = replay::run(&c, events, options, &mut out).context("replay failed")?;
             if stats {
                 use std::io::Write as _;
                 out.write_all(s.stats_table(&c).as_bytes())?;
@@ -240,7 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!(
                 "replayed {} messages over {:.1}s of virtual time: {} decisions, {} agent calls, {} sent, {} silent, {} withheld, {} cancelled, {} errors",
                 s.messages,
-                s.end.as_secs_f64(),
+                s.end.saturating_since(s.start).as_secs_f64(),
                 s.decisions,
                 s.agent_calls,
                 s.sends,
@@ -252,4 +294,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Which replies a hook sees, for `tactful check`.
+fn hook_scope(h: &tactful_core::hooks::HookScope) -> String {
+    let list = |v: Vec<&str>| v.join(", ");
+    let mut out = String::new();
+    if !h.personas.is_empty() {
+        out.push_str(&format!(
+            " of {}",
+            list(h.personas.iter().map(|p| p.as_str()).collect())
+        ));
+    }
+    if !h.rooms.is_empty() {
+        out.push_str(&format!(
+            " in {}",
+            list(h.rooms.iter().map(|r| r.as_str()).collect())
+        ));
+    }
+    out
 }

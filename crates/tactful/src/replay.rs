@@ -14,12 +14,14 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use tactful_core::engine::{AmbientEvent, AmbientNote, Outgoing, SilenceKind, TurnEnd};
+use tactful_core::engine::{
+    AmbientEvent, AmbientNote, Outgoing, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd,
+};
 use tactful_core::hooks::{HookNote, HookOutcome};
 use tactful_core::{AgentResult, Decision, Engine, Output, Timestamp, TurnId, TurnRequest, prompt};
 
 use crate::config::{AgentConfig, Config};
-use crate::scenario::ScenarioEvent;
+use crate::scenario::{Scenario, ScenarioEvent};
 
 /// Replay switches.
 #[derive(Debug, Clone, Copy, Default)]
@@ -30,6 +32,10 @@ pub struct ReplayOptions {
     pub seed: u64,
     /// Print no trace; the caller prints [`Summary::stats_table`].
     pub stats: bool,
+    /// When the virtual clock starts (`--start`); scenario times count
+    /// from it. Else the scenario's `start` line, else
+    /// [`Timestamp::ZERO`] (1970-01-01T00:00:00Z).
+    pub start: Option<Timestamp>,
 }
 
 /// What one persona cost and did over a replay, for `--stats`.
@@ -73,6 +79,8 @@ pub struct Summary {
     pub withheld: usize,
     /// Turns the engine cancelled in flight.
     pub cancelled: usize,
+    /// Virtual time at the start.
+    pub start: Timestamp,
     /// Virtual time at the end.
     pub end: Timestamp,
     /// Per persona, in id order.
@@ -102,6 +110,8 @@ impl Summary {
             tactful_core::TurnKind::Gate => s.gate_calls += 1,
             tactful_core::TurnKind::Ambient => s.ambient_calls += 1,
             tactful_core::TurnKind::Reply => {}
+            // Nobody's message asked for it: neither addressed nor not.
+            tactful_core::TurnKind::Schedule => return,
         }
         let addressed = req
             .triggers
@@ -212,31 +222,59 @@ impl Queue {
     }
 }
 
-/// Runs `events` through an engine built from `config`, writing the trace.
+/// Reads `--start`: an RFC 3339 time (`2026-03-28T23:00:00Z`, or with an
+/// offset) at or after 1970.
+pub fn parse_start(text: &str) -> Result<Timestamp, String> {
+    crate::scenario::rfc3339(text)
+        .ok_or_else(|| format!("{text:?} is not an RFC 3339 time like 2026-03-28T23:00:00Z"))
+}
+
+/// Runs a scenario through an engine built from `config`, writing the
+/// trace.
 pub fn run(
     config: &Config,
-    events: Vec<ScenarioEvent>,
+    scenario: Scenario,
     options: ReplayOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<Summary> {
+    let start = options.start.or(scenario.start).unwrap_or_default();
+    let end = scenario
+        .end
+        .map(|s| start + std::time::Duration::from_secs_f64(s));
     let mut engine_config = config.engine.clone();
     engine_config.seed = options.seed;
     let mut engine = Engine::new(engine_config)?;
     let mut agents = Agents::new(config);
     let mut queue = Queue::default();
-    let mut summary = Summary::default();
+    let mut summary = Summary {
+        start,
+        end: start,
+        ..Summary::default()
+    };
     for p in &config.engine.personas {
         summary.persona(p.id.as_str());
     }
     let mut scenario_ids = std::collections::HashSet::new();
-    for e in events {
+    for mut e in scenario.events {
         scenario_ids.insert((e.message.room.to_string(), e.message.id.to_string()));
+        e.message.time = start + std::time::Duration::from_millis(e.message.time.as_millis());
         queue.push(e.message.time, Event::Message(Box::new(e)));
     }
+    let mut starting = true;
     loop {
-        // Timers due at or before the next event fire first.
+        // Timers due at or before the next event fire first. Schedules
+        // alone keep a replay going only up to its `end`.
         let next_event = queue.peek_time();
-        let now = match (engine.poll_timeout(), next_event) {
+        let timeout = engine
+            .poll_timeout()
+            .filter(|t| end.is_none_or(|e| *t <= e))
+            .filter(|_| end.is_some() || next_event.is_some() || engine.has_work_besides_schedules());
+        let now = match (timeout, next_event) {
+            _ if starting => {
+                starting = false;
+                engine.start_schedules(start, &scenario.last_runs);
+                start
+            }
             (Some(t), Some(e)) if t <= e => {
                 engine.handle_timeout(t);
                 t
@@ -271,6 +309,7 @@ pub fn run(
                     continue;
                 }
                 Output::Hook(note) => hook_line(&note),
+                Output::Schedule(note) => schedule_line(&note),
                 Output::Decision(d) => {
                     summary.decisions += 1;
                     let from_scenario = scenario_ids.contains(&(d.room.to_string(), d.msg.to_string()));
@@ -522,6 +561,29 @@ fn ambient_line(note: &AmbientNote) -> Value {
             v["type"] = json!("flush_skipped");
             v["msgs"] = json!(msgs);
             v["reason"] = json!(reason.as_str());
+        }
+    }
+    v
+}
+
+fn schedule_line(note: &ScheduleNote) -> Value {
+    let mut v = json!({
+        "at": note.at.as_secs_f64(),
+        "type": "schedule",
+        "schedule": note.name.as_ref(),
+        "persona": note.persona,
+        "room": note.room,
+        "due": note.due.to_rfc3339(),
+        "due_local": note.due_local,
+    });
+    match &note.event {
+        ScheduleEvent::Fired { turn, caught_up } => {
+            v["event"] = json!(if *caught_up { "caught_up" } else { "fired" });
+            v["turn"] = json!(turn.to_string());
+        }
+        ScheduleEvent::Skipped { reason } => {
+            v["event"] = json!("skipped");
+            v["reason"] = json!(reason);
         }
     }
     v

@@ -10,6 +10,18 @@
 //! count), `reply_to`, and `dm` + `to` for a DM to persona `to` (its room
 //! defaults to `dm:<from>:<to>`). Blank lines and lines starting with `#`
 //! are skipped. Every problem is reported with its line number.
+//!
+//! Two lines are not messages but say how the replay runs, for scenarios
+//! with scheduled turns (which may have no messages at all):
+//! `{"at": 259200, "end": true}` stops the replay at that time (without
+//! it, a replay ends once its messages and their turns are done, whatever
+//! schedules would run later), and
+//! `{"start": "2026-03-28T08:05:00Z"}` sets when the virtual clock starts
+//! (what schedules run by; `tactful replay --start` overrides it; without
+//! either it starts at 1970-01-01T00:00:00Z), and
+//! `{"last_run": {"daily": "2026-03-29T07:00:00Z"}}` starts as a restart
+//! would, with that schedule last run then (a run missed since, within its
+//! `catch_up_seconds`, is made up at the start).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -60,6 +72,48 @@ struct RawLine {
     to: Option<String>,
 }
 
+/// A parsed scenario: its messages, and how the replay runs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scenario {
+    /// The messages, in order.
+    pub events: Vec<ScenarioEvent>,
+    /// Where the replay stops (seconds from its start), if the scenario
+    /// says.
+    pub end: Option<f64>,
+    /// Each schedule's last run before the replay starts.
+    pub last_runs: Vec<(Arc<str>, Timestamp)>,
+    /// When the virtual clock starts, if the scenario says (`--start`
+    /// overrides it).
+    pub start: Option<Timestamp>,
+}
+
+impl std::ops::Deref for Scenario {
+    type Target = [ScenarioEvent];
+
+    fn deref(&self) -> &[ScenarioEvent] {
+        &self.events
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnd {
+    at: f64,
+    end: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStart {
+    start: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLastRun {
+    last_run: std::collections::BTreeMap<String, String>,
+}
+
 /// One message of a scenario, with the line it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioEvent {
@@ -74,13 +128,16 @@ pub struct ScenarioEvent {
 const MAX_AT_SECONDS: f64 = 100.0 * 365.0 * 86_400.0;
 
 /// Parses scenario text. `persona_ids` are the personas a `to` may name.
-pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<ScenarioEvent>, ScenarioError> {
+pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Scenario, ScenarioError> {
     let err = |line: usize, message: String| ScenarioError {
         path: path.to_owned(),
         line: Some(line),
         message,
     };
     let mut events = Vec::new();
+    let mut end = None;
+    let mut last_runs = Vec::new();
+    let mut start = None;
     let mut last_at = 0.0_f64;
     let mut seen: HashMap<(String, String), usize> = HashMap::new();
     for (i, text) in src.lines().enumerate() {
@@ -88,6 +145,49 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<Scenari
         let trimmed = text.trim();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
+        }
+        let control: Option<serde_json::Value> = serde_json::from_str(trimmed).ok();
+        let key = |k: &str| control.as_ref().is_some_and(|v| v.get(k).is_some());
+        if key("end") {
+            let e: RawEnd = serde_json::from_str(trimmed).map_err(|e| err(n, clean_json_error(&e)))?;
+            if !e.end || !e.at.is_finite() || e.at < last_at || e.at > MAX_AT_SECONDS {
+                return Err(err(
+                    n,
+                    format!(
+                        "an `end` line is {{\"at\": <seconds, not before the line above>, \"end\": true}}; got at = {}",
+                        e.at
+                    ),
+                ));
+            }
+            end = Some(e.at);
+            last_at = e.at;
+            continue;
+        }
+        if key("start") {
+            let s: RawStart = serde_json::from_str(trimmed).map_err(|e| err(n, clean_json_error(&e)))?;
+            start = Some(rfc3339(&s.start).ok_or_else(|| {
+                err(
+                    n,
+                    format!(
+                        "`start`: {:?} is not an RFC 3339 time like \"2026-03-28T23:00:00Z\"",
+                        s.start
+                    ),
+                )
+            })?);
+            continue;
+        }
+        if key("last_run") {
+            let l: RawLastRun = serde_json::from_str(trimmed).map_err(|e| err(n, clean_json_error(&e)))?;
+            for (name, when) in l.last_run {
+                let t = rfc3339(&when).ok_or_else(|| {
+                    err(n, format!("`last_run` of {name:?}: {when:?} is not an RFC 3339 time like \"2026-03-29T07:00:00Z\""))
+                })?;
+                last_runs.push((Arc::from(name), t));
+            }
+            continue;
+        }
+        if end.is_some() {
+            return Err(err(n, "nothing may follow the `end` line".to_owned()));
         }
         let raw: RawLine = serde_json::from_str(trimmed).map_err(|e| err(n, clean_json_error(&e)))?;
         if !raw.at.is_finite() || raw.at < 0.0 || raw.at > MAX_AT_SECONDS {
@@ -166,7 +266,20 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Vec<Scenari
         };
         events.push(ScenarioEvent { line: n, message });
     }
-    Ok(events)
+    Ok(Scenario {
+        events,
+        end,
+        last_runs,
+        start,
+    })
+}
+
+/// An RFC 3339 time at or after 1970, as a timestamp.
+pub fn rfc3339(text: &str) -> Option<Timestamp> {
+    chrono::DateTime::parse_from_rfc3339(text.trim())
+        .ok()
+        .and_then(|d| u64::try_from(d.timestamp_millis()).ok())
+        .map(Timestamp::from_millis)
 }
 
 /// serde_json reports "... at line 1 column 30" about the single line it
@@ -184,7 +297,37 @@ mod tests {
     use super::*;
 
     fn parse_ok(src: &str) -> Vec<ScenarioEvent> {
-        parse(src, Path::new("s.jsonl"), &["docs"]).expect("valid")
+        parse(src, Path::new("s.jsonl"), &["docs"]).expect("valid").events
+    }
+
+    #[test]
+    fn control_lines_set_the_end_and_last_runs() {
+        let s = parse(
+            "{\"last_run\": {\"daily\": \"2026-03-29T07:00:00Z\"}}\n{\"at\": 1, \"from\": \"a\", \"text\": \"hi\"}\n{\"at\": 86400, \"end\": true}\n",
+            Path::new("s.jsonl"),
+            &["docs"],
+        )
+        .expect("valid");
+        assert_eq!(s.events.len(), 1);
+        assert_eq!(s.end, Some(86400.0));
+        assert_eq!(
+            s.last_runs,
+            [(Arc::from("daily"), Timestamp::from_millis(1_774_767_600_000))]
+        );
+        for (bad, says) in [
+            (
+                "{\"at\": 5, \"end\": true}\n{\"at\": 6, \"from\": \"a\", \"text\": \"x\"}",
+                "nothing may follow",
+            ),
+            (
+                "{\"at\": 1, \"from\": \"a\", \"text\": \"x\"}\n{\"at\": 0, \"end\": true}",
+                "an `end` line",
+            ),
+            ("{\"last_run\": {\"daily\": \"yesterday\"}}", "RFC 3339"),
+        ] {
+            let e = parse(bad, Path::new("s.jsonl"), &["docs"]).expect_err("invalid");
+            assert!(e.to_string().contains(says), "{e}");
+        }
     }
 
     fn parse_err(src: &str) -> ScenarioError {

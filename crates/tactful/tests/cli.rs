@@ -167,3 +167,100 @@ fn a_command_agent_finds_its_script_beside_the_config_from_any_directory() {
         "{err}"
     );
 }
+
+/// `check` shows when each schedule runs next, in its own zone, and which
+/// replies each hook sees; a bad cron expression or zone is exit 2 at its
+/// line and column.
+#[test]
+fn check_shows_schedules_and_hooks_and_refuses_a_bad_schedule() {
+    let o = tactful(&["check", "-c", "examples/schedule/tactful.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).expect("utf-8");
+    let morning = out
+        .lines()
+        .find(|l| l.contains("schedule morning"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(morning.contains("\"0 9 * * *\" in Europe/Berlin"), "{morning}");
+    let next = morning.split("next: ").nth(1).unwrap_or_default();
+    assert_eq!(next.split(", ").count(), 3, "{morning}");
+    assert!(
+        next.split(", ").all(|t| t.contains(" 09:00:00 CE")),
+        "09:00 Berlin time, CET or CEST: {morning}"
+    );
+    let o = tactful(&["check", "-c", "examples/hooks/tactful.toml"]);
+    let out = String::from_utf8(o.stdout).expect("utf-8");
+    assert!(
+        out.contains("hook review-strict before each reply of strict"),
+        "{out}"
+    );
+
+    for (schedule, at, says) in [
+        (
+            "cron = \"0 9 * * * * *\"\ntimezone = \"UTC\"",
+            "bad-schedule.toml:11:8:",
+            "five fields",
+        ),
+        (
+            "cron = \"@daily\"\ntimezone = \"Europe/Berlinn\"",
+            "bad-schedule.toml:12:12:",
+            "IANA time zone",
+        ),
+    ] {
+        let cfg = temp_file(
+            "bad-schedule.toml",
+            &format!(
+                "[[persona]]\nid = \"docs\"\nagent = \"main\"\n\n[agents.main]\nkind = \"script\"\nrules = []\n\n[[schedule]]\nname = \"s\"\n{schedule}\npersona = \"docs\"\nroom = \"main\"\nprompt = \"p\"\n"
+            ),
+        );
+        let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+        assert_eq!(o.status.code(), Some(2));
+        let err = stderr(&o);
+        assert!(err.contains(at) && err.contains(says), "{err}");
+    }
+}
+
+/// `--start` moves the virtual clock's start over the scenario's own: 25
+/// minutes later, the missed morning run is too old to make up.
+#[test]
+fn replay_start_sets_the_virtual_clock() {
+    let run = |start: Option<&str>| {
+        let mut args = vec![
+            "replay",
+            "-c",
+            "examples/schedule/tactful.toml",
+            "examples/schedule/conversation.jsonl",
+        ];
+        if let Some(s) = start {
+            args.extend(["--start", s]);
+        }
+        let o = tactful(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8(o.stdout).expect("utf-8");
+        out.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+            .filter(|v| v["type"] == "schedule" && v["schedule"] == "morning")
+            .map(|v| {
+                format!(
+                    "{} {}",
+                    v["event"].as_str().unwrap_or(""),
+                    v["due"].as_str().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run(None)[0], "caught_up 2026-03-28T08:00:00.000Z");
+    assert_eq!(
+        run(Some("2026-03-28T08:30:00Z"))[0],
+        "fired 2026-03-29T07:00:00.000Z"
+    );
+    let o = tactful(&[
+        "replay",
+        "-c",
+        "examples/schedule/tactful.toml",
+        "examples/schedule/conversation.jsonl",
+        "--start",
+        "yesterday",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("RFC 3339"), "{}", stderr(&o));
+}

@@ -143,6 +143,7 @@ fn the_examples_show_every_reason_and_turn_ending() {
         "decision",
         "agent_call",
         "hook",
+        "schedule",
         "send",
         "silent",
         "error",

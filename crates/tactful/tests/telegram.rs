@@ -401,3 +401,45 @@ async fn a_revoked_token_is_said_and_shown_degraded() {
         assert!(!l.contains(DOCS) && !l.contains(CHEF), "a token shown: {l}");
     }
 }
+
+/// A schedule posts into a Telegram group on its own: a plain
+/// `sendMessage` from its persona's bot (no placeholder, no reply), and
+/// the metric counts the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_posts_in_a_telegram_group() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let double = Double::start(bots()).await;
+    let metrics = free_port();
+    let cfg = format!(
+        "{}\n[[schedule]]\nname = \"tick\"\ncron = \"* * * * * *\"\npersona = \"docs\"\nroom = \"tg:{TEAM}\"\nprompt = \"Post the tick.\"\n",
+        config(&double.url, &dir.path().join("t.db"), metrics)
+    );
+    let _tactful = start_tactful(dir.path(), &cfg);
+    double
+        .wait_until("a scheduled post from docs", |_, messages| {
+            messages.iter().any(|m| {
+                m.chat == TEAM
+                    && m.token.as_deref() == Some(DOCS)
+                    && m.text.starts_with("docs answers schedule:tick@")
+            })
+        })
+        .await;
+    let post = double
+        .bot_messages(TEAM)
+        .into_iter()
+        .find(|m| m.text.starts_with("docs answers schedule:tick@"))
+        .expect("the post");
+    assert_eq!(post.reply_to, None, "{post:?}");
+    assert!(
+        !double
+            .calls()
+            .iter()
+            .any(|c| c.method == "sendMessage" && c.body["text"] == "…"),
+        "no placeholder for a scheduled post"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while metric(metrics, "tactful_schedule_runs_total").unwrap_or(0.0) < 1.0 {
+        assert!(std::time::Instant::now() < deadline, "the run is counted");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
