@@ -157,7 +157,9 @@ impl Hooks {
                 Some(hook) => match &hook.kind {
                     HookKind::Redact { patterns, with } => redact(&text, patterns, with),
                     HookKind::Block { patterns } => block(&text, patterns),
-                    HookKind::Command(c) => command(c, name, req, index, reply, &text).await,
+                    HookKind::Command(c) => {
+                        command(c, name, &hook_json(name, req, index, reply, &text)).await
+                    }
                 },
             };
             steps.push(HookStep {
@@ -239,15 +241,8 @@ pub fn hook_json(hook: &str, req: &HookRequest, index: usize, reply: &HookReply,
     })
 }
 
-async fn command(
-    c: &CommandHook,
-    name: &str,
-    req: &HookRequest,
-    index: usize,
-    reply: &HookReply,
-    text: &str,
-) -> Step {
-    match run_command(c, name, req, index, reply, text).await {
+async fn command(c: &CommandHook, name: &str, input: &Value) -> Step {
+    match run_command(c, input).await {
         Ok(step) => step,
         Err(why) => {
             let why = secrets::redact_clipped(&why, 400);
@@ -268,15 +263,8 @@ async fn command(
     }
 }
 
-async fn run_command(
-    c: &CommandHook,
-    name: &str,
-    req: &HookRequest,
-    index: usize,
-    reply: &HookReply,
-    text: &str,
-) -> Result<Step, String> {
-    let input = serde_json::to_vec(&hook_json(name, req, index, reply, text)).map_err(|e| e.to_string())?;
+async fn run_command(c: &CommandHook, input: &Value) -> Result<Step, String> {
+    let input = serde_json::to_vec(input).map_err(|e| e.to_string())?;
     let spawned = spawn_piped_with(
         &c.command,
         &c.args,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::turn;
+use common::{ends, turn};
 use tactful_agents::command::{CommandAgent, CommandConfig};
 use tactful_agents::{Agent, AgentError, NoDeltas};
 
@@ -27,9 +27,7 @@ fn sh(script: &str, env: &[(&str, &str)], timeout: Duration) -> CommandAgent {
 }
 
 fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tactful-cmd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
+    common::temp("tactful-cmd", name)
 }
 
 #[tokio::test]
@@ -97,21 +95,6 @@ async fn a_slow_program_is_killed_at_the_timeout() {
 
 /// Whether process `pid` ends (is gone, or a zombie awaiting its reaper)
 /// within 2 s: the kill is synchronous, this only waits for the kernel.
-async fn ends(pid: &str) -> bool {
-    for _ in 0..50 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or("");
-        if stat.is_empty() || state == "Z" {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
-    false
-}
 
 #[tokio::test]
 async fn a_timed_out_program_takes_its_children_with_it() {

@@ -2,10 +2,13 @@
 //! tactful's environment they see (nothing secret), and that a hook that
 //! hangs is stopped with its children.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::ends;
 use tactful_agents::hooks::{CommandHook, Hook, HookKind, Hooks, OnError};
 use tactful_core::hooks::{HookAction, HookReply, HookRequest};
 use tactful_core::transcript::Entry;
@@ -60,9 +63,7 @@ fn request(texts: &[&str]) -> HookRequest {
 }
 
 fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tactful-hooks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
+    common::temp("tactful-hooks", name)
 }
 
 #[tokio::test]
@@ -116,22 +117,6 @@ async fn a_hook_sees_none_of_tactfuls_environment() {
     );
     let out = h.run(&request(&["x"])).await;
     assert_eq!(out[0].text.as_deref(), Some("unset|given|path-ok"), "{out:?}");
-}
-
-async fn ends(pid: &str) -> bool {
-    for _ in 0..50 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or("");
-        if stat.is_empty() || state == "Z" {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(40)).await;
-    }
-    false
 }
 
 #[tokio::test]

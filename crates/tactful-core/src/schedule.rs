@@ -208,6 +208,10 @@ mod tests {
             assert!(parse_cron(bad).is_err(), "{bad:?}");
         }
         assert!(parse_tz("Europe/Berlin").is_ok());
-        assert!(parse_tz("Mars/Olympus").expect_err("no such zone").contains("IANA"));
+        assert!(
+            parse_tz("Mars/Olympus")
+                .expect_err("no such zone")
+                .contains("IANA")
+        );
     }
 }

@@ -230,3 +230,27 @@ async fn read_request(sock: &mut TcpStream) -> Option<Captured> {
     let body = String::from_utf8_lossy(&buf[head_end..]).into_owned();
     Some(Captured { path, headers, body })
 }
+
+/// Whether process `pid` ends (or is a zombie) within two seconds.
+pub async fn ends(pid: &str) -> bool {
+    for _ in 0..50 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or("");
+        if stat.is_empty() || state == "Z" {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(40)).await;
+    }
+    false
+}
+
+/// A file in this test process's own temporary folder.
+pub fn temp(prefix: &str, name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
