@@ -47,6 +47,7 @@ use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
 mod hooked;
+mod live_policy;
 mod more_replies;
 mod restore;
 mod scheduled;

@@ -514,3 +514,34 @@ fn hooked_replies_wait_for_their_hooks_and_a_cancel_frees_the_slot() {
         "{out:?}"
     );
 }
+
+/// New policies apply to a room the engine already knows from its next
+/// message on (a config reload).
+#[test]
+fn new_policies_apply_to_known_rooms_at_the_next_message() {
+    use tactful_core::policy::PolicyPatch;
+    let mut e = engine(&["docs"], ContextLimits::default());
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m1", "lobby", "alice", "hello all", Timestamp(0)),
+    );
+    assert!(turns(&drain(&mut e)).is_empty(), "mention mode: no turn");
+    assert!(e.knows_room(&"lobby".into()) && !e.knows_room(&"elsewhere".into()));
+    let mut table = e.policies().clone();
+    table.rooms.insert(
+        "lobby".into(),
+        tactful_core::policy::RoomLayer {
+            all: PolicyPatch {
+                mode: Some(tactful_core::Mode::All),
+                ..PolicyPatch::default()
+            },
+            ..Default::default()
+        },
+    );
+    e.set_policies(table);
+    e.handle_message(
+        Timestamp(1),
+        Message::new("m2", "lobby", "alice", "hello again", Timestamp(1)),
+    );
+    assert_eq!(turns(&drain(&mut e)).len(), 1, "all mode now");
+}

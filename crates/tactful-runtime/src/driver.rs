@@ -287,6 +287,10 @@ impl Driver {
                 self.running.remove(&turn);
                 self.engine.handle_agent_result(wall_clock(), turn, result);
             }
+            Event::Policies(policies) => {
+                self.engine.set_policies(*policies);
+                tracing::info!("room policies replaced: each room uses the new ones from its next message");
+            }
             Event::HooksDone(turn, outcomes) => {
                 self.running.remove(&turn);
                 self.engine.handle_hook_result(wall_clock(), turn, outcomes);
@@ -319,6 +323,17 @@ impl Driver {
         if self.store_down().is_some() {
             self.refuse(msg);
             return false;
+        }
+        if !self.engine.knows_room(&msg.room) {
+            // Once per room (restored rooms are known): how people find the
+            // id a `[rooms."…"]` table or a schedule needs.
+            tracing::info!(
+                room = %msg.room,
+                "a new room: {} (first heard from {}, {})",
+                msg.room,
+                msg.sender.name,
+                msg.sender.id
+            );
         }
         self.refusal_logged = false;
         if self.saving() {

@@ -17,6 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tactful_agents::Agent;
 use tactful_agents::hooks::Hooks;
+use tactful_core::PolicyTable;
 use tactful_core::hooks::HookOutcome;
 use tactful_core::{
     AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, PersonaId, RoomId, Timestamp,
@@ -178,6 +179,8 @@ pub(crate) enum Event {
     AgentDone(TurnId, AgentResult),
     /// A turn's before-send hooks ran.
     HooksDone(TurnId, Vec<HookOutcome>),
+    /// New room policy layers (a config reload).
+    Policies(Box<PolicyTable>),
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
     Done(RoomId, Option<(MsgId, MsgId)>),
@@ -253,6 +256,13 @@ impl RuntimeHandle {
     /// refused, since saving it cannot skip one.
     pub fn save_note(&self, key: String, value: String) -> bool {
         self.tx.send(Event::Note(key, value)).is_ok()
+    }
+
+    /// Replaces the room policies of the running engine (a config
+    /// reload): every room uses the new ones from its next message on;
+    /// turns in flight keep theirs. `false` once the runtime has stopped.
+    pub fn set_policies(&self, policies: PolicyTable) -> bool {
+        self.tx.send(Event::Policies(Box::new(policies))).is_ok()
     }
 
     /// Where a platform saves records of its own, in order with the

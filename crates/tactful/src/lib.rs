@@ -6,5 +6,6 @@ pub mod demo;
 pub mod live;
 pub mod logging;
 pub mod registry;
+pub mod reload;
 pub mod replay;
 pub mod scenario;

@@ -112,7 +112,16 @@ async fn serve_metrics(
 /// Runs the service until a shutdown signal. `ready` is called once
 /// everything listens.
 pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Result<()> {
+    // SIGHUP reloads the config: watched before anything slow, so a SIGHUP
+    // during the start never ends the process.
+    #[cfg(unix)]
+    let hup = crate::reload::watch_sighup();
     let service = Service::start(config).await?;
+    #[cfg(unix)]
+    if let Some(hup) = hup {
+        let reloader = crate::reload::Reloader::new(config, service.handle());
+        tokio::spawn(crate::reload::on_sighup(hup, reloader));
+    }
     let mut listening = service.listening.clone();
     listening.networks = service.networks().await;
     ready(listening);

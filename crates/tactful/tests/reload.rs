@@ -1,0 +1,110 @@
+//! SIGHUP reloads the config: a file that does not pass its check changes
+//! nothing (and says why, with the line); a good one changes a room's
+//! policy for the next message, while a turn in flight goes on; SIGHUP
+//! never stops the process.
+
+mod common;
+
+use common::{bot_messages, enter, free_port, run_tactful_logged, say};
+use serde_json::json;
+
+fn config(port: u16, rooms: &str) -> String {
+    format!(
+        r#"
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "main"
+
+[agents.main]
+kind = "script"
+rules = [
+  {{ when = "slow", reply = "the slow answer", delay_ms = 1500 }},
+  {{ when = "", reply = "answer to {{text}}" }},
+]
+
+[platforms.web]
+listen = "127.0.0.1:{port}"
+
+[store]
+path = ":memory:"
+
+{rooms}
+"#
+    )
+}
+
+fn hup(pid: u32) {
+    let ok = std::process::Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "SIGHUP sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_room_policies_and_a_broken_file_changes_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tactful.toml");
+    let port = free_port();
+    let (mut tactful, logs) = run_tactful_logged(dir.path(), &config(port, ""), &[]);
+    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));
+    let mut ws = enter(&format!("ws://127.0.0.1:{port}/ws"), "Alice").await;
+
+    // A turn in flight across the reload.
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs slow please" }),
+    )
+    .await;
+    logs.wait_for("the slow turn to start", |l| l.contains("a new room: lobby"));
+
+    // mention → all for the lobby; an agent key changed too (not applied
+    // live: named as needing a restart).
+    let good = config(port, "[rooms.lobby]\nmode = \"all\"\n").replace("answer to", "reply to");
+    std::fs::write(&cfg, good).expect("config");
+    hup(tactful.id());
+    let applied = logs.wait_for("the reload", |l| l.contains("config reloaded"));
+    assert!(applied.contains("rooms_changed=true"), "{applied}");
+    assert!(
+        applied.contains("apply only after a restart: agents"),
+        "{applied}"
+    );
+
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "hello everyone" }),
+    )
+    .await;
+    let got = bot_messages(&mut ws, |m| {
+        m.iter().any(|m| m["text"] == "answer to hello everyone")
+            && m.iter().any(|m| m["text"] == "the slow answer")
+    })
+    .await;
+    assert_eq!(
+        got.iter().filter(|m| m["text"] == "the slow answer").count(),
+        1,
+        "{got:?}"
+    );
+
+    // A broken file: refused with its line, the running config stays.
+    std::fs::write(&cfg, config(port, "[rooms.lobby]\nmode = \"shout\"\n")).expect("config");
+    hup(tactful.id());
+    let refused = logs.wait_for("the refusal", |l| l.contains("was not reloaded"));
+    assert!(
+        refused.contains("tactful.toml:21:8: unknown variant `shout`"),
+        "{refused}"
+    );
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "still all?" }),
+    )
+    .await;
+    bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "answer to still all?")).await;
+
+    assert!(
+        tactful.try_wait().expect("status").is_none(),
+        "SIGHUP never stops tactful"
+    );
+}
