@@ -26,6 +26,7 @@
 mod claim;
 mod load;
 mod ops;
+mod read;
 mod schema;
 mod shown;
 
@@ -37,6 +38,7 @@ use tactful_core::RoomId;
 pub use claim::{Claim, ClaimError, claim};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use ops::{Op, PendingTurn};
+pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
 pub use shown::ShownMessage;
 
 /// A store that cannot be opened, read or written.

@@ -54,8 +54,12 @@ pub struct Config {
     pub platforms: Platforms,
     /// `[runtime]`.
     pub runtime: RuntimeSettings,
-    /// `[server] listen`: where `/healthz` and `/metrics` are served.
+    /// `[server] listen`: where `/healthz`, `/metrics` and the console are
+    /// served.
     pub server: Option<std::net::SocketAddr>,
+    /// `[server] console_token`: what the console asks for (required off
+    /// loopback).
+    pub console_token: Option<String>,
     /// `[store] path`: the SQLite file state is kept in. Relative paths are
     /// read from the config's folder; default `tactful.db` there;
     /// `:memory:` keeps nothing across restarts.
@@ -209,6 +213,7 @@ struct RawStore {
 #[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Spanned<EnvString>,
+    console_token: Option<Spanned<EnvString>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -538,6 +543,7 @@ impl Config {
         if let Some(web) = &self.platforms.web {
             out.extend(web.auth_token.clone());
         }
+        out.extend(self.console_token.clone());
         out.extend(self.platforms.connected.iter().flat_map(|(_, p)| p.secrets()));
         out.retain(|s| !s.trim().is_empty());
         out
@@ -790,7 +796,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
         }
     }
 
-    let server = match &raw.server {
+    let server: Option<std::net::SocketAddr> = match &raw.server {
         Some(s) => Some(s.listen.get_ref().0.parse().map_err(|_| {
             check.at(
                 s.listen.span(),
@@ -799,6 +805,23 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
         })?),
         None => None,
     };
+    let console_token = raw
+        .server
+        .as_ref()
+        .and_then(|s| s.console_token.as_ref())
+        .map(|t| t.get_ref().0.trim().to_owned());
+    if let (Some(s), Some(addr)) = (&raw.server, server) {
+        if console_token.as_deref() == Some("") {
+            let span = s.console_token.as_ref().map_or(s.listen.span(), |t| t.span());
+            return Err(check.at(span, "`server.console_token` is empty: give it a long random value, or leave it out on a loopback address"));
+        }
+        if console_token.is_none() && !addr.ip().is_loopback() {
+            return Err(check.at(
+                s.listen.span(),
+                format!("`server.listen` = {addr} is reachable from other machines: set `server.console_token` (the console shows every room and can change how personas behave)"),
+            ));
+        }
+    }
 
     let folder = check.path.parent().unwrap_or(Path::new("."));
     let store = match raw.store.as_ref().and_then(|s| s.path.as_ref()) {
@@ -816,6 +839,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
     Ok(Config {
         path: check.path.to_owned(),
         server,
+        console_token,
         store,
         platforms,
         runtime,

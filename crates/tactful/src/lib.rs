@@ -2,6 +2,7 @@
 //! and the live service, kept in a library so tests can drive them directly.
 
 pub mod config;
+pub mod console;
 pub mod demo;
 pub mod live;
 pub mod logging;

@@ -70,13 +70,18 @@ fn healthz(health: Option<&Health>, connections: &Connections) -> (axum::http::S
     }
 }
 
-/// Serves `/healthz` ([`healthz`]) and `/metrics`.
+/// Serves `/healthz` ([`healthz`]), `/metrics` and the console.
 async fn serve_metrics(
     listen: std::net::SocketAddr,
     metrics: Arc<Metrics>,
     health: Option<Arc<Health>>,
     connections: Connections,
+    console: impl FnOnce(std::net::SocketAddr) -> crate::console::Console,
 ) -> anyhow::Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen} (server.listen)"))?;
+    let addr = listener.local_addr()?;
     let healthz = move || {
         let health = health.clone();
         let connections = connections.clone();
@@ -97,10 +102,7 @@ async fn serve_metrics(
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("cannot listen on {listen} (server.listen)"))?;
-    let addr = listener.local_addr()?;
+    let app = app.merge(console(addr).routes());
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!("metrics server stopped: {e}");
@@ -282,7 +284,10 @@ impl Service {
         metrics.watch_connections(runtime.connections());
         let metrics_server = match config.server {
             Some(listen) => {
-                Some(serve_metrics(listen, metrics.clone(), health, runtime.connections()).await?)
+                let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
+                let token = config.console_token.clone();
+                let console = move |addr| crate::console::Console::new(addr, store, token);
+                Some(serve_metrics(listen, metrics.clone(), health, runtime.connections(), console).await?)
             }
             None => None,
         };

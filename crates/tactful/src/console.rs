@@ -1,0 +1,228 @@
+//! The operator console: `/console` on `[server] listen`, the page and its
+//! JSON API (`docs/console.md`).
+//!
+//! What it shows is read back from the store through a read-only
+//! connection of its own ([`tactful_store::Reader`]), so it survives a
+//! restart and never waits on the live path's writer. Every API call is
+//! checked the same way: a request a browser made from another site's page
+//! (its `Origin` is not this server's) is refused, and with
+//! `server.console_token` set, the token must come as
+//! `Authorization: Bearer <token>` (or `?token=`), compared in constant
+//! time. The page itself holds nothing secret and is served to anyone who
+//! can reach the listener; it asks for the token.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tactful_store::Reader;
+
+const PAGE: &str = include_str!("console.html");
+
+/// What the console needs: where the store is, the token, and the origins
+/// its own page is served from.
+#[derive(Clone)]
+pub struct Console {
+    store: Option<PathBuf>,
+    reader: Arc<Mutex<Option<Reader>>>,
+    token: Option<Arc<str>>,
+    origins: Arc<[String]>,
+}
+
+impl Console {
+    /// The console of a service listening on `addr` (the server's own
+    /// address), reading `store` (`None` for `:memory:`: nothing to read).
+    pub fn new(addr: std::net::SocketAddr, store: Option<PathBuf>, token: Option<String>) -> Console {
+        let port = addr.port();
+        let ip = match addr.ip() {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+            v4 => v4.to_string(),
+        };
+        let origins: Vec<String> = [ip.as_str(), "localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .map(|host| format!("http://{host}:{port}"))
+            .collect();
+        Console {
+            store,
+            reader: Arc::new(Mutex::new(None)),
+            token: token.map(Arc::from),
+            origins: origins.into(),
+        }
+    }
+
+    /// The console's routes, to merge into the server's router.
+    pub fn routes(self) -> Router {
+        Router::new()
+            .route("/console", get(page))
+            .route("/console/api/rooms", get(rooms))
+            .route("/console/api/decisions", get(decisions))
+            .with_state(self)
+    }
+
+    /// Refuses a request from another site's page, or without the token.
+    fn check(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<(), ApiError> {
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let ok = origin
+                .to_str()
+                .ok()
+                .and_then(tactful_web::access::normalise)
+                .is_some_and(|o| self.origins.contains(&o));
+            if !ok {
+                tracing::warn!("refused a console request from another site's page");
+                return Err(error(
+                    StatusCode::FORBIDDEN,
+                    "requests from other sites' pages are refused",
+                ));
+            }
+        }
+        if let Some(required) = &self.token {
+            let bearer = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            let given = bearer.or(query_token).unwrap_or("");
+            if !bool::from(given.as_bytes().ct_eq(required.as_bytes())) {
+                return Err(error(
+                    StatusCode::UNAUTHORIZED,
+                    "a valid console token is required (server.console_token), as Authorization: Bearer <token>",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on the store's reader, opened on first use, off the async
+    /// threads.
+    async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Reader) -> Result<T, tactful_store::StoreError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let Some(path) = self.store.clone() else {
+            return Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "this service keeps nothing ([store] path = \":memory:\"): there is nothing to show",
+            ));
+        };
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut slot = reader
+                .lock()
+                .map_err(|_| "the store reader is unusable".to_owned())?;
+            if slot.is_none() {
+                *slot = Some(Reader::open(&path).map_err(|e| e.to_string())?);
+            }
+            f(slot.as_ref().expect("opened above")).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|e| {
+            tracing::warn!("the console could not read the store: {e}");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("the store cannot be read: {e}"),
+            )
+        })
+    }
+}
+
+/// A refused or failed API call: its status and what to say.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+fn error(status: StatusCode, message: &str) -> ApiError {
+    ApiError(status, message.to_owned())
+}
+
+async fn page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'none'; frame-ancestors 'none'",
+            ),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        PAGE,
+    )
+        .into_response()
+}
+
+type Params = Query<HashMap<String, String>>;
+
+async fn rooms(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    match c.read(|r| r.rooms()).await {
+        Ok(rooms) => Json(json!({ "rooms": rooms })).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    let Some(room) = q.get("room").filter(|r| !r.is_empty() && r.len() <= 512).cloned() else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "`room` is required: a room id from /console/api/rooms",
+        )
+        .into_response();
+    };
+    let number = |key: &str| -> Result<Option<i64>, ApiError> {
+        match q.get(key) {
+            None => Ok(None),
+            Some(v) => v.parse::<i64>().ok().filter(|n| *n > 0).map(Some).ok_or_else(|| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("`{key}` must be a positive whole number, not {v:?}"),
+                )
+            }),
+        }
+    };
+    let (limit, before) = match (number("limit"), number("before")) {
+        (Ok(l), Ok(b)) => (l.map_or(100, |l| l as usize), b),
+        (Err(r), _) | (_, Err(r)) => return r.into_response(),
+    };
+    if limit > tactful_store::MAX_PAGE {
+        return error(
+            StatusCode::BAD_REQUEST,
+            &format!("`limit` is at most {}", tactful_store::MAX_PAGE),
+        )
+        .into_response();
+    }
+    let wanted = room.clone();
+    let found = c
+        .read(move |r| {
+            if !r.has_room(&wanted)? {
+                return Ok(None);
+            }
+            r.decisions(&wanted, before, limit).map(Some)
+        })
+        .await;
+    match found {
+        Ok(Some(rows)) => {
+            let next = (rows.len() == limit)
+                .then(|| rows.last().map(|d| d.seq))
+                .flatten();
+            Json(json!({ "room": room, "decisions": rows, "next_before": next })).into_response()
+        }
+        Ok(None) => error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store")).into_response(),
+        Err(r) => r.into_response(),
+    }
+}

@@ -1,0 +1,258 @@
+//! The operator console's API against a running `tactful run`: the token
+//! and the origin check, the rooms and their decisions read back from the
+//! store (with the text they were about, and after a restart too), and a
+//! clear 4xx for every kind of bad request.
+
+mod common;
+
+use std::io::{Read, Write};
+
+use common::{enter, free_port, run_tactful_logged, say};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "console-s3cret-token-4711";
+
+fn config(web: u16, server: u16, store: &std::path::Path) -> String {
+    format!(
+        r#"
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "main"
+
+[agents.main]
+kind = "script"
+rules = [{{ when = "", reply = "hi there" }}]
+
+[platforms.web]
+listen = "127.0.0.1:{web}"
+
+[store]
+path = "{}"
+
+[server]
+listen = "127.0.0.1:{server}"
+console_token = "{TOKEN}"
+"#,
+        store.display()
+    )
+}
+
+/// One HTTP request; the status and the body.
+fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).expect("head");
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (
+        status,
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    )
+}
+
+fn get(port: u16, path: &str) -> (u16, String) {
+    request(
+        port,
+        "GET",
+        path,
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        b"",
+    )
+}
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let (web, server) = (free_port(), free_port());
+    let (tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
+    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "hello all" }),
+    )
+    .await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs are you there?" }),
+    )
+    .await;
+    common::bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "hi there")).await;
+
+    // The page is served to anyone who reaches the listener; it holds
+    // nothing secret.
+    let (status, page) = request(server, "GET", "/console", &[], b"");
+    assert_eq!(status, 200);
+    assert!(page.contains("tactful console") && !page.contains(TOKEN));
+
+    // The API wants the token, and no other site's page.
+    assert_eq!(request(server, "GET", "/console/api/rooms", &[], b"").0, 401);
+    let wrong = [("Authorization", "Bearer console-s3cret-token-4712")];
+    assert_eq!(request(server, "GET", "/console/api/rooms", &wrong, b"").0, 401);
+    let evil = [
+        ("Authorization", &*format!("Bearer {TOKEN}")),
+        ("Origin", "http://evil.example"),
+    ];
+    assert_eq!(request(server, "GET", "/console/api/rooms", &evil, b"").0, 403);
+    let own = [
+        ("Authorization", &*format!("Bearer {TOKEN}")),
+        ("Origin", &*format!("http://localhost:{server}")),
+    ];
+    assert_eq!(request(server, "GET", "/console/api/rooms", &own, b"").0, 200);
+
+    // Rooms, then the lobby's decisions with their text, newest first, once
+    // the decisions are stored.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let decisions = loop {
+        let (status, body) = get(server, "/console/api/decisions?room=lobby&limit=50");
+        if status == 200 {
+            let v = json_of(&body);
+            if v["decisions"].as_array().is_some_and(|d| d.len() >= 3) {
+                break v;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "decisions stored: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let rooms = json_of(&get(server, "/console/api/rooms").1);
+    assert_eq!(rooms["rooms"][0]["room"], "lobby", "{rooms}");
+    let rows = decisions["decisions"].as_array().expect("rows");
+    let of = |text: &str| {
+        rows.iter()
+            .find(|d| d["text"] == text)
+            .unwrap_or_else(|| panic!("{text:?} in {rows:?}"))
+            .clone()
+    };
+    let quiet = of("hello all");
+    assert_eq!(
+        (quiet["outcome"].as_str(), quiet["reason"].as_str()),
+        (Some("record"), Some("not_addressed"))
+    );
+    assert_eq!(quiet["sender"], "Alice");
+    let asked = of("@Docs are you there?");
+    assert_eq!(
+        (asked["outcome"].as_str(), asked["reason"].as_str()),
+        (Some("reply"), Some("mention"))
+    );
+    assert!(
+        rows.windows(2)
+            .all(|w| w[0]["seq"].as_i64() > w[1]["seq"].as_i64()),
+        "newest first"
+    );
+    // Paging: one at a time, backwards.
+    let first = json_of(&get(server, "/console/api/decisions?room=lobby&limit=1").1);
+    let next = first["next_before"].as_i64().expect("a next page");
+    let second = json_of(
+        &get(
+            server,
+            &format!("/console/api/decisions?room=lobby&limit=1&before={next}"),
+        )
+        .1,
+    );
+    assert!(second["decisions"][0]["seq"].as_i64() < Some(next), "{second}");
+
+    // Bad requests: a clear 4xx with the reason, and nothing changes.
+    for (path, status, says) in [
+        ("/console/api/decisions", 400, "`room` is required"),
+        (
+            "/console/api/decisions?room=lobby&limit=ten",
+            400,
+            "`limit` must be a positive whole number",
+        ),
+        (
+            "/console/api/decisions?room=lobby&limit=100000",
+            400,
+            "`limit` is at most 500",
+        ),
+        (
+            "/console/api/decisions?room=lobby&before=-3",
+            400,
+            "`before` must be",
+        ),
+        (
+            "/console/api/decisions?room=nowhere",
+            404,
+            "no room \\\"nowhere\\\"",
+        ),
+    ] {
+        let (got, body) = get(server, path);
+        assert_eq!(got, status, "{path}: {body}");
+        assert!(body.contains(says), "{path}: {body}");
+    }
+    let big = vec![b'x'; 1 << 20];
+    let (got, _) = request(
+        server,
+        "POST",
+        "/console/api/rooms",
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        &big,
+    );
+    assert!((400..500).contains(&got), "a 1 MB POST is a 4xx, got {got}");
+
+    // The token never shows in the log.
+    assert!(
+        logs.lines().iter().all(|l| !l.contains(TOKEN)),
+        "the token was logged"
+    );
+    drop(tactful);
+
+    // After a restart, the decisions are still there.
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
+    logs.wait_for("the banner again", |l| l.contains(&format!("127.0.0.1:{web}")));
+    let again = json_of(&get(server, "/console/api/decisions?room=lobby&limit=50").1);
+    assert!(
+        again["decisions"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["text"] == "hello all")),
+        "{again}"
+    );
+}
+
+/// Off loopback the console needs a token: `check` says so at the line.
+#[test]
+fn a_console_reachable_from_other_machines_needs_a_token() {
+    let base = "[[persona]]\nid = \"docs\"\nagent = \"main\"\n\n[agents.main]\nkind = \"script\"\nrules = []\n\n[server]\n";
+    let parse = |server: &str| {
+        tactful::config::Config::parse(
+            &format!("{base}{server}"),
+            std::path::Path::new("t.toml"),
+            &|_| None,
+        )
+    };
+    let e = parse("listen = \"0.0.0.0:9090\"\n")
+        .expect_err("no token")
+        .to_string();
+    assert!(
+        e.contains("t.toml:10:10") && e.contains("server.console_token"),
+        "{e}"
+    );
+    assert!(parse("listen = \"0.0.0.0:9090\"\nconsole_token = \"a-long-random-value\"\n").is_ok());
+    assert!(
+        parse("listen = \"127.0.0.1:9090\"\n").is_ok(),
+        "loopback needs none"
+    );
+    let e = parse("listen = \"127.0.0.1:9090\"\nconsole_token = \" \"\n")
+        .expect_err("empty")
+        .to_string();
+    assert!(e.contains("is empty"), "{e}");
+}
