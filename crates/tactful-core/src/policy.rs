@@ -7,7 +7,9 @@
 //! 2. `[rooms.default]`,
 //! 3. `[rooms.default.personas.<persona>]`,
 //! 4. `[rooms."<room id>"]`,
-//! 5. `[rooms."<room id>".personas.<persona>]`.
+//! 5. `[rooms."<room id>".personas.<persona>]`,
+//! 6. the room's layer set in the operator console, then its persona
+//!    sub-layer (`PolicyTable::live`).
 //!
 //! A room-specific setting beats a persona-wide one: an operator who sets
 //! `#announcements` to `observe` means it for every persona.
@@ -355,6 +357,9 @@ pub struct PolicyTable {
     pub default: RoomLayer,
     /// `[rooms."<room id>"]`.
     pub rooms: BTreeMap<RoomId, RoomLayer>,
+    /// Layers set in the operator console, one per room: above the file's
+    /// (a key set here wins; one left out keeps the file's value).
+    pub live: BTreeMap<RoomId, RoomLayer>,
 }
 
 impl PolicyTable {
@@ -382,11 +387,14 @@ impl PolicyTable {
         let mut p = RoomPolicy::default();
         let mut gate = GateDraft::default();
         let layer = room.and_then(|r| self.rooms.get(r));
+        let live = room.and_then(|r| self.live.get(r));
         let patches = [
             Some(&self.default.all),
             self.default.personas.get(persona),
             layer.map(|l| &l.all),
             layer.and_then(|l| l.personas.get(persona)),
+            live.map(|l| &l.all),
+            live.and_then(|l| l.personas.get(persona)),
         ];
         for patch in patches.into_iter().flatten() {
             patch.apply(&mut p, &mut gate);
@@ -398,7 +406,7 @@ impl PolicyTable {
     /// agent (room `None` is the default layer), so config loading can say
     /// where.
     pub fn gate_without_agent(&self, personas: &[PersonaId]) -> Option<(Option<RoomId>, PersonaId)> {
-        let rooms = std::iter::once(None).chain(self.rooms.keys().map(Some));
+        let rooms = std::iter::once(None).chain(self.rooms.keys().chain(self.live.keys()).map(Some));
         for room in rooms {
             for persona in personas {
                 let (_, gate) = self.draft(room, persona);
@@ -413,7 +421,7 @@ impl PolicyTable {
     /// Whether `room` has a layer of its own (else it resolves like any
     /// unnamed room, and the engine can share one policy among them).
     pub fn has_room(&self, room: &RoomId) -> bool {
-        self.rooms.contains_key(room)
+        self.rooms.contains_key(room) || self.live.contains_key(room)
     }
 }
 

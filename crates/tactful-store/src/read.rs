@@ -138,4 +138,16 @@ impl Reader {
         )?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// Saved state whose keys start with `prefix`, the greatest keys first,
+    /// at most `limit` (capped at [`MAX_PAGE`]).
+    pub fn state_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT key, value FROM platform_state WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key DESC LIMIT ?2",
+        )?;
+        let rows = stmt.query_map(rusqlite::params![prefix, limit.min(MAX_PAGE) as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
 }

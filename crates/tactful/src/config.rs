@@ -10,6 +10,7 @@
 //! in errors, so an API key in the environment stays out of the output.
 
 mod hooks;
+mod live_rooms;
 mod paths;
 mod platforms;
 mod schedules;
@@ -1412,7 +1413,8 @@ fn check_resolved(
             "reply_gate is enabled for persona `{persona}` in [{room}] but no `reply_gate.agent` is set for it"
         )));
     }
-    let rooms = std::iter::once(RoomId::new("")).chain(policies.rooms.keys().cloned());
+    let rooms =
+        std::iter::once(RoomId::new("")).chain(policies.rooms.keys().chain(policies.live.keys()).cloned());
     for room in rooms {
         let where_ = if room.as_str().is_empty() {
             "rooms.default".to_owned()

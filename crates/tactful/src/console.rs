@@ -24,12 +24,19 @@ use serde_json::json;
 use subtle::ConstantTimeEq;
 use tactful_store::Reader;
 
+use crate::live_policies::{AUDIT_KEY, AuditEntry, LivePolicies};
+
 const PAGE: &str = include_str!("console.html");
+/// The largest request body taken (a room's policy is at most 16 KiB).
+const MAX_BODY: usize = 64 * 1024;
+/// Who the audit log says made a change: the console has one token.
+const WHO: &str = "console";
 
 /// What the console needs: where the store is, the token, and the origins
 /// its own page is served from.
 #[derive(Clone)]
 pub struct Console {
+    live: Arc<LivePolicies>,
     store: Option<PathBuf>,
     reader: Arc<Mutex<Option<Reader>>>,
     token: Option<Arc<str>>,
@@ -39,7 +46,12 @@ pub struct Console {
 impl Console {
     /// The console of a service listening on `addr` (the server's own
     /// address), reading `store` (`None` for `:memory:`: nothing to read).
-    pub fn new(addr: std::net::SocketAddr, store: Option<PathBuf>, token: Option<String>) -> Console {
+    pub fn new(
+        addr: std::net::SocketAddr,
+        store: Option<PathBuf>,
+        token: Option<String>,
+        live: Arc<LivePolicies>,
+    ) -> Console {
         let port = addr.port();
         let ip = match addr.ip() {
             std::net::IpAddr::V6(v6) => format!("[{v6}]"),
@@ -50,6 +62,7 @@ impl Console {
             .map(|host| format!("http://{host}:{port}"))
             .collect();
         Console {
+            live,
             store,
             reader: Arc::new(Mutex::new(None)),
             token: token.map(Arc::from),
@@ -63,6 +76,12 @@ impl Console {
             .route("/console", get(page))
             .route("/console/api/rooms", get(rooms))
             .route("/console/api/decisions", get(decisions))
+            .route(
+                "/console/api/policy",
+                get(policy).put(set_policy).delete(revert_policy),
+            )
+            .route("/console/api/audit", get(audit))
+            .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
             .with_state(self)
     }
 
@@ -223,6 +242,120 @@ async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Param
             Json(json!({ "room": room, "decisions": rows, "next_before": next })).into_response()
         }
         Ok(None) => error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store")).into_response(),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// The room a policy call is about: `?room=`, one room id.
+fn room_of(q: &HashMap<String, String>) -> Result<String, ApiError> {
+    q.get("room")
+        .filter(|r| !r.is_empty() && r.len() <= 512)
+        .cloned()
+        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "`room` is required: one room id"))
+}
+
+fn now() -> tactful_core::Timestamp {
+    tactful_core::Timestamp::from_millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    )
+}
+
+/// The room's policy: the console's layer (TOML, `null` when none) and,
+/// per persona, what runs.
+async fn policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    let room = match room_of(&q) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    let table = c.live.table();
+    let id = tactful_core::RoomId::new(room.as_str());
+    let personas: serde_json::Map<String, serde_json::Value> = c.live.with_config(|config| {
+        config
+            .engine
+            .personas
+            .iter()
+            .map(|p| {
+                let r = table.resolve(&id, &p.id);
+                let value = json!({
+                    "mode": r.mode.as_str(),
+                    "allow_silence": r.allow_silence,
+                    "rate_limit": r.rate_limit.map(|l| format!("{}/{} s", l.replies, l.per.as_secs())),
+                    "max_bot_turns": r.max_bot_turns,
+                    "reply_gate": r.reply_gate.as_ref().map(|g| g.agent.to_string()),
+                });
+                (p.id.to_string(), value)
+            })
+            .collect()
+    });
+    Json(json!({
+        "room": room,
+        "console": c.live.live_toml(&room),
+        "in_file": table.rooms.contains_key(&id),
+        "effective": personas,
+    }))
+    .into_response()
+}
+
+/// Sets the room's console layer: the body is the keys of its
+/// `[rooms."<room>"]` table, in TOML.
+async fn set_policy(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Query(q): Params,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    let room = match room_of(&q) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    let Ok(toml) = std::str::from_utf8(&body) else {
+        return error(StatusCode::BAD_REQUEST, "the policy must be UTF-8 TOML").into_response();
+    };
+    match c.live.set(&room, toml, WHO, now()) {
+        Ok(entry) => Json(json!({ "room": room, "console": toml, "audit": entry })).into_response(),
+        Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()).into_response(),
+    }
+}
+
+/// Reverts the room to the file's policy.
+async fn revert_policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    let room = match room_of(&q) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    match c.live.revert(&room, WHO, now()) {
+        Some(entry) => Json(json!({ "room": room, "reverted": true, "audit": entry })).into_response(),
+        None => Json(json!({ "room": room, "reverted": false })).into_response(),
+    }
+}
+
+/// Every change made in the console, newest first (500 at most).
+async fn audit(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    match c
+        .read(|r| r.state_with_prefix(AUDIT_KEY, tactful_store::MAX_PAGE))
+        .await
+    {
+        Ok(rows) => {
+            let entries: Vec<AuditEntry> = rows
+                .iter()
+                .filter_map(|(_, v)| serde_json::from_str(v).ok())
+                .collect();
+            Json(json!({ "entries": entries })).into_response()
+        }
         Err(r) => r.into_response(),
     }
 }

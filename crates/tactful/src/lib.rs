@@ -5,6 +5,7 @@ pub mod config;
 pub mod console;
 pub mod demo;
 pub mod live;
+pub mod live_policies;
 pub mod logging;
 pub mod registry;
 pub mod reload;

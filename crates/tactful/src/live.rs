@@ -121,7 +121,7 @@ pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Resu
     let service = Service::start(config).await?;
     #[cfg(unix)]
     if let Some(hup) = hup {
-        let reloader = crate::reload::Reloader::new(config, service.handle());
+        let reloader = crate::reload::Reloader::new(config, service.policies.clone());
         tokio::spawn(crate::reload::on_sighup(hup, reloader));
     }
     let mut listening = service.listening.clone();
@@ -143,6 +143,8 @@ pub struct Service {
     /// The chat platforms besides the web room.
     connected: Vec<Arc<dyn Connected>>,
     runtime: Runtime,
+    /// Room policies as they run (the file's and the console's).
+    policies: Arc<crate::live_policies::LivePolicies>,
     /// This service's hold on its store, released when it ends.
     _claim: tactful_store::Claim,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -247,6 +249,13 @@ impl Service {
                 }
             }
         });
+        // Room policies set in the console, kept in the store, on top of the
+        // file's from the first message on.
+        let stored = store
+            .platform_state()
+            .context("cannot read the store's saved state")?;
+        let layers = crate::live_policies::LivePolicies::stored(config, &stored);
+        engine.policies.live = layers.table();
         let runtime = Runtime::start(
             RuntimeConfig {
                 engine,
@@ -263,6 +272,11 @@ impl Service {
             platforms,
             Some(trace_tx),
         )?;
+        let policies = Arc::new(crate::live_policies::LivePolicies::new(
+            config.clone(),
+            layers,
+            runtime.handle(),
+        ));
         let mut tasks = vec![counter];
         let mut web_addr = None;
         if let Some(web) = &web {
@@ -286,7 +300,8 @@ impl Service {
             Some(listen) => {
                 let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
                 let token = config.console_token.clone();
-                let console = move |addr| crate::console::Console::new(addr, store, token);
+                let live = policies.clone();
+                let console = move |addr| crate::console::Console::new(addr, store, token, live);
                 Some(serve_metrics(listen, metrics.clone(), health, runtime.connections(), console).await?)
             }
             None => None,
@@ -302,6 +317,7 @@ impl Service {
             web,
             connected,
             runtime,
+            policies,
             _claim: claim,
             tasks,
         })

@@ -12,7 +12,9 @@
 
 use std::path::PathBuf;
 
-use tactful_runtime::RuntimeHandle;
+use std::sync::Arc;
+
+use crate::live_policies::LivePolicies;
 
 use crate::config::Config;
 
@@ -36,17 +38,17 @@ pub struct Reloader {
     path: PathBuf,
     /// The file's sections as they run now.
     running: toml::Table,
-    handle: RuntimeHandle,
+    policies: Arc<LivePolicies>,
 }
 
 impl Reloader {
     /// A reloader for the service started from `config` (read from its
     /// file, as it was read at start).
-    pub fn new(config: &Config, handle: RuntimeHandle) -> Reloader {
+    pub fn new(config: &Config, policies: Arc<LivePolicies>) -> Reloader {
         Reloader {
             path: config.path.clone(),
             running: sections(&config.path).unwrap_or_default(),
-            handle,
+            policies,
         }
     }
 
@@ -72,7 +74,8 @@ impl Reloader {
             .cloned()
             .collect();
         if rooms_changed {
-            self.handle.set_policies(config.engine.policies);
+            // The console's layers stay on top of the file's new ones.
+            self.policies.file_reloaded(config);
             match new.get("rooms") {
                 Some(r) => self.running.insert("rooms".to_owned(), r.clone()),
                 None => self.running.remove("rooms"),

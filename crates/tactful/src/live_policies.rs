@@ -1,0 +1,220 @@
+//! Room policies as they run: the file's layers, with the console's
+//! per-room layers on top ([`PolicyTable::live`]).
+//!
+//! One [`LivePolicies`] is shared by the console (which sets and reverts a
+//! room's layer) and the SIGHUP reloader (which replaces the file's part):
+//! whichever changes, the engine gets the whole table again through
+//! [`RuntimeHandle::set_policies`], so neither loses the other's. Each
+//! console layer is kept in the store as TOML (`console:policy:<room>`,
+//! empty once reverted) and each change is an audit entry
+//! (`console:audit:<time>:<n>`), both written in order with everything
+//! else by the store's one writer.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+use tactful_config::ConfigError;
+use tactful_core::policy::{PolicyTable, RoomLayer};
+use tactful_core::{RoomId, Timestamp};
+use tactful_runtime::RuntimeHandle;
+
+use crate::config::Config;
+
+/// The store key prefix of a room's console layer.
+pub const POLICY_KEY: &str = "console:policy:";
+/// The store key prefix of audit entries.
+pub const AUDIT_KEY: &str = "console:audit:";
+
+/// One change made in the console.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct AuditEntry {
+    /// When (Unix milliseconds).
+    pub at: u64,
+    /// Who: the console token's name.
+    pub who: String,
+    /// The room.
+    pub room: String,
+    /// The console layer before (TOML; `null` when there was none).
+    pub old: Option<String>,
+    /// After (`null` once reverted to the file).
+    pub new: Option<String>,
+}
+
+/// Console layers by room: the TOML as given, and as read.
+#[derive(Clone, Debug, Default)]
+pub struct Layers(BTreeMap<RoomId, (String, RoomLayer)>);
+
+impl Layers {
+    /// The layers as the engine's [`PolicyTable::live`].
+    pub fn table(&self) -> BTreeMap<RoomId, RoomLayer> {
+        self.0.iter().map(|(r, (_, l))| (r.clone(), l.clone())).collect()
+    }
+}
+
+struct Inner {
+    config: Config,
+    /// Each room's console layer: its TOML as given, and as read.
+    live: BTreeMap<RoomId, (String, RoomLayer)>,
+    seq: u64,
+}
+
+/// The running room policies; see the module docs.
+pub struct LivePolicies {
+    inner: Mutex<Inner>,
+    handle: RuntimeHandle,
+}
+
+impl LivePolicies {
+    /// The console layers kept in the store (`stored`: key → TOML), read
+    /// against `config`; a layer the config no longer accepts is dropped
+    /// with a WARN. Read before the engine starts, so its first message
+    /// already sees them.
+    pub fn stored(config: &Config, stored: &BTreeMap<String, String>) -> Layers {
+        let mut live = BTreeMap::new();
+        for (key, toml) in stored {
+            let Some(room) = key.strip_prefix(POLICY_KEY) else {
+                continue;
+            };
+            if toml.is_empty() {
+                continue;
+            }
+            match config.live_room_layer(room, toml) {
+                Ok(layer) => {
+                    live.insert(RoomId::new(room), (toml.clone(), layer));
+                }
+                Err(e) => tracing::warn!(
+                    room,
+                    "a policy set in the console no longer fits the config and is dropped: {e}"
+                ),
+            }
+        }
+        Layers(live)
+    }
+
+    /// The running policies: `config`'s file with `layers` on top (as the
+    /// engine already runs them).
+    pub fn new(config: Config, layers: Layers, handle: RuntimeHandle) -> LivePolicies {
+        LivePolicies {
+            inner: Mutex::new(Inner {
+                config,
+                live: layers.0,
+                seq: 0,
+            }),
+            handle,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The table in force: the file's, with the console's layers.
+    pub fn table(&self) -> PolicyTable {
+        let inner = self.lock();
+        let mut table = inner.config.engine.policies.clone();
+        table.live = inner
+            .live
+            .iter()
+            .map(|(r, (_, l))| (r.clone(), l.clone()))
+            .collect();
+        table
+    }
+
+    fn apply(&self) {
+        self.handle.set_policies(self.table());
+    }
+
+    /// Room `room`'s console layer, as given.
+    pub fn live_toml(&self, room: &str) -> Option<String> {
+        self.lock().live.get(&RoomId::new(room)).map(|(t, _)| t.clone())
+    }
+
+    /// The running config (the file's part).
+    pub fn with_config<T>(&self, f: impl FnOnce(&Config) -> T) -> T {
+        f(&self.lock().config)
+    }
+
+    /// Sets `room`'s console layer to `toml`: checked like the file, then
+    /// applied at once, stored, and audited as `who`'s.
+    pub fn set(&self, room: &str, toml: &str, who: &str, now: Timestamp) -> Result<AuditEntry, ConfigError> {
+        let entry = {
+            let mut inner = self.lock();
+            let layer = inner.config.live_room_layer(room, toml)?;
+            let old = inner
+                .live
+                .insert(RoomId::new(room), (toml.to_owned(), layer))
+                .map(|(t, _)| t);
+            self.record(&mut inner, room, old, Some(toml.to_owned()), who, now)
+        };
+        self.apply();
+        Ok(entry)
+    }
+
+    /// Reverts `room` to the file's policy; `None` when the console had
+    /// set nothing there.
+    pub fn revert(&self, room: &str, who: &str, now: Timestamp) -> Option<AuditEntry> {
+        let entry = {
+            let mut inner = self.lock();
+            let (old, _) = inner.live.remove(&RoomId::new(room))?;
+            self.record(&mut inner, room, Some(old), None, who, now)
+        };
+        self.apply();
+        Some(entry)
+    }
+
+    fn record(
+        &self,
+        inner: &mut Inner,
+        room: &str,
+        old: Option<String>,
+        new: Option<String>,
+        who: &str,
+        now: Timestamp,
+    ) -> AuditEntry {
+        let entry = AuditEntry {
+            at: now.as_millis(),
+            who: who.to_owned(),
+            room: room.to_owned(),
+            old,
+            new,
+        };
+        inner.seq += 1;
+        self.handle.save_note(
+            format!("{POLICY_KEY}{room}"),
+            entry.new.clone().unwrap_or_default(),
+        );
+        self.handle.save_note(
+            format!("{AUDIT_KEY}{:020}:{:06}", entry.at, inner.seq),
+            serde_json::to_string(&entry).unwrap_or_default(),
+        );
+        tracing::info!(
+            room,
+            who,
+            reverted = entry.new.is_none(),
+            "room policy set in the console"
+        );
+        entry
+    }
+
+    /// The file was reloaded: its policies replace the file's part; the
+    /// console layers stay on top (one the new file no longer accepts is
+    /// dropped with a WARN).
+    pub fn file_reloaded(&self, config: Config) {
+        {
+            let mut inner = self.lock();
+            inner.live.retain(|room, (toml, layer)| match config.live_room_layer(room.as_str(), toml) {
+                Ok(l) => {
+                    *layer = l;
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(room = %room, "a policy set in the console no longer fits the reloaded config and is dropped: {e}");
+                    false
+                }
+            });
+            inner.config = config;
+        }
+        self.apply();
+    }
+}
