@@ -126,12 +126,12 @@ pub struct LoadLimits {
 }
 
 /// The columns [`message_from_row`] reads, in its order.
-const MESSAGE_COLUMNS: &str =
+pub(crate) const MESSAGE_COLUMNS: &str =
     "id, sender_id, sender_name, is_bot, text, reply_to, thread, mentions, is_dm, dm_to, time, sender_handle";
 
 /// A `messages` row (selected as [`MESSAGE_COLUMNS`], from column `at`) as
 /// the engine's message; unreadable mentions become "none", with a note.
-fn message_from_row(
+pub(crate) fn message_from_row(
     room: &RoomId,
     r: &rusqlite::Row<'_>,
     at: usize,

@@ -150,4 +150,20 @@ impl Reader {
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// The last `n` messages of `room` (at most [`MAX_PAGE`]), oldest
+    /// first, as the engine heard them; unreadable rows are skipped.
+    pub fn recent_messages(&self, room: &str, n: usize) -> Result<Vec<tactful_core::Message>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM (SELECT * FROM messages WHERE room = ?1 ORDER BY seq DESC LIMIT ?2) ORDER BY seq",
+            crate::load::MESSAGE_COLUMNS
+        );
+        let mut stmt = self.conn.prepare(&sql)?;
+        let id = tactful_core::RoomId::new(room);
+        let mut skipped = Vec::new();
+        let rows = stmt.query_map(rusqlite::params![room, n.min(MAX_PAGE) as i64], |r| {
+            crate::load::message_from_row(&id, r, 0, &mut skipped)
+        })?;
+        Ok(rows.filter_map(Result::ok).collect())
+    }
 }

@@ -81,6 +81,7 @@ impl Console {
                 get(policy).put(set_policy).delete(revert_policy),
             )
             .route("/console/api/audit", get(audit))
+            .route("/console/api/dry-run", axum::routing::post(dry_run))
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
             .with_state(self)
     }
@@ -357,5 +358,65 @@ async fn audit(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -
             Json(json!({ "entries": entries })).into_response()
         }
         Err(r) => r.into_response(),
+    }
+}
+
+/// Replays the room's last `messages` (default 200, at most 500) under the
+/// proposed layer (the body, TOML as for `PUT /policy`) and the policy in
+/// force, and shows the decisions that would differ.
+async fn dry_run(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Query(q): Params,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
+        return r.into_response();
+    }
+    let room = match room_of(&q) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    let n = match q.get("messages").map(|v| v.parse::<usize>()) {
+        None => 200,
+        Some(Ok(n)) if (1..=tactful_store::MAX_PAGE).contains(&n) => n,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("`messages` is a number from 1 to {}", tactful_store::MAX_PAGE),
+            )
+            .into_response();
+        }
+    };
+    let Ok(toml) = std::str::from_utf8(&body) else {
+        return error(StatusCode::BAD_REQUEST, "the policy must be UTF-8 TOML").into_response();
+    };
+    let layer = match c.live.with_config(|config| config.live_room_layer(&room, toml)) {
+        Ok(l) => l,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()).into_response(),
+    };
+    let now = c.live.table();
+    let mut proposed = now.clone();
+    proposed
+        .live
+        .insert(tactful_core::RoomId::new(room.as_str()), layer);
+    let wanted = room.clone();
+    let messages = match c.read(move |r| r.recent_messages(&wanted, n)).await {
+        Ok(m) if m.is_empty() => {
+            return error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store")).into_response();
+        }
+        Ok(m) => m,
+        Err(r) => return r.into_response(),
+    };
+    let engine = c.live.with_config(|config| config.engine.clone());
+    let result =
+        tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages)).await;
+    match result {
+        Ok(run) => Json(json!({ "room": room, "dry_run": run })).into_response(),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &format!("the dry run failed: {e}"),
+        )
+        .into_response(),
     }
 }

@@ -171,6 +171,53 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
     );
     assert!(second["decisions"][0]["seq"].as_i64() < Some(next), "{second}");
 
+    // Try before applying: all mode would answer "hello all" too, at one
+    // more model call; nothing is applied.
+    let (status, body) = request(
+        server,
+        "POST",
+        "/console/api/dry-run?room=lobby&messages=50",
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        b"mode = \"all\"\n",
+    );
+    assert_eq!(status, 200, "{body}");
+    let run = json_of(&body)["dry_run"].clone();
+    assert!(
+        run["calls_proposed"].as_u64() > run["calls_now"].as_u64(),
+        "{run}"
+    );
+    let changed = run["changed"].as_array().expect("changed");
+    assert!(
+        changed.iter().any(|c| c["text"] == "hello all"
+            && c["now"]["reason"] == "not_addressed"
+            && c["proposed"]["reason"] == "all"),
+        "{run}"
+    );
+    assert!(
+        changed.iter().all(|c| c["text"] != "@Docs are you there?"),
+        "{run}"
+    );
+    let policy = json_of(&get(server, "/console/api/policy?room=lobby").1);
+    assert_eq!(
+        policy["console"],
+        Value::Null,
+        "a dry run applies nothing: {policy}"
+    );
+    for (path, body, status) in [
+        ("/console/api/dry-run?room=lobby", &b"mode = \"shout\""[..], 400),
+        ("/console/api/dry-run?room=lobby&messages=0", &b""[..], 400),
+        ("/console/api/dry-run?room=nowhere", &b""[..], 404),
+    ] {
+        let got = request(
+            server,
+            "POST",
+            path,
+            &[("Authorization", &format!("Bearer {TOKEN}"))],
+            body,
+        );
+        assert_eq!(got.0, status, "{path}: {}", got.1);
+    }
+
     // Bad requests: a clear 4xx with the reason, and nothing changes.
     for (path, status, says) in [
         ("/console/api/decisions", 400, "`room` is required"),
