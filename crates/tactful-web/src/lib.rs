@@ -274,6 +274,16 @@ impl WebPlatform {
     /// Binds the listener and serves the page and the WebSocket until the
     /// task is dropped. Returns the bound address (useful with port 0).
     pub async fn serve(&self) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        self.serve_with(|_| None).await
+    }
+
+    /// [`WebPlatform::serve`], with more routes on the same listener (the
+    /// operator console in `tactful demo`), built once the bound address is
+    /// known.
+    pub async fn serve_with(
+        &self,
+        extra: impl FnOnce(SocketAddr) -> Option<Router>,
+    ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         let listener = tokio::net::TcpListener::bind(self.shared.config.listen).await?;
         let addr = listener.local_addr()?;
         let c = &self.shared.config;
@@ -292,6 +302,10 @@ impl WebPlatform {
             .route("/r/{room}", get(session::page))
             .route("/ws", get(session::ws))
             .with_state(self.shared.clone());
+        let app = match extra(addr) {
+            Some(more) => app.merge(more),
+            None => app,
+        };
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!("web room server stopped: {e}");

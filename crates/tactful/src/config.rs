@@ -109,6 +109,10 @@ pub struct WebSettings {
     /// `show_decisions`: everyone sees why each persona answered or not;
     /// default on for a loopback `listen`, off otherwise.
     pub show_decisions: bool,
+    /// Not a config key: `tactful demo` sets it to serve the operator
+    /// console at `/console` on the room's own listener, behind the room's
+    /// token.
+    pub console: bool,
 }
 
 /// `[runtime]`: how the live service behaves.
@@ -652,6 +656,7 @@ fn web_settings(web: RawWeb, check: &Checker<'_>) -> Result<WebSettings, ConfigE
         // It shows how the room is set up: on where only this machine
         // connects, off where others may, unless said otherwise.
         show_decisions: web.show_decisions.unwrap_or(listen.ip().is_loopback()),
+        console: false,
     })
 }
 

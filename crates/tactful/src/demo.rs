@@ -65,6 +65,10 @@ pub fn config(
     if let (Some(addr), Some(web)) = (listen, c.platforms.web.as_mut()) {
         web.listen = addr;
     }
+    // The operator console beside the room: every decision and why.
+    if let Some(web) = c.platforms.web.as_mut() {
+        web.console = true;
+    }
     Ok(c)
 }
 

@@ -281,8 +281,18 @@ impl Service {
         let mut web_addr = None;
         if let Some(web) = &web {
             web.connect_runtime(runtime.handle());
+            // `tactful demo`: the console on the room's own listener, behind
+            // the room's token.
+            let console = config.platforms.web.as_ref().filter(|w| w.console).map(|w| {
+                let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
+                (store, w.auth_token.clone(), policies.clone())
+            });
             let (addr, server) = web
-                .serve()
+                .serve_with(|addr| {
+                    console.map(|(store, token, live)| {
+                        crate::console::Console::new(addr, store, token, live).routes()
+                    })
+                })
                 .await
                 .with_context(|| format!("cannot listen on {} (platforms.web.listen)", web.listen()))?;
             web_addr = Some(addr);

@@ -150,7 +150,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 say(&format!(
                     "tactful demo: open http://{addr}/{query} (Ctrl-C to stop)\n  \
                      Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
-                     Personas use {backend}; {kept}."
+                     Personas use {backend}; {kept}.\n  \
+                     Why each persona spoke or not: http://{addr}/console{query}"
                 ));
             }))?;
             say("tactful: stopped");

@@ -294,3 +294,37 @@ async fn the_room_shows_why_each_persona_answered_or_not() {
     );
     svc.stop().await;
 }
+
+/// `tactful demo` serves the operator console beside its room, on the same
+/// listener, and the room's page links to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_serves_the_console_beside_the_room() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("demo.db");
+    let svc = spawn(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        store.to_str().expect("utf-8"),
+    ]);
+    let port: u16 = svc
+        .ws_url
+        .trim_start_matches("ws://127.0.0.1:")
+        .trim_end_matches("/ws")
+        .parse()
+        .expect("port");
+    let (status, page) = common::http_get(port, "/").expect("the room");
+    assert_eq!(status, 200);
+    assert!(
+        page.contains("href=\"/console\""),
+        "the room links to the console"
+    );
+    let (status, console) = common::http_get(port, "/console").expect("the console");
+    assert_eq!(status, 200);
+    assert!(console.contains("tactful console"));
+    let (status, rooms) = common::http_get(port, "/console/api/rooms").expect("the API");
+    assert_eq!(status, 200, "{rooms}");
+    assert!(rooms.contains("\"rooms\""), "{rooms}");
+    svc.stop().await;
+}
