@@ -58,7 +58,16 @@ pub struct Metrics {
     hook_steps: Family<Labels, Counter>,
     schedule_runs: Family<Labels, Counter>,
     started: Mutex<HashMap<TurnId, (Timestamp, &'static str)>>,
+    /// The rooms that have a `room` label of their own (see
+    /// [`ROOM_LABELS`]).
+    labelled_rooms: Mutex<std::collections::HashSet<String>>,
 }
+
+/// How many rooms get a `room` label value of their own; later rooms
+/// share `other`. A label per room is what people ask for ("which room
+/// costs what"), and an unbounded one would let any busy platform grow
+/// the metrics (and Prometheus) without end.
+pub const ROOM_LABELS: usize = 100;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -146,12 +155,12 @@ impl Metrics {
         );
         registry.register(
             "decisions",
-            "Decisions by persona, outcome and reason",
+            "Decisions by persona, outcome, reason and room (the first 100 rooms by name, then 'other')",
             decisions.clone(),
         );
         registry.register(
             "agent_calls",
-            "Agent calls by persona, agent and kind",
+            "Agent calls by persona, agent, kind and room (the first 100 rooms by name, then 'other')",
             agent_calls.clone(),
         );
         registry.register(
@@ -166,7 +175,7 @@ impl Metrics {
         );
         registry.register(
             "sends",
-            "Messages sent by persona (notice = the short message after a failure)",
+            "Messages sent by persona and room (notice = the short message after a failure)",
             sends.clone(),
         );
         registry.register(
@@ -207,6 +216,20 @@ impl Metrics {
             hook_steps,
             schedule_runs,
             started: Mutex::new(HashMap::new()),
+            labelled_rooms: Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    /// The `room` label value of `room`: itself for the first
+    /// [`ROOM_LABELS`] rooms seen, `other` after.
+    fn room_label(&self, room: &str) -> String {
+        let Ok(mut seen) = self.labelled_rooms.lock() else {
+            return "other".to_owned();
+        };
+        if seen.contains(room) || (seen.len() < ROOM_LABELS && seen.insert(room.to_owned())) {
+            room.to_owned()
+        } else {
+            "other".to_owned()
         }
     }
 
@@ -272,21 +295,25 @@ impl Metrics {
     fn observe_output(&self, output: &Output) {
         match output {
             Output::Decision(d) => {
+                let room = self.room_label(d.room.as_str());
                 self.decisions
                     .get_or_create(&labels(&[
                         ("persona", d.persona.as_str()),
                         ("outcome", d.outcome.as_str()),
                         ("reason", d.reason.as_str()),
+                        ("room", &room),
                     ]))
                     .inc();
             }
             Output::CallAgent(req) => {
                 let kind = req.kind.as_str();
+                let room = self.room_label(req.room.as_str());
                 self.agent_calls
                     .get_or_create(&labels(&[
                         ("persona", req.persona.as_str()),
                         ("agent", &req.agent),
                         ("kind", kind),
+                        ("room", &room),
                     ]))
                     .inc();
                 if let Ok(mut s) = self.started.lock() {
@@ -295,8 +322,13 @@ impl Metrics {
             }
             Output::Send(s) => {
                 let notice = if s.notice { "true" } else { "false" };
+                let room = self.room_label(s.room.as_str());
                 self.sends
-                    .get_or_create(&labels(&[("persona", s.persona.as_str()), ("notice", notice)]))
+                    .get_or_create(&labels(&[
+                        ("persona", s.persona.as_str()),
+                        ("notice", notice),
+                        ("room", &room),
+                    ]))
                     .inc();
                 self.ended(s.turn, s.at);
             }
@@ -373,5 +405,33 @@ impl Metrics {
             tracing::warn!("could not encode metrics");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod room_label_tests {
+    use super::*;
+
+    #[test]
+    fn rooms_past_the_bound_share_one_label() {
+        let m = Metrics::new();
+        for i in 0..ROOM_LABELS {
+            assert_eq!(m.room_label(&format!("r{i}")), format!("r{i}"));
+        }
+        assert_eq!(m.room_label("one-too-many"), "other");
+        assert_eq!(m.room_label("r7"), "r7", "a labelled room keeps its label");
+        let d = tactful_core::Decision {
+            at: Timestamp(0),
+            room: "late".into(),
+            msg: "m1".into(),
+            persona: "docs".into(),
+            outcome: tactful_core::Outcome::Record,
+            reason: tactful_core::Reason::NotAddressed,
+            turn: None,
+        };
+        m.observe(&TraceEvent::Engine(Output::Decision(d)));
+        let text = m.render();
+        assert!(text.contains("room=\"other\""), "{text}");
+        assert!(!text.contains("room=\"late\""), "{text}");
     }
 }

@@ -63,9 +63,9 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
     // The metrics count the turn (they are fed asynchronously: poll).
     let wanted = [
         "tactful_messages_in_total 1",
-        "tactful_decisions_total{persona=\"docs\",outcome=\"reply\",reason=\"mention\"} 1",
-        "tactful_agent_calls_total{persona=\"docs\",agent=\"main\",kind=\"reply\"} 1",
-        "tactful_sends_total{persona=\"docs\",notice=\"false\"} 1",
+        "tactful_decisions_total{persona=\"docs\",outcome=\"reply\",reason=\"mention\",room=\"lobby\"} 1",
+        "tactful_agent_calls_total{persona=\"docs\",agent=\"main\",kind=\"reply\",room=\"lobby\"} 1",
+        "tactful_sends_total{persona=\"docs\",notice=\"false\",room=\"lobby\"} 1",
         "tactful_agent_call_seconds_count{kind=\"reply\"} 1",
     ];
     let mut metrics = String::new();

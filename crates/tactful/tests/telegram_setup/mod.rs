@@ -42,6 +42,8 @@ kind = "script"
 rules = [
   {{ when = "(?i)never mind", reply = "NO_REPLY" }},
   {{ when = "(?i)format", reply = "Use **REJECT_HTML** carefully." }},
+  # Slow enough that "typing…" is shown first (an instant answer needs none).
+  {{ when = "how do I reset", reply = "docs answers {{msg_id}}", delay_ms = 300 }},
   {{ when = "", reply = "docs answers {{msg_id}}" }},
 ]
 
