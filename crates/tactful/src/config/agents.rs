@@ -1,0 +1,306 @@
+//! `[agents.NAME]`: each agent table checked against its kind (keys that
+//! belong to another kind are errors at their line) and built into an
+//! [`AgentConfig`].
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// An agent key: its name, where it is set (if it is), and the kinds it
+/// belongs to.
+type KindKey<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [AgentKind]);
+
+/// Reads a markdown file, or every `.md` file in a folder (sorted), into
+/// `docs`; `shown` is how the path is cited.
+fn read_markdown(path: &Path, shown: &str, docs: &mut Vec<KbDoc>) -> std::io::Result<()> {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        entries.sort();
+        for e in entries {
+            let name = e
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let shown = format!("{}/{name}", shown.trim_end_matches('/'));
+            docs.push(KbDoc {
+                source: shown,
+                text: std::fs::read_to_string(&e)?,
+            });
+        }
+        Ok(())
+    } else {
+        docs.push(KbDoc {
+            source: shown.to_owned(),
+            text: std::fs::read_to_string(path)?,
+        });
+        Ok(())
+    }
+}
+
+/// The keys a subprocess agent (command, acp) is started with.
+struct ProcessSettings {
+    command: String,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    working_dir: Option<PathBuf>,
+}
+
+fn process_settings(
+    a: &RawAgent,
+    key: &dyn Fn(&str) -> String,
+    required: &dyn Fn(&str) -> ConfigError,
+    check: &Checker<'_>,
+) -> Result<ProcessSettings, ConfigError> {
+    let command = a.command.as_ref().ok_or_else(|| required("command"))?;
+    if command.get_ref().0.trim().is_empty() {
+        return Err(check.at(command.span(), format!("`{}` must not be empty", key("command"))));
+    }
+    Ok(ProcessSettings {
+        command: paths::program(&command.get_ref().0, check.path),
+        args: a
+            .args
+            .as_ref()
+            .map(|v| v.get_ref().iter().map(|s| s.0.clone()).collect())
+            .unwrap_or_default(),
+        env: a
+            .env
+            .as_ref()
+            .map(|v| {
+                v.get_ref()
+                    .iter()
+                    .map(|(k, s)| (k.clone(), s.0.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        // Relative to the config file, so a config works from any directory.
+        working_dir: paths::working_dir(a.working_dir.as_ref().map(|d| d.get_ref().0.as_str()), check.path),
+    })
+}
+
+/// Checks one `[agents.NAME]` table against its kind.
+pub(super) fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Result<AgentConfig, ConfigError> {
+    let kind = *a.kind.get_ref();
+    let key = |k: &str| format!("agents.{}.{k}", quote_key(name));
+    // Keys that belong to other kinds are mistakes worth a clear word.
+    use AgentKind::{Acp, Command, Kb, OpenAi, Script};
+    const PROCESS: &[AgentKind] = &[Command, Acp];
+    let span = |v: Option<std::ops::Range<usize>>| v;
+    let present: [KindKey<'_>; 18] = [
+        ("rules", span(a.rules.as_ref().map(|v| v.span())), &[Script]),
+        ("command", span(a.command.as_ref().map(|v| v.span())), PROCESS),
+        ("args", span(a.args.as_ref().map(|v| v.span())), PROCESS),
+        ("env", span(a.env.as_ref().map(|v| v.span())), PROCESS),
+        (
+            "working_dir",
+            span(a.working_dir.as_ref().map(|v| v.span())),
+            PROCESS,
+        ),
+        ("base_url", span(a.base_url.as_ref().map(|v| v.span())), &[OpenAi]),
+        ("model", span(a.model.as_ref().map(|v| v.span())), &[OpenAi]),
+        ("api_key", span(a.api_key.as_ref().map(|v| v.span())), &[OpenAi]),
+        (
+            "temperature",
+            span(a.temperature.as_ref().map(|v| v.span())),
+            &[OpenAi],
+        ),
+        (
+            "max_tokens",
+            span(a.max_tokens.as_ref().map(|v| v.span())),
+            &[OpenAi],
+        ),
+        ("headers", span(a.headers.as_ref().map(|v| v.span())), &[OpenAi]),
+        (
+            "timeout_ms",
+            span(a.timeout_ms.as_ref().map(|v| v.span())),
+            &[Command, OpenAi],
+        ),
+        (
+            "session_ttl_seconds",
+            span(a.session_ttl_seconds.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        (
+            "max_sessions",
+            span(a.max_sessions.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        (
+            "allow_permissions",
+            span(a.allow_permissions.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        (
+            "inactivity_timeout_ms",
+            span(a.inactivity_timeout_ms.as_ref().map(|v| v.span())),
+            &[Acp],
+        ),
+        ("paths", span(a.paths.as_ref().map(|v| v.span())), &[Kb]),
+        ("min_score", span(a.min_score.as_ref().map(|v| v.span())), &[Kb]),
+    ];
+    for (k, span, kinds) in present {
+        if let Some(span) = span
+            && !kinds.contains(&kind)
+        {
+            return Err(check.at(
+                span,
+                format!("`{}` does not apply to kind = \"{}\"", key(k), kind.name()),
+            ));
+        }
+    }
+    let required = |k: &str| {
+        check.at(
+            a.kind.span(),
+            format!("`{}` is required for kind = \"{}\"", key(k), kind.name()),
+        )
+    };
+    let timeout = match &a.timeout_ms {
+        Some(t) => Duration::from_millis(at_least(t, 1, &key("timeout_ms"), check)?),
+        None => DEFAULT_AGENT_TIMEOUT,
+    };
+    Ok(match kind {
+        AgentKind::Script => {
+            let Some(rules) = a.rules else {
+                return Err(check.at(
+                    a.kind.span(),
+                    format!("`agents.{name}`: kind = \"script\" needs `rules = [{{ when = \"<regex>\", reply = \"...\" }}]`"),
+                ));
+            };
+            let mut compiled = Vec::new();
+            for r in rules.into_inner() {
+                let when = Regex::new(&r.when.get_ref().0).map_err(|e| {
+                    check.at(
+                        r.when.span(),
+                        format!(
+                            "`{}`: `when` is not a valid regular expression: {e}",
+                            key("rules")
+                        ),
+                    )
+                })?;
+                compiled.push(ScriptRule {
+                    when,
+                    reply: r.reply.0,
+                    delay: Duration::from_millis(r.delay_ms),
+                    fail: r.fail,
+                });
+            }
+            AgentConfig::Script(ScriptAgent::new(compiled))
+        }
+        AgentKind::Command => {
+            let p = process_settings(&a, &key, &required, check)?;
+            AgentConfig::Command(CommandConfig {
+                command: p.command,
+                args: p.args,
+                env: p.env,
+                working_dir: p.working_dir,
+                timeout,
+            })
+        }
+        AgentKind::Acp => {
+            let p = process_settings(&a, &key, &required, check)?;
+            let mut allow = Vec::new();
+            for kind in a.allow_permissions.map(|v| v.into_inner()).unwrap_or_default() {
+                if !TOOL_KINDS.contains(&kind.get_ref().as_str()) {
+                    return Err(check.at(
+                        kind.span(),
+                        format!(
+                            "`{}`: {:?} is not a tool kind (one of: {})",
+                            key("allow_permissions"),
+                            kind.get_ref(),
+                            TOOL_KINDS.join(", ")
+                        ),
+                    ));
+                }
+                allow.push(kind.into_inner());
+            }
+            let ttl = match &a.session_ttl_seconds {
+                Some(v) => at_least(v, 1, &key("session_ttl_seconds"), check)?,
+                None => 1800,
+            };
+            let max_sessions = match &a.max_sessions {
+                Some(v) => at_least(v, 1, &key("max_sessions"), check)?,
+                None => 32,
+            };
+            let inactivity = match &a.inactivity_timeout_ms {
+                Some(v) => at_least(v, 1, &key("inactivity_timeout_ms"), check)?,
+                None => 120_000,
+            };
+            AgentConfig::Acp(AcpConfig {
+                command: p.command,
+                args: p.args,
+                env: p.env,
+                working_dir: p.working_dir,
+                session_ttl: Duration::from_secs(ttl),
+                max_sessions,
+                allow_permissions: allow,
+                inactivity_timeout: Duration::from_millis(inactivity),
+            })
+        }
+        AgentKind::Kb => {
+            let paths = a.paths.ok_or_else(|| required("paths"))?;
+            let span = paths.span();
+            let base = check.path.parent().map(Path::to_path_buf).unwrap_or_default();
+            let mut docs = Vec::new();
+            for p in paths.into_inner() {
+                let path = base.join(&p.0);
+                read_markdown(&path, &p.0, &mut docs).map_err(|e| {
+                    check.at(
+                        span.clone(),
+                        format!("`{}`: cannot read {}: {e}", key("paths"), path.display()),
+                    )
+                })?;
+            }
+            let min_score = match &a.min_score {
+                Some(m) if !(*m.get_ref() > 0.0 && m.get_ref().is_finite()) => {
+                    return Err(check.at(m.span(), format!("`{}` must be more than 0", key("min_score"))));
+                }
+                Some(m) => *m.get_ref() as f32,
+                None => tactful_agents::kb::DEFAULT_MIN_SCORE,
+            };
+            AgentConfig::Kb { docs, min_score }
+        }
+        AgentKind::OpenAi => {
+            let model = a.model.ok_or_else(|| required("model"))?;
+            let headers: BTreeMap<String, String> = a
+                .headers
+                .map(|h| h.into_inner().into_iter().map(|(k, v)| (k, v.0)).collect())
+                .unwrap_or_default();
+            let base_url = match a.base_url {
+                Some(u) => {
+                    let url = u.get_ref().0.clone();
+                    if !(url.starts_with("http://") || url.starts_with("https://")) {
+                        return Err(check.at(
+                            u.span(),
+                            format!("`{}` must start with http:// or https://", key("base_url")),
+                        ));
+                    }
+                    url
+                }
+                None => DEFAULT_OPENAI_BASE_URL.to_owned(),
+            };
+            if let Some(t) = &a.temperature
+                && !(0.0..=2.0).contains(t.get_ref())
+            {
+                return Err(check.at(
+                    t.span(),
+                    format!("`{}` must be between 0 and 2", key("temperature")),
+                ));
+            }
+            let config = OpenAiConfig {
+                base_url,
+                model: model.into_inner().0,
+                api_key: a.api_key.map(|k| k.into_inner().0).filter(|k| !k.is_empty()),
+                temperature: a.temperature.map(|t| *t.get_ref()),
+                max_tokens: a.max_tokens.map(|m| *m.get_ref()),
+                timeout,
+                headers,
+            };
+            // Check headers now, so a bad one is a config error, not a turn
+            // error later.
+            OpenAiAgent::new(config.clone(), Arc::from(""))
+                .map_err(|e| check.nowhere(format!("`{}`: {e}", key("headers"))))?;
+            AgentConfig::OpenAi(config)
+        }
+    })
+}
