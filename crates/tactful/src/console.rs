@@ -22,6 +22,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde_json::json;
 use subtle::ConstantTimeEq;
+use tactful_runtime::wall_clock;
 use tactful_store::Reader;
 
 use crate::live_policies::{AUDIT_KEY, AuditEntry, LivePolicies};
@@ -52,15 +53,10 @@ impl Console {
         token: Option<String>,
         live: Arc<LivePolicies>,
     ) -> Console {
-        let port = addr.port();
-        let ip = match addr.ip() {
-            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
-            v4 => v4.to_string(),
-        };
-        let origins: Vec<String> = [ip.as_str(), "localhost", "127.0.0.1", "[::1]"]
-            .iter()
-            .map(|host| format!("http://{host}:{port}"))
-            .collect();
+        // The same origins the web room takes from a page of its own.
+        let origins = tactful_web::access::Access::new(addr, None, None)
+            .origins()
+            .to_vec();
         Console {
             live,
             store,
@@ -182,28 +178,46 @@ async fn page() -> Response {
 }
 
 type Params = Query<HashMap<String, String>>;
+type Answer = Result<Response, ApiError>;
 
-async fn rooms(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
-    }
-    match c.read(|r| r.rooms()).await {
-        Ok(rooms) => Json(json!({ "rooms": rooms })).into_response(),
-        Err(r) => r.into_response(),
+impl Console {
+    /// [`Console::check`] for an API call's headers and `?token=`.
+    fn guard(&self, headers: &HeaderMap, q: &HashMap<String, String>) -> Result<(), ApiError> {
+        self.check(headers, q.get("token").map(String::as_str))
     }
 }
 
-async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
-    }
-    let Some(room) = q.get("room").filter(|r| !r.is_empty() && r.len() <= 512).cloned() else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "`room` is required: a room id from /console/api/rooms",
-        )
-        .into_response();
-    };
+/// The room a call is about: `?room=`, one room id.
+fn room_of(q: &HashMap<String, String>) -> Result<String, ApiError> {
+    q.get("room")
+        .filter(|r| !r.is_empty() && r.len() <= 512)
+        .cloned()
+        .ok_or_else(|| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "`room` is required: a room id from /console/api/rooms",
+            )
+        })
+}
+
+/// A request body that holds a room's layer: TOML, so UTF-8.
+fn toml_of(body: &[u8]) -> Result<&str, ApiError> {
+    std::str::from_utf8(body).map_err(|_| error(StatusCode::BAD_REQUEST, "the policy must be UTF-8 TOML"))
+}
+
+fn no_room(room: &str) -> ApiError {
+    error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store"))
+}
+
+async fn rooms(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let rooms = c.read(|r| r.rooms()).await?;
+    Ok(Json(json!({ "rooms": rooms })).into_response())
+}
+
+async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let room = room_of(&q)?;
     let number = |key: &str| -> Result<Option<i64>, ApiError> {
         match q.get(key) {
             None => Ok(None),
@@ -215,64 +229,35 @@ async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Param
             }),
         }
     };
-    let (limit, before) = match (number("limit"), number("before")) {
-        (Ok(l), Ok(b)) => (l.map_or(100, |l| l as usize), b),
-        (Err(r), _) | (_, Err(r)) => return r.into_response(),
-    };
+    let limit = number("limit")?.map_or(100, |l| l as usize);
+    let before = number("before")?;
     if limit > tactful_store::MAX_PAGE {
-        return error(
+        return Err(error(
             StatusCode::BAD_REQUEST,
             &format!("`limit` is at most {}", tactful_store::MAX_PAGE),
-        )
-        .into_response();
+        ));
     }
     let wanted = room.clone();
-    let found = c
+    let rows = c
         .read(move |r| {
             if !r.has_room(&wanted)? {
                 return Ok(None);
             }
             r.decisions(&wanted, before, limit).map(Some)
         })
-        .await;
-    match found {
-        Ok(Some(rows)) => {
-            let next = (rows.len() == limit)
-                .then(|| rows.last().map(|d| d.seq))
-                .flatten();
-            Json(json!({ "room": room, "decisions": rows, "next_before": next })).into_response()
-        }
-        Ok(None) => error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store")).into_response(),
-        Err(r) => r.into_response(),
-    }
-}
-
-/// The room a policy call is about: `?room=`, one room id.
-fn room_of(q: &HashMap<String, String>) -> Result<String, ApiError> {
-    q.get("room")
-        .filter(|r| !r.is_empty() && r.len() <= 512)
-        .cloned()
-        .ok_or_else(|| error(StatusCode::BAD_REQUEST, "`room` is required: one room id"))
-}
-
-fn now() -> tactful_core::Timestamp {
-    tactful_core::Timestamp::from_millis(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-    )
+        .await?
+        .ok_or_else(|| no_room(&room))?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|d| d.seq))
+        .flatten();
+    Ok(Json(json!({ "room": room, "decisions": rows, "next_before": next })).into_response())
 }
 
 /// The room's policy: the console's layer (TOML, `null` when none) and,
 /// per persona, what runs.
-async fn policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
-    }
-    let room = match room_of(&q) {
-        Ok(r) => r,
-        Err(r) => return r.into_response(),
-    };
+async fn policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let room = room_of(&q)?;
     let table = c.live.table();
     let id = tactful_core::RoomId::new(room.as_str());
     let personas: serde_json::Map<String, serde_json::Value> = c.live.with_config(|config| {
@@ -293,13 +278,13 @@ async fn policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) 
             })
             .collect()
     });
-    Json(json!({
+    Ok(Json(json!({
         "room": room,
         "console": c.live.live_toml(&room),
         "in_file": table.rooms.contains_key(&id),
         "effective": personas,
     }))
-    .into_response()
+    .into_response())
 }
 
 /// Sets the room's console layer: the body is the keys of its
@@ -309,56 +294,39 @@ async fn set_policy(
     headers: HeaderMap,
     Query(q): Params,
     body: axum::body::Bytes,
-) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
-    }
-    let room = match room_of(&q) {
-        Ok(r) => r,
-        Err(r) => return r.into_response(),
-    };
-    let Ok(toml) = std::str::from_utf8(&body) else {
-        return error(StatusCode::BAD_REQUEST, "the policy must be UTF-8 TOML").into_response();
-    };
-    match c.live.set(&room, toml, WHO, now()) {
-        Ok(entry) => Json(json!({ "room": room, "console": toml, "audit": entry })).into_response(),
-        Err(e) => error(StatusCode::BAD_REQUEST, &e.to_string()).into_response(),
-    }
+) -> Answer {
+    c.guard(&headers, &q)?;
+    let room = room_of(&q)?;
+    let toml = toml_of(&body)?;
+    let entry = c
+        .live
+        .set(&room, toml, WHO, wall_clock())
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?;
+    Ok(Json(json!({ "room": room, "console": toml, "audit": entry })).into_response())
 }
 
 /// Reverts the room to the file's policy.
-async fn revert_policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
+async fn revert_policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let room = room_of(&q)?;
+    Ok(match c.live.revert(&room, WHO, wall_clock()) {
+        Some(entry) => Json(json!({ "room": room, "reverted": true, "audit": entry })),
+        None => Json(json!({ "room": room, "reverted": false })),
     }
-    let room = match room_of(&q) {
-        Ok(r) => r,
-        Err(r) => return r.into_response(),
-    };
-    match c.live.revert(&room, WHO, now()) {
-        Some(entry) => Json(json!({ "room": room, "reverted": true, "audit": entry })).into_response(),
-        None => Json(json!({ "room": room, "reverted": false })).into_response(),
-    }
+    .into_response())
 }
 
 /// Every change made in the console, newest first (500 at most).
-async fn audit(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
-    }
-    match c
+async fn audit(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let rows = c
         .read(|r| r.state_with_prefix(AUDIT_KEY, tactful_store::MAX_PAGE))
-        .await
-    {
-        Ok(rows) => {
-            let entries: Vec<AuditEntry> = rows
-                .iter()
-                .filter_map(|(_, v)| serde_json::from_str(v).ok())
-                .collect();
-            Json(json!({ "entries": entries })).into_response()
-        }
-        Err(r) => r.into_response(),
-    }
+        .await?;
+    let entries: Vec<AuditEntry> = rows
+        .iter()
+        .filter_map(|(_, v)| serde_json::from_str(v).ok())
+        .collect();
+    Ok(Json(json!({ "entries": entries })).into_response())
 }
 
 /// Replays the room's last `messages` (default 200, at most 500) under the
@@ -369,54 +337,42 @@ async fn dry_run(
     headers: HeaderMap,
     Query(q): Params,
     body: axum::body::Bytes,
-) -> Response {
-    if let Err(r) = c.check(&headers, q.get("token").map(String::as_str)) {
-        return r.into_response();
-    }
-    let room = match room_of(&q) {
-        Ok(r) => r,
-        Err(r) => return r.into_response(),
-    };
+) -> Answer {
+    c.guard(&headers, &q)?;
+    let room = room_of(&q)?;
     let n = match q.get("messages").map(|v| v.parse::<usize>()) {
         None => 200,
         Some(Ok(n)) if (1..=tactful_store::MAX_PAGE).contains(&n) => n,
         Some(_) => {
-            return error(
+            return Err(error(
                 StatusCode::BAD_REQUEST,
                 &format!("`messages` is a number from 1 to {}", tactful_store::MAX_PAGE),
-            )
-            .into_response();
+            ));
         }
     };
-    let Ok(toml) = std::str::from_utf8(&body) else {
-        return error(StatusCode::BAD_REQUEST, "the policy must be UTF-8 TOML").into_response();
-    };
-    let layer = match c.live.with_config(|config| config.live_room_layer(&room, toml)) {
-        Ok(l) => l,
-        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()).into_response(),
-    };
+    let toml = toml_of(&body)?;
+    let layer = c
+        .live
+        .with_config(|config| config.live_room_layer(&room, toml))
+        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?;
     let now = c.live.table();
     let mut proposed = now.clone();
     proposed
         .live
         .insert(tactful_core::RoomId::new(room.as_str()), layer);
     let wanted = room.clone();
-    let messages = match c.read(move |r| r.recent_messages(&wanted, n)).await {
-        Ok(m) if m.is_empty() => {
-            return error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store")).into_response();
-        }
-        Ok(m) => m,
-        Err(r) => return r.into_response(),
-    };
-    let engine = c.live.with_config(|config| config.engine.clone());
-    let result =
-        tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages)).await;
-    match result {
-        Ok(run) => Json(json!({ "room": room, "dry_run": run })).into_response(),
-        Err(e) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            &format!("the dry run failed: {e}"),
-        )
-        .into_response(),
+    let messages = c.read(move |r| r.recent_messages(&wanted, n)).await?;
+    if messages.is_empty() {
+        return Err(no_room(&room));
     }
+    let engine = c.live.with_config(|config| config.engine.clone());
+    let run = tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages))
+        .await
+        .map_err(|e| {
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("the dry run failed: {e}"),
+            )
+        })?;
+    Ok(Json(json!({ "room": room, "dry_run": run })).into_response())
 }

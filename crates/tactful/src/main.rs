@@ -223,11 +223,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             for h in &c.engine.hooks {
                 println!("  hook {} before each reply{}", h.name, hook_scope(h));
             }
-            let now = tactful_core::Timestamp::from_millis(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as u64),
-            );
+            let now = tactful_runtime::wall_clock();
             for s in &c.engine.schedules {
                 let mut next = Vec::new();
                 let mut t = now;
