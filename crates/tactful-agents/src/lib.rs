@@ -41,6 +41,10 @@ pub struct Usage {
     pub prompt_tokens: u64,
     /// Tokens generated.
     pub completion_tokens: u64,
+    /// Of the prompt's tokens, those the provider served from its prompt
+    /// cache (OpenAI's `prompt_tokens_details.cached_tokens`, DeepSeek's
+    /// `prompt_cache_hit_tokens`): what a cache-friendly prompt saves.
+    pub cached_tokens: u64,
 }
 
 /// A finished turn: the agent's whole output.

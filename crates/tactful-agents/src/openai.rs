@@ -370,6 +370,10 @@ async fn read_stream(
             usage = Some(Usage {
                 prompt_tokens: u["prompt_tokens"].as_u64().unwrap_or(0),
                 completion_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+                cached_tokens: u["prompt_tokens_details"]["cached_tokens"]
+                    .as_u64()
+                    .or_else(|| u["prompt_cache_hit_tokens"].as_u64())
+                    .unwrap_or(0),
             });
         }
     }

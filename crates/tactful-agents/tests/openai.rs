@@ -46,7 +46,8 @@ fn chunk(delta: &str, finish: Option<&str>) -> String {
 fn usage_chunk() -> String {
     serde_json::json!({
         "id": "chatcmpl-123", "object": "chat.completion.chunk", "created": 1_694_268_190, "model": "gpt-test",
-        "choices": [], "usage": { "prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21 },
+        "choices": [], "usage": { "prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21,
+                   "prompt_tokens_details": { "cached_tokens": 4 } },
     })
     .to_string()
 }
@@ -92,7 +93,8 @@ async fn streams_deltas_and_records_usage() {
         reply.usage,
         Some(Usage {
             prompt_tokens: 9,
-            completion_tokens: 12
+            completion_tokens: 12,
+            cached_tokens: 4,
         })
     );
 

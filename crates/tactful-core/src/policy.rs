@@ -6,10 +6,15 @@
 //! 1. built-in defaults ([`RoomPolicy::default`]),
 //! 2. `[rooms.default]`,
 //! 3. `[rooms.default.personas.<persona>]`,
-//! 4. `[rooms."<room id>"]`,
-//! 5. `[rooms."<room id>".personas.<persona>]`,
-//! 6. the room's layer set in the operator console, then its persona
+//! 4. the default layer set in the operator console, then its persona
+//!    sub-layer (`PolicyTable::live_default`),
+//! 5. `[rooms."<room id>"]`,
+//! 6. `[rooms."<room id>".personas.<persona>]`,
+//! 7. the room's layer set in the operator console, then its persona
 //!    sub-layer (`PolicyTable::live`).
+//!
+//! The console's default sits above the file's default and below every
+//! room's own layers: a room the file names keeps what it names.
 //!
 //! A room-specific setting beats a persona-wide one: an operator who sets
 //! `#announcements` to `observe` means it for every persona.
@@ -360,6 +365,9 @@ pub struct PolicyTable {
     /// Layers set in the operator console, one per room: above the file's
     /// (a key set here wins; one left out keeps the file's value).
     pub live: BTreeMap<RoomId, RoomLayer>,
+    /// The default layer set in the operator console: above
+    /// `[rooms.default]`, below the rooms' own layers.
+    pub live_default: Option<RoomLayer>,
 }
 
 impl PolicyTable {
@@ -388,9 +396,12 @@ impl PolicyTable {
         let mut gate = GateDraft::default();
         let layer = room.and_then(|r| self.rooms.get(r));
         let live = room.and_then(|r| self.live.get(r));
+        let live_default = self.live_default.as_ref();
         let patches = [
             Some(&self.default.all),
             self.default.personas.get(persona),
+            live_default.map(|l| &l.all),
+            live_default.and_then(|l| l.personas.get(persona)),
             layer.map(|l| &l.all),
             layer.and_then(|l| l.personas.get(persona)),
             live.map(|l| &l.all),
@@ -461,6 +472,16 @@ mod tests {
         assert_eq!(t.resolve(&"ops".into(), &"chef".into()).mode, Mode::Observe);
         // ...and the room's persona layer beats the room.
         assert_eq!(t.resolve(&"ops".into(), &"docs".into()).mode, Mode::Mention);
+
+        // The console's default beats the file's default, not a room's own.
+        let mut live = RoomLayer::default();
+        live.all.mode = Some(Mode::Observe);
+        live.all.max_bot_turns = Some(1);
+        t.live_default = Some(live);
+        let p = t.resolve(&"lobby".into(), &"docs".into());
+        assert_eq!((p.mode, p.max_bot_turns), (Mode::Observe, 1));
+        assert_eq!(t.resolve(&"ops".into(), &"docs".into()).mode, Mode::Mention);
+        assert_eq!(t.resolve(&"ops".into(), &"docs".into()).max_bot_turns, 1);
     }
 
     #[test]

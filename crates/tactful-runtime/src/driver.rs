@@ -15,6 +15,7 @@ use tactful_store::{Op, PendingTurn};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::calls::CallLog;
 use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Showing, Streamed};
 use crate::persist::{Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
@@ -66,6 +67,8 @@ pub(crate) struct Driver {
     state_frozen: bool,
     /// Whether the current run of refusals was logged.
     refusal_logged: bool,
+    /// The agent calls running, for the call log and the trace.
+    calls: CallLog,
 }
 
 /// Streams an agent's text to the room's delivery worker as it arrives:
@@ -109,6 +112,7 @@ impl Driver {
             turns_traced: (0, 0),
             state_frozen: false,
             refusal_logged: false,
+            calls: CallLog::default(),
         }
     }
 
@@ -238,6 +242,7 @@ impl Driver {
                 if !closing && self.take(&msg) {
                     self.trace(TraceEvent::Inbound {
                         room: msg.room.clone(),
+                        msg: Box::new(msg.clone()),
                     });
                     self.engine.handle_message(wall_clock(), msg);
                 }
@@ -251,6 +256,7 @@ impl Driver {
                 } else if self.take(&msg) {
                     self.trace(TraceEvent::Inbound {
                         room: msg.room.clone(),
+                        msg: Box::new(msg.clone()),
                     });
                     if self.saving() {
                         self.batch.ops.extend(also);
@@ -283,9 +289,24 @@ impl Driver {
                     self.batch.ops.push(Op::PlatformState { key, value });
                 }
             }
-            Event::AgentDone(turn, result) => {
+            Event::AgentDone(turn, result, usage) => {
                 self.running.remove(&turn);
-                self.engine.handle_agent_result(wall_clock(), turn, result);
+                let now = wall_clock();
+                let gate = self.calls.kind(turn) == Some(TurnKind::Gate);
+                let (op, answered) = self.calls.answered(turn, now, &result, usage);
+                if self.saving() {
+                    self.batch.ops.push(op);
+                    // A gate's answer ends it, whatever it said: the engine
+                    // decides at once (a SKIP, or a reply turn of its own),
+                    // so nothing of it is left to ask again after a restart.
+                    if gate {
+                        self.batch.ops.push(Op::TurnEnded(turn));
+                    }
+                }
+                if let Some(event) = answered {
+                    self.trace(event);
+                }
+                self.engine.handle_agent_result(now, turn, result);
             }
             Event::Policies(policies) => {
                 self.engine.set_policies(*policies);
@@ -359,6 +380,11 @@ impl Driver {
     /// Acts on every pending engine output, then saves what changed.
     fn drain(&mut self) {
         while let Some(output) = self.engine.poll_output() {
+            if let Some(op) = self.calls.ended(&output)
+                && self.saving()
+            {
+                self.batch.ops.push(op);
+            }
             self.act(output);
         }
         self.save();
@@ -574,11 +600,21 @@ impl Driver {
 
     /// Starts queued turns while slots are free, oldest first.
     fn fill(&mut self) {
+        let mut started = false;
         while self.running.len() < self.p.max_turns {
             let Some(req) = self.queued.pop_front() else {
                 break;
             };
+            let op = self.calls.started(&req, wall_clock());
+            if self.saving() {
+                self.batch.ops.push(op);
+            }
+            started = true;
             self.start_turn(req);
+        }
+        // The console shows a call while it runs, not from its end on.
+        if started {
+            self.save();
         }
     }
 
@@ -586,7 +622,7 @@ impl Driver {
         let turn = req.turn;
         let Some(agent) = self.p.agents.get(req.agent.as_ref()).cloned() else {
             let result = AgentResult::Failed(format!("no agent named {:?}", req.agent));
-            let _ = self.p.tx.send(Event::AgentDone(turn, result));
+            let _ = self.p.tx.send(Event::AgentDone(turn, result, None));
             self.running.insert(turn, tokio::spawn(async {}));
             return;
         };
@@ -615,19 +651,12 @@ impl Driver {
             self.deliver(&req.room, start, None)
         });
         let done = self.p.tx.clone();
-        let trace = self.p.trace.clone();
         let task = tokio::spawn(async move {
             let mut sink = StreamTo { turn, streamed, room };
-            let result = match agent.run(&req, &mut sink).await {
+            let (result, usage) = match agent.run(&req, &mut sink).await {
                 Ok(reply) => {
-                    if let (Some(usage), Some(trace)) = (reply.usage, &trace) {
-                        let _ = trace.send(TraceEvent::Usage {
-                            persona: req.persona.clone(),
-                            agent: req.agent.clone(),
-                            usage,
-                        });
-                    }
-                    reply.into_result()
+                    let usage = reply.usage;
+                    (reply.into_result(), usage)
                 }
                 Err(e) => {
                     // The trace and the log get the reason, secrets masked:
@@ -637,10 +666,10 @@ impl Driver {
                         persona = %req.persona, room = %req.room, turn = %turn, agent = %req.agent,
                         "agent turn failed: {reason}"
                     );
-                    AgentResult::Failed(reason)
+                    (AgentResult::Failed(reason), None)
                 }
             };
-            let _ = done.send(Event::AgentDone(turn, result));
+            let _ = done.send(Event::AgentDone(turn, result, usage));
         });
         self.running.insert(turn, task);
     }

@@ -9,6 +9,7 @@
 //! - [`seam`]: what a platform crate hands the binary.
 
 pub mod account;
+mod calls;
 pub mod connections;
 pub mod delivery;
 mod driver;

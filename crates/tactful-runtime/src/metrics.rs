@@ -170,7 +170,7 @@ impl Metrics {
         );
         registry.register(
             "tokens",
-            "Tokens reported by agents, by persona, agent and direction",
+            "Tokens reported by agents, by persona, agent and direction (prompt, completion; cached: prompt tokens served from the provider's cache)",
             tokens.clone(),
         );
         registry.register(
@@ -249,10 +249,11 @@ impl Metrics {
             TraceEvent::Inbound { .. } => {
                 self.messages_in.inc();
             }
-            TraceEvent::Usage {
+            TraceEvent::Answered {
                 persona,
                 agent,
-                usage,
+                usage: Some(usage),
+                ..
             } => {
                 let p = persona.as_str();
                 self.tokens
@@ -269,6 +270,13 @@ impl Metrics {
                         ("direction", "completion"),
                     ]))
                     .inc_by(usage.completion_tokens);
+                self.tokens
+                    .get_or_create(&labels(&[
+                        ("persona", p),
+                        ("agent", agent),
+                        ("direction", "cached"),
+                    ]))
+                    .inc_by(usage.cached_tokens);
             }
             TraceEvent::Backlog { .. } => {
                 self.backlog.inc();
@@ -287,7 +295,7 @@ impl Metrics {
             TraceEvent::NotResumed { .. } => {
                 self.not_resumed.inc();
             }
-            TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } => {}
+            TraceEvent::Delivered { .. } | TraceEvent::Restored { .. } | TraceEvent::Answered { .. } => {}
             TraceEvent::Engine(output) => self.observe_output(output),
         }
     }

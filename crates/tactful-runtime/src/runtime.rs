@@ -21,7 +21,7 @@ use tactful_core::PolicyTable;
 use tactful_core::hooks::HookOutcome;
 use tactful_core::{
     AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, PersonaId, RoomId, Timestamp,
-    TurnId,
+    TurnId, TurnKind,
 };
 use tactful_store::{LoadLimits, Op, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -95,6 +95,8 @@ pub enum TraceEvent {
     Inbound {
         /// Its room.
         room: RoomId,
+        /// The message (the console's live transcript shows it).
+        msg: Box<Message>,
     },
     /// A message was refused because the store cannot write.
     Refused {
@@ -108,14 +110,24 @@ pub enum TraceEvent {
         /// Its id.
         msg: MsgId,
     },
-    /// An agent call reported token usage.
-    Usage {
+    /// An agent answered, failed or gave up: one per call that ran.
+    Answered {
+        /// The turn.
+        turn: TurnId,
+        /// What the call was for.
+        kind: TurnKind,
+        /// The room.
+        room: RoomId,
         /// The persona.
         persona: PersonaId,
         /// The `[agents]` key.
         agent: Arc<str>,
-        /// The counts.
-        usage: tactful_agents::Usage,
+        /// From the call's start (not its decision) to its answer.
+        latency: std::time::Duration,
+        /// The token counts, when the backend reports them.
+        usage: Option<tactful_agents::Usage>,
+        /// The agent's error, secrets masked.
+        error: Option<String>,
     },
     /// State was restored from the store at start.
     Restored {
@@ -176,7 +188,8 @@ pub(crate) enum Event {
     Backlog(Message),
     State(String, String),
     Note(String, String),
-    AgentDone(TurnId, AgentResult),
+    /// An agent turn ended, with the tokens it used when reported.
+    AgentDone(TurnId, AgentResult, Option<tactful_agents::Usage>),
     /// A turn's before-send hooks ran.
     HooksDone(TurnId, Vec<HookOutcome>),
     /// New room policy layers (a config reload).

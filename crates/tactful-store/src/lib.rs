@@ -15,7 +15,9 @@
 //! - streaming placeholders still on screen, so a restart turns each into
 //!   its reply or removes it;
 //! - the web room's messages as shown ([`ShownMessage`]), written before
-//!   anyone sees them.
+//!   anyone sees them;
+//! - the agent-call log: each call's latency, tokens and end, for the
+//!   console's transcript and costs.
 //!
 //! The file uses WAL with `synchronous = NORMAL`: a committed transaction
 //! survives the process being killed at any instant; a power cut may lose
@@ -23,6 +25,7 @@
 //! it touched whole into the WAL). `:memory:` opens a private in-memory
 //! store for tests.
 
+mod calls;
 mod claim;
 mod load;
 mod ops;
@@ -35,6 +38,7 @@ use std::path::Path;
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 use tactful_core::RoomId;
 
+pub use calls::{CallEnd, CallRow, CallStart, CostRow};
 pub use claim::{Claim, ClaimError, claim};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use ops::{Op, PendingTurn};

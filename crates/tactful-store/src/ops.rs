@@ -100,6 +100,10 @@ pub enum Op {
         /// The message's platform id.
         id: MsgId,
     },
+    /// An agent call started (the console's transcript and costs).
+    CallStarted(crate::CallStart),
+    /// More about an agent call: its answer, then what came of it.
+    CallEnded(crate::CallEnd),
 }
 
 /// A reply turn that was running.
@@ -284,6 +288,8 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
             tx.prepare_cached("DELETE FROM shown WHERE room = ?1 AND id = ?2")?
                 .execute(params![room.as_str(), id.as_str()])?;
         }
+        Op::CallStarted(c) => crate::calls::start(tx, c)?,
+        Op::CallEnded(e) => crate::calls::end(tx, e)?,
     }
     Ok(())
 }

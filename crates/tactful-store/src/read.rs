@@ -54,7 +54,7 @@ pub struct DecisionRow {
 
 /// A read-only view of a store file.
 pub struct Reader {
-    conn: Connection,
+    pub(crate) conn: Connection,
 }
 
 impl std::fmt::Debug for Reader {

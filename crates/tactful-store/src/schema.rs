@@ -116,6 +116,32 @@ ORDER BY m.seq;
     r"
 ALTER TABLE messages ADD COLUMN sender_handle TEXT;
 ",
+    // The agent-call log the console's transcript and cost view read.
+    r"
+CREATE TABLE calls (
+    turn              INTEGER PRIMARY KEY,
+    kind              TEXT NOT NULL,
+    room              TEXT NOT NULL,
+    persona           TEXT NOT NULL,
+    agent             TEXT NOT NULL,
+    msg               TEXT,
+    started           INTEGER NOT NULL,
+    ended             INTEGER,
+    outcome           TEXT,
+    error             TEXT,
+    prompt_tokens     INTEGER,
+    completion_tokens INTEGER,
+    cached_tokens     INTEGER
+);
+CREATE INDEX calls_by_room ON calls (room, started);
+CREATE INDEX calls_by_time ON calls (started);
+
+-- Before this version a reply gate that had answered was never marked
+-- ended, so every restart asked each one again as a reply (answering what
+-- it had held back). Such rows are stale: drop them. (One still running at
+-- the upgrade is lost with them: its messages go unanswered once.)
+DELETE FROM pending_turns WHERE kind = 'gate';
+",
 ];
 
 /// Brings the file at `path` to the current version.

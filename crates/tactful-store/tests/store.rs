@@ -227,7 +227,7 @@ fn a_store_from_the_first_schema_is_migrated() {
     // Make it look like a file written before schema 2.
     let conn = rusqlite::Connection::open(&path).expect("opens");
     conn.execute_batch(
-        "DROP TABLE platform_state; DROP TABLE shown; DROP TABLE placeholders;
+        "DROP TABLE calls; DROP TABLE platform_state; DROP TABLE shown; DROP TABLE placeholders;
          ALTER TABLE outbox DROP COLUMN parts_done; ALTER TABLE messages DROP COLUMN sender_handle;
          PRAGMA user_version = 1;",
     )
@@ -246,6 +246,46 @@ fn a_store_from_the_first_schema_is_migrated() {
     );
 }
 
+/// A store from before the call log kept every reply gate that had
+/// answered as a turn still running; the upgrade drops those (a restart
+/// would answer what they held back) and keeps the reply turns.
+#[test]
+fn upgrading_drops_the_gates_an_older_tactful_never_ended() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.db");
+    let pending = |turn: u64, kind: TurnKind| {
+        Op::TurnStarted(PendingTurn {
+            turn: tactful_core::TurnId(turn),
+            kind,
+            room: "lobby".into(),
+            persona: "docs".into(),
+            msgs: vec![MsgId::new("m1")],
+            addressed: false,
+        })
+    };
+    let mut store = Store::open(&path).expect("opens");
+    store
+        .apply(&[
+            Op::Heard(Message::new("m1", "lobby", "alice", "hi", at(1))),
+            pending(1, TurnKind::Gate),
+            pending(2, TurnKind::Reply),
+            pending(3, TurnKind::Gate),
+        ])
+        .expect("saved");
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).expect("opens");
+    conn.execute_batch("DROP TABLE calls; PRAGMA user_version = 4;")
+        .expect("downgraded");
+    drop(conn);
+    let restored = Store::open(&path).expect("migrates").load(LIMITS).expect("loads");
+    let kinds: Vec<(u64, TurnKind)> = restored
+        .pending
+        .iter()
+        .map(|p| (p.turn.turn.0, p.turn.kind))
+        .collect();
+    assert_eq!(kinds, [(2, TurnKind::Reply)]);
+}
+
 /// A store at schema 2 (before per-part delivery and the shown table) with
 /// the given messages, as an older tactful left it.
 fn schema_2_store(path: &std::path::Path, ops: &[Op]) {
@@ -254,7 +294,7 @@ fn schema_2_store(path: &std::path::Path, ops: &[Op]) {
     drop(store);
     let conn = rusqlite::Connection::open(path).expect("opens");
     conn.execute_batch(
-        "DROP TABLE shown; DROP TABLE placeholders; ALTER TABLE outbox DROP COLUMN parts_done;
+        "DROP TABLE calls; DROP TABLE shown; DROP TABLE placeholders; ALTER TABLE outbox DROP COLUMN parts_done;
          ALTER TABLE messages DROP COLUMN sender_handle; PRAGMA user_version = 2;",
     )
     .expect("downgraded");
@@ -517,4 +557,113 @@ fn a_senders_handle_survives_a_restart() {
         .find(|r| r.room.as_str() == "tg:-100")
         .expect("room");
     assert_eq!(room.messages, [msg, plain]);
+}
+
+fn call(turn: u64, kind: TurnKind, at_s: u64) -> Op {
+    Op::CallStarted(tactful_store::CallStart {
+        turn: tactful_core::TurnId(turn),
+        kind,
+        room: "lobby".into(),
+        persona: "docs".into(),
+        agent: "main".into(),
+        msg: Some(format!("m{turn}")),
+        at: at(at_s),
+    })
+}
+
+fn ended(turn: u64, at_s: Option<u64>, outcome: &'static str, tokens: Option<(u64, u64, u64)>) -> Op {
+    Op::CallEnded(tactful_store::CallEnd {
+        turn: tactful_core::TurnId(turn),
+        at: at_s.map(at),
+        outcome: Some(outcome),
+        error: (outcome == "error").then(|| "exit status 3: the tool crashed".to_owned()),
+        prompt_tokens: tokens.map(|t| t.0),
+        completion_tokens: tokens.map(|t| t.1),
+        cached_tokens: tokens.map(|t| t.2),
+    })
+}
+
+/// The call log: the first word on each column wins, except that the
+/// engine's word on how a call ended replaces the agent's "answered";
+/// what it costs is summed per day and kind, and read back after a
+/// reopen.
+#[test]
+fn agent_calls_are_logged_once_and_summed_per_day() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let mut store = Store::open(&path).expect("opens");
+    let day = 86_400;
+    let m = |id: &str, s: u64| Message::new(id, "lobby", "alice", "hi", at(s));
+    store
+        .apply(&[
+            Op::Heard(m("m1", 10)),
+            Op::Heard(m("m2", 20)),
+            call(1, TurnKind::Reply, 10),
+            ended(1, Some(11), "answered", Some((100, 5, 80))),
+            // A turn that answered two questions: the second send changes
+            // nothing, nor does a late, different word.
+            ended(1, None, "reply", None),
+            ended(1, None, "reply", None),
+            ended(1, Some(99), "silent", Some((1, 1, 1))),
+            call(2, TurnKind::Ambient, 20),
+            ended(2, Some(23), "error", None),
+            ended(2, None, "error", None),
+            call(3, TurnKind::Gate, 30),
+            ended(3, Some(30), "answered", Some((10, 1, 0))),
+            // Cancelled before the agent answered.
+            call(4, TurnKind::Reply, 40),
+            ended(4, Some(45), "cancelled", None),
+            // Yesterday's call, and an end for a call never logged.
+            call(5, TurnKind::Reply, day + 10),
+            ended(77, Some(1), "reply", None),
+        ])
+        .expect("applies");
+    drop(store);
+    let reader = tactful_store::Reader::open(&path).expect("reads");
+    let calls = reader.calls("lobby", None, 10).expect("calls");
+    let by_turn = |t: i64| calls.iter().find(|c| c.turn == t).expect("logged");
+    assert_eq!(calls.len(), 5, "{calls:#?}");
+    assert_eq!(calls[0].turn, 5, "newest first");
+    let first = by_turn(1);
+    assert_eq!(first.outcome.as_deref(), Some("reply"));
+    assert_eq!(first.latency_ms, Some(1000));
+    assert_eq!(
+        (first.prompt_tokens, first.completion_tokens, first.cached_tokens),
+        (Some(100), Some(5), Some(80))
+    );
+    assert_eq!(by_turn(2).outcome.as_deref(), Some("error"));
+    assert_eq!(
+        by_turn(2).error.as_deref(),
+        Some("exit status 3: the tool crashed")
+    );
+    assert_eq!(by_turn(3).outcome.as_deref(), Some("answered"));
+    assert_eq!(by_turn(4).outcome.as_deref(), Some("cancelled"));
+    assert_eq!(by_turn(5).outcome, None, "still running");
+    assert_eq!(by_turn(5).latency_ms, None);
+    // Paging: before the second-newest call's start.
+    let older = reader
+        .calls("lobby", Some(calls[1].started as i64), 2)
+        .expect("page");
+    assert_eq!(older.iter().map(|c| c.turn).collect::<Vec<_>>(), [3, 2]);
+    assert!(reader.calls("elsewhere", None, 10).expect("calls").is_empty());
+
+    // Since the first day: two days; since the second: one call.
+    let costs = reader.costs(0).expect("costs");
+    assert_eq!(costs[0].day, "1970-01-02", "newest day first");
+    assert_eq!(costs[0].calls, 1);
+    let reply = costs
+        .iter()
+        .find(|r| r.day == "1970-01-01" && r.kind == "reply")
+        .expect("day one's replies");
+    assert_eq!((reply.calls, reply.errors), (2, 0));
+    assert_eq!(reply.prompt_tokens, 100);
+    assert_eq!(reply.cached_tokens, 80);
+    assert_eq!(reply.mean_latency_ms, Some(3000), "(1 s + 5 s) / 2");
+    let ambient = costs.iter().find(|r| r.kind == "ambient").expect("ambient");
+    assert_eq!((ambient.calls, ambient.errors), (1, 1));
+    assert_eq!(reader.costs(day as i64 * 1000).expect("costs").len(), 1);
+    assert_eq!(
+        reader.people_messages(0).expect("heard"),
+        [("lobby".to_owned(), 2)]
+    );
 }

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use live_rooms::DEFAULT as DEFAULT_LAYER;
 use regex::Regex;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};

@@ -27,11 +27,21 @@ use tactful_store::Reader;
 
 use crate::live_policies::{AUDIT_KEY, AuditEntry, LivePolicies};
 
+mod costs;
+mod feed;
+
+pub use feed::Feed;
+
 const PAGE: &str = include_str!("console.html");
 /// The largest request body taken (a room's policy is at most 16 KiB).
 const MAX_BODY: usize = 64 * 1024;
 /// Who the audit log says made a change: the console has one token.
 const WHO: &str = "console";
+/// Live transcripts open at once; more are refused (each holds a
+/// connection and a place in the feed).
+const MAX_LIVE: usize = 32;
+/// The longest span `GET /costs` sums.
+const MAX_DAYS: u64 = 366;
 
 /// What the console needs: where the store is, the token, and the origins
 /// its own page is served from.
@@ -42,6 +52,9 @@ pub struct Console {
     reader: Arc<Mutex<Option<Reader>>>,
     token: Option<Arc<str>>,
     origins: Arc<[String]>,
+    feed: Feed,
+    live_slots: Arc<tokio::sync::Semaphore>,
+    reloader: Option<crate::reload::SharedReloader>,
 }
 
 impl Console {
@@ -52,6 +65,7 @@ impl Console {
         store: Option<PathBuf>,
         token: Option<String>,
         live: Arc<LivePolicies>,
+        feed: Feed,
     ) -> Console {
         // The same origins the web room takes from a page of its own.
         let origins = tactful_web::access::Access::new(addr, None, None)
@@ -63,7 +77,17 @@ impl Console {
             reader: Arc::new(Mutex::new(None)),
             token: token.map(Arc::from),
             origins: origins.into(),
+            feed,
+            live_slots: Arc::new(tokio::sync::Semaphore::new(MAX_LIVE)),
+            reloader: None,
         }
+    }
+
+    /// Lets `POST /console/api/reload` reload the config file, with the
+    /// reloader SIGHUP uses.
+    pub fn with_reloader(mut self, reloader: crate::reload::SharedReloader) -> Console {
+        self.reloader = Some(reloader);
+        self
     }
 
     /// The console's routes, to merge into the server's router.
@@ -72,12 +96,16 @@ impl Console {
             .route("/console", get(page))
             .route("/console/api/rooms", get(rooms))
             .route("/console/api/decisions", get(decisions))
+            .route("/console/api/calls", get(calls))
+            .route("/console/api/costs", get(costs))
+            .route("/console/api/live", get(live))
             .route(
                 "/console/api/policy",
                 get(policy).put(set_policy).delete(revert_policy),
             )
             .route("/console/api/audit", get(audit))
             .route("/console/api/dry-run", axum::routing::post(dry_run))
+            .route("/console/api/reload", axum::routing::post(reload))
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
             .with_state(self)
     }
@@ -205,6 +233,32 @@ fn toml_of(body: &[u8]) -> Result<&str, ApiError> {
     std::str::from_utf8(body).map_err(|_| error(StatusCode::BAD_REQUEST, "the policy must be UTF-8 TOML"))
 }
 
+/// `?key=`, a positive whole number, when given.
+fn number(q: &HashMap<String, String>, key: &str) -> Result<Option<i64>, ApiError> {
+    match q.get(key) {
+        None => Ok(None),
+        Some(v) => v.parse::<i64>().ok().filter(|n| *n > 0).map(Some).ok_or_else(|| {
+            error(
+                StatusCode::BAD_REQUEST,
+                &format!("`{key}` must be a positive whole number, not {v:?}"),
+            )
+        }),
+    }
+}
+
+/// A page: `?limit=` (100 unless given, at most [`tactful_store::MAX_PAGE`])
+/// and `?before=` (where the previous page ended).
+fn page_of(q: &HashMap<String, String>) -> Result<(usize, Option<i64>), ApiError> {
+    let limit = number(q, "limit")?.map_or(100, |l| l as usize);
+    if limit > tactful_store::MAX_PAGE {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            &format!("`limit` is at most {}", tactful_store::MAX_PAGE),
+        ));
+    }
+    Ok((limit, number(q, "before")?))
+}
+
 fn no_room(room: &str) -> ApiError {
     error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store"))
 }
@@ -218,25 +272,7 @@ async fn rooms(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -
 async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
     c.guard(&headers, &q)?;
     let room = room_of(&q)?;
-    let number = |key: &str| -> Result<Option<i64>, ApiError> {
-        match q.get(key) {
-            None => Ok(None),
-            Some(v) => v.parse::<i64>().ok().filter(|n| *n > 0).map(Some).ok_or_else(|| {
-                error(
-                    StatusCode::BAD_REQUEST,
-                    &format!("`{key}` must be a positive whole number, not {v:?}"),
-                )
-            }),
-        }
-    };
-    let limit = number("limit")?.map_or(100, |l| l as usize);
-    let before = number("before")?;
-    if limit > tactful_store::MAX_PAGE {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            &format!("`limit` is at most {}", tactful_store::MAX_PAGE),
-        ));
-    }
+    let (limit, before) = page_of(&q)?;
     let wanted = room.clone();
     let rows = c
         .read(move |r| {
@@ -281,7 +317,7 @@ async fn policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) 
     Ok(Json(json!({
         "room": room,
         "console": c.live.live_toml(&room),
-        "in_file": table.rooms.contains_key(&id),
+        "in_file": room == crate::config::DEFAULT_LAYER || table.rooms.contains_key(&id),
         "effective": personas,
     }))
     .into_response())
@@ -331,7 +367,8 @@ async fn audit(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -
 
 /// Replays the room's last `messages` (default 200, at most 500) under the
 /// proposed layer (the body, TOML as for `PUT /policy`) and the policy in
-/// force, and shows the decisions that would differ.
+/// force, and shows the decisions that would differ. A proposed default
+/// layer (`room=default`) is tried on the room `on` names.
 async fn dry_run(
     State(c): State<Console>,
     headers: HeaderMap,
@@ -357,13 +394,28 @@ async fn dry_run(
         .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?;
     let now = c.live.table();
     let mut proposed = now.clone();
-    proposed
-        .live
-        .insert(tactful_core::RoomId::new(room.as_str()), layer);
-    let wanted = room.clone();
+    // The default layer is tried on one room: `?on=<room>`.
+    let tried_on = if room == crate::config::DEFAULT_LAYER {
+        proposed.live_default = Some(layer);
+        q.get("on")
+            .filter(|r| !r.is_empty() && r.len() <= 512)
+            .cloned()
+            .ok_or_else(|| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    "a default layer is tried on one room: add `on=<room id>`",
+                )
+            })?
+    } else {
+        proposed
+            .live
+            .insert(tactful_core::RoomId::new(room.as_str()), layer);
+        room.clone()
+    };
+    let wanted = tried_on.clone();
     let messages = c.read(move |r| r.recent_messages(&wanted, n)).await?;
     if messages.is_empty() {
-        return Err(no_room(&room));
+        return Err(no_room(&tried_on));
     }
     let engine = c.live.with_config(|config| config.engine.clone());
     let run = tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages))
@@ -374,5 +426,111 @@ async fn dry_run(
                 &format!("the dry run failed: {e}"),
             )
         })?;
-    Ok(Json(json!({ "room": room, "dry_run": run })).into_response())
+    Ok(Json(json!({ "room": room, "tried_on": tried_on, "dry_run": run })).into_response())
+}
+
+/// The room's agent calls, newest first (paged like `/decisions`, by
+/// start time): kind, latency, tokens, and how each ended.
+async fn calls(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let room = room_of(&q)?;
+    let (limit, before) = page_of(&q)?;
+    let wanted = room.clone();
+    let rows = c
+        .read(move |r| {
+            if !r.has_room(&wanted)? {
+                return Ok(None);
+            }
+            r.calls(&wanted, before, limit).map(Some)
+        })
+        .await?
+        .ok_or_else(|| no_room(&room))?;
+    let next = (rows.len() == limit)
+        .then(|| rows.last().map(|c| c.started as i64))
+        .flatten();
+    Ok(Json(json!({ "room": room, "calls": rows, "next_before": next })).into_response())
+}
+
+/// What the agents cost over the last `?days=` (7 unless given): per day,
+/// room, persona, agent and kind, with totals per room (the costliest
+/// first) and ambient calls per 100 messages heard.
+async fn costs(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let days = number(&q, "days")?.map_or(7, |d| d as u64);
+    if days > MAX_DAYS {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            &format!("`days` is at most {MAX_DAYS}"),
+        ));
+    }
+    let now_ms = wall_clock().as_millis() as i64;
+    // Whole UTC days: today and the `days - 1` before it.
+    let since = (now_ms / 86_400_000 - (days as i64 - 1)) * 86_400_000;
+    let (rows, heard) = c
+        .read(move |r| Ok((r.costs(since)?, r.people_messages(since)?)))
+        .await?;
+    Ok(Json(json!({
+        "days": days,
+        "since": since,
+        "rows": rows,
+        "rooms": costs::per_room(&rows, &heard),
+    }))
+    .into_response())
+}
+
+/// The live transcript, as Server-Sent Events: one `data:` line of JSON
+/// per decision, call, answer, hook step and reply, as it happens
+/// (`?room=` for one room, else every room). A reader too slow to keep up
+/// gets a `lagged` event with how many lines it missed.
+async fn live(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    use tokio::sync::broadcast::error::RecvError;
+
+    c.guard(&headers, &q)?;
+    let room = match q.get("room") {
+        Some(_) => Some(room_of(&q)?),
+        None => None,
+    };
+    let permit = c.live_slots.clone().try_acquire_owned().map_err(|_| {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("{MAX_LIVE} live transcripts are open already; close one"),
+        )
+    })?;
+    let rx = c.feed.subscribe();
+    let stream = futures::stream::unfold((rx, permit), move |(mut rx, permit)| {
+        let room = room.clone();
+        async move {
+            loop {
+                let event = match rx.recv().await {
+                    Ok(line) if room.as_deref().is_none_or(|r| r == &*line.room) => {
+                        Event::default().data(&*line.json)
+                    }
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(n)) => Event::default().event("lagged").data(n.to_string()),
+                    Err(RecvError::Closed) => return None,
+                };
+                return Some((Ok::<_, std::convert::Infallible>(event), (rx, permit)));
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()).into_response())
+}
+
+/// Reads the config file again, as SIGHUP does: a file that does not pass
+/// `tactful check` changes nothing (422, with its line).
+async fn reload(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
+    c.guard(&headers, &q)?;
+    let Some(reloader) = &c.reloader else {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            "this service has no config file to reload",
+        ));
+    };
+    let done = crate::reload::reload_shared(reloader, "the console").await;
+    let status = match done {
+        crate::reload::Reloaded::Refused { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        crate::reload::Reloaded::Applied { .. } => StatusCode::OK,
+    };
+    Ok((status, Json(done)).into_response())
 }

@@ -12,3 +12,4 @@ pub mod registry;
 pub mod reload;
 pub mod replay;
 pub mod scenario;
+mod trace_lines;

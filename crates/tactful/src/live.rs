@@ -121,8 +121,7 @@ pub async fn run(config: &Config, ready: impl FnOnce(Listening)) -> anyhow::Resu
     let service = Service::start(config).await?;
     #[cfg(unix)]
     if let Some(hup) = hup {
-        let reloader = crate::reload::Reloader::new(config, service.policies.clone());
-        tokio::spawn(crate::reload::on_sighup(hup, reloader));
+        tokio::spawn(crate::reload::on_sighup(hup, service.reloader.clone()));
     }
     let mut listening = service.listening.clone();
     listening.networks = service.networks().await;
@@ -143,8 +142,8 @@ pub struct Service {
     /// The chat platforms besides the web room.
     connected: Vec<Arc<dyn Connected>>,
     runtime: Runtime,
-    /// Room policies as they run (the file's and the console's).
-    policies: Arc<crate::live_policies::LivePolicies>,
+    /// Reloads the file (SIGHUP and the console share it).
+    reloader: crate::reload::SharedReloader,
     /// This service's hold on its store, released when it ends.
     _claim: tactful_store::Claim,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -241,9 +240,12 @@ impl Service {
         let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
         let counting = metrics.clone();
         let explaining = web.clone();
+        let feed = crate::console::Feed::default();
+        let showing = feed.clone();
         let counter = tokio::spawn(async move {
             while let Some(event) = trace_rx.recv().await {
                 counting.observe(&event);
+                showing.observe(&event);
                 if let Some(web) = &explaining {
                     web.observe(&event);
                 }
@@ -255,7 +257,7 @@ impl Service {
             .platform_state()
             .context("cannot read the store's saved state")?;
         let layers = crate::live_policies::LivePolicies::stored(config, &stored);
-        engine.policies.live = layers.table();
+        layers.apply_to(&mut engine.policies);
         let runtime = Runtime::start(
             RuntimeConfig {
                 engine,
@@ -277,6 +279,10 @@ impl Service {
             layers,
             runtime.handle(),
         ));
+        let reloader = Arc::new(std::sync::Mutex::new(crate::reload::Reloader::new(
+            config,
+            policies.clone(),
+        )));
         let mut tasks = vec![counter];
         let mut web_addr = None;
         if let Some(web) = &web {
@@ -285,12 +291,14 @@ impl Service {
             // the room's token.
             let console = config.platforms.web.as_ref().filter(|w| w.console).map(|w| {
                 let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
-                (store, w.auth_token.clone(), policies.clone())
+                (store, w.auth_token.clone())
             });
             let (addr, server) = web
                 .serve_with(|addr| {
-                    console.map(|(store, token, live)| {
-                        crate::console::Console::new(addr, store, token, live).routes()
+                    console.map(|(store, token)| {
+                        // The demo's config is built in: nothing to reload.
+                        crate::console::Console::new(addr, store, token, policies.clone(), feed.clone())
+                            .routes()
                     })
                 })
                 .await
@@ -311,7 +319,10 @@ impl Service {
                 let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
                 let token = config.console_token.clone();
                 let live = policies.clone();
-                let console = move |addr| crate::console::Console::new(addr, store, token, live);
+                let reloading = reloader.clone();
+                let console = move |addr| {
+                    crate::console::Console::new(addr, store, token, live, feed).with_reloader(reloading)
+                };
                 Some(serve_metrics(listen, metrics.clone(), health, runtime.connections(), console).await?)
             }
             None => None,
@@ -327,7 +338,7 @@ impl Service {
             web,
             connected,
             runtime,
-            policies,
+            reloader,
             _claim: claim,
             tasks,
         })

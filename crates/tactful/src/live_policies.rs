@@ -1,5 +1,6 @@
-//! Room policies as they run: the file's layers, with the console's
-//! per-room layers on top ([`PolicyTable::live`]).
+//! Room policies as they run: the file's layers, with the console's on
+//! top: per room ([`PolicyTable::live`]) and a default one
+//! ([`PolicyTable::live_default`], room `default`).
 //!
 //! One [`LivePolicies`] is shared by the console (which sets and reverts a
 //! room's layer) and the SIGHUP reloader (which replaces the file's part):
@@ -46,9 +47,22 @@ pub struct AuditEntry {
 pub struct Layers(BTreeMap<RoomId, (String, RoomLayer)>);
 
 impl Layers {
-    /// The layers as the engine's [`PolicyTable::live`].
-    pub fn table(&self) -> BTreeMap<RoomId, RoomLayer> {
-        self.0.iter().map(|(r, (_, l))| (r.clone(), l.clone())).collect()
+    /// Puts the layers on `table`: room `default` as its
+    /// [`PolicyTable::live_default`], the others as [`PolicyTable::live`].
+    pub fn apply_to(&self, table: &mut PolicyTable) {
+        layer_table(&self.0, table);
+    }
+}
+
+fn layer_table(layers: &BTreeMap<RoomId, (String, RoomLayer)>, table: &mut PolicyTable) {
+    table.live.clear();
+    table.live_default = None;
+    for (room, (_, layer)) in layers {
+        if room.as_str() == crate::config::DEFAULT_LAYER {
+            table.live_default = Some(layer.clone());
+        } else {
+            table.live.insert(room.clone(), layer.clone());
+        }
     }
 }
 
@@ -113,11 +127,7 @@ impl LivePolicies {
     pub fn table(&self) -> PolicyTable {
         let inner = self.lock();
         let mut table = inner.config.engine.policies.clone();
-        table.live = inner
-            .live
-            .iter()
-            .map(|(r, (_, l))| (r.clone(), l.clone()))
-            .collect();
+        layer_table(&inner.live, &mut table);
         table
     }
 

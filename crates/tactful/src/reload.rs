@@ -9,6 +9,9 @@
 //! platforms, hooks, schedules, the store or the server) are not applied
 //! yet: they are named in a WARN line as needing a restart, and the next
 //! reload compares against what actually runs.
+//!
+//! The console's `POST /console/api/reload` runs the same [`Reloader`]
+//! (they share one, so they never race over what runs).
 
 use std::path::PathBuf;
 
@@ -19,10 +22,14 @@ use crate::live_policies::LivePolicies;
 use crate::config::Config;
 
 /// What one reload did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
 pub enum Reloaded {
     /// The file did not pass its check; nothing changed.
-    Refused(String),
+    Refused {
+        /// Why, with the file's line.
+        error: String,
+    },
     /// Room policies applied; `restart_needed` names the other sections
     /// that changed but are not applied.
     Applied {
@@ -59,7 +66,7 @@ impl Reloader {
             Err(e) => {
                 let e = e.to_string();
                 tracing::error!("the config was not reloaded; the running one stays: {e}");
-                return Reloaded::Refused(e);
+                return Reloaded::Refused { error: e };
             }
         };
         let new = sections(&self.path).unwrap_or_default();
@@ -112,11 +119,28 @@ pub fn watch_sighup() -> Option<tokio::signal::unix::Signal> {
         .ok()
 }
 
+/// One [`Reloader`] for SIGHUP and the console.
+pub type SharedReloader = Arc<std::sync::Mutex<Reloader>>;
+
+/// Reloads with the shared reloader, off the async threads (it reads the
+/// file); `why` says in the log what asked.
+pub async fn reload_shared(reloader: &SharedReloader, why: &'static str) -> Reloaded {
+    let reloader = reloader.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut r = reloader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        tracing::info!(path = %r.path.display(), "{why}: reloading the config");
+        r.reload()
+    })
+    .await
+    .unwrap_or_else(|e| Reloaded::Refused {
+        error: format!("the reload stopped: {e}"),
+    })
+}
+
 /// Reloads on every SIGHUP until the process ends.
 #[cfg(unix)]
-pub async fn on_sighup(mut hup: tokio::signal::unix::Signal, mut reloader: Reloader) {
+pub async fn on_sighup(mut hup: tokio::signal::unix::Signal, reloader: SharedReloader) {
     while hup.recv().await.is_some() {
-        tracing::info!(path = %reloader.path.display(), "SIGHUP: reloading the config");
-        reloader.reload();
+        reload_shared(&reloader, "SIGHUP").await;
     }
 }

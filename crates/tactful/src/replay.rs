@@ -14,14 +14,13 @@ use std::io::Write;
 
 use anyhow::Context as _;
 use serde_json::{Value, json};
-use tactful_core::engine::{
-    AmbientEvent, AmbientNote, Outgoing, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd,
-};
-use tactful_core::hooks::{HookNote, HookOutcome};
+use tactful_core::engine::Outgoing;
+use tactful_core::hooks::HookOutcome;
 use tactful_core::{AgentResult, Decision, Engine, Output, Timestamp, TurnId, TurnRequest, prompt};
 
 use crate::config::{AgentConfig, Config};
 use crate::scenario::{Scenario, ScenarioEvent};
+use crate::trace_lines;
 
 /// Replay switches.
 #[derive(Debug, Clone, Copy, Default)]
@@ -299,26 +298,35 @@ pub fn run(
         };
         summary.end = now;
         while let Some(output) = engine.poll_output() {
-            let line = match output {
+            match &output {
                 Output::RunHooks(req) => {
                     // Hooks really run (a command hook is started), taking
                     // no virtual time; their steps are traced as `hook`
                     // lines when the engine hears them.
-                    let outcomes = agents.block_on(config.hooks.run(&req))?;
+                    let outcomes = agents.block_on(config.hooks.run(req))?;
                     queue.push(now, Event::HooksDone(req.turn, outcomes));
-                    continue;
                 }
-                Output::Hook(note) => hook_line(&note),
-                Output::Schedule(note) => schedule_line(&note),
                 Output::Decision(d) => {
                     summary.decisions += 1;
                     let from_scenario = scenario_ids.contains(&(d.room.to_string(), d.msg.to_string()));
-                    summary.note_decision(&d, from_scenario);
-                    decision_line(&d)
+                    summary.note_decision(d, from_scenario);
                 }
                 Output::CallAgent(req) => {
                     summary.agent_calls += 1;
-                    summary.note_call(&req);
+                    summary.note_call(req);
+                }
+                Output::Send(s) => {
+                    summary.sends += 1;
+                    summary.note_send(s);
+                }
+                Output::Silent(..) => summary.silent += 1,
+                Output::Cancelled(..) => summary.cancelled += 1,
+                Output::Withheld(..) => summary.withheld += 1,
+                Output::Error(..) => summary.errors += 1,
+                Output::Hook(_) | Output::Schedule(_) | Output::Ambient(_) | Output::Dropped { .. } => {}
+            }
+            let line = match output {
+                Output::CallAgent(req) => {
                     let (result, delay, usage) = agents.run(&req)?;
                     let mut line = agent_call_line(&req, options, &config.contract);
                     if let Some(u) = usage {
@@ -329,40 +337,10 @@ pub fn run(
                     queue.push(now + delay, Event::AgentDone(req.turn, result));
                     line
                 }
-                Output::Send(s) => {
-                    summary.sends += 1;
-                    summary.note_send(&s);
-                    send_line(&s)
-                }
-                Output::Silent(end, kind) => {
-                    summary.silent += 1;
-                    silent_line(&end, kind)
-                }
-                Output::Cancelled(end, reason) => {
-                    summary.cancelled += 1;
-                    let mut v = end_fields(&end, "cancelled");
-                    v["reason"] = json!(reason.as_str());
-                    v
-                }
-                Output::Ambient(note) => ambient_line(&note),
-                Output::Withheld(end, reason) => {
-                    summary.withheld += 1;
-                    let mut v = end_fields(&end, "withheld");
-                    v["reason"] = json!(reason.as_str());
-                    v
-                }
-                Output::Error(end, error) => {
-                    summary.errors += 1;
-                    error_line(&end, &error)
-                }
-                Output::Dropped {
-                    at,
-                    room,
-                    msg,
-                    reason,
-                } => json!({
-                    "at": at.as_secs_f64(), "type": "dropped", "room": room, "msg": msg, "reason": reason,
-                }),
+                other => match trace_lines::line(&other) {
+                    Some(line) => line,
+                    None => continue,
+                },
             };
             if !options.stats {
                 serde_json::to_writer(&mut *out, &line)?;
@@ -441,184 +419,11 @@ impl<'c> Agents<'c> {
     }
 }
 
-fn decision_line(d: &Decision) -> Value {
-    let mut v = json!({
-        "at": d.at.as_secs_f64(),
-        "type": "decision",
-        "persona": d.persona,
-        "room": d.room,
-        "msg": d.msg,
-        "outcome": d.outcome.as_str(),
-        "reason": d.reason.as_str(),
-    });
-    if let Some(t) = d.turn {
-        v["turn"] = json!(t.to_string());
-    }
-    v
-}
-
 fn agent_call_line(req: &TurnRequest, options: ReplayOptions, contract: &str) -> Value {
-    let mut v = json!({
-        "at": req.started.as_secs_f64(),
-        "type": "agent_call",
-        "turn": req.turn.to_string(),
-        "persona": req.persona,
-        "agent": req.agent.as_ref(),
-        "kind": req.kind.as_str(),
-        "room": req.room,
-        "msgs": req.triggers.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
-    });
-    if let Some(t) = req.flush_trigger {
-        v["trigger"] = json!(t.as_str());
-    }
+    let mut v = trace_lines::call_line(req);
     if options.prompts {
         v["prompt"] = serde_json::to_value(prompt::render(req, contract)).unwrap_or(Value::Null);
     }
-    v
-}
-
-fn send_line(s: &Outgoing) -> Value {
-    let mut v = json!({
-        "at": s.at.as_secs_f64(),
-        "type": "send",
-        "turn": s.turn.to_string(),
-        "kind": s.kind.as_str(),
-        "persona": s.persona,
-        "room": s.room,
-        "id": s.id,
-        "text": s.text,
-        "reply_to": s.reply_to,
-        "msgs": s.msgs,
-    });
-    if let Some(t) = &s.thread {
-        v["thread"] = json!(t);
-    }
-    if s.notice {
-        v["notice"] = json!(true);
-    }
-    if s.more_withheld > 0 {
-        v["more_withheld"] = json!(s.more_withheld);
-        v["note"] = json!("further replies of this turn were held back by the rate limit");
-    }
-    if let Some(d) = &s.dropped_reply_to {
-        v["dropped_reply_to"] = json!(d);
-        v["note"] = json!("reply_to names no message of this room; sent as a plain message");
-    }
-    if !s.invalid_reply_to.is_empty() {
-        v["invalid_reply_to"] = json!(s.invalid_reply_to);
-    }
-    if !s.unknown_directives.is_empty() {
-        v["unknown_directives"] = json!(s.unknown_directives);
-    }
-    if s.reasoning_chars > 0 {
-        v["reasoning_chars"] = json!(s.reasoning_chars);
-    }
-    if let Some(n) = s.truncated_from {
-        v["truncated_from"] = json!(n);
-        v["note"] = json!("the answer was longer than max_reply_chars and was cut");
-    }
-    v
-}
-
-fn end_fields(end: &TurnEnd, ty: &str) -> Value {
-    let mut v = json!({
-        "at": end.at.as_secs_f64(),
-        "type": ty,
-        "turn": end.turn.to_string(),
-        "kind": end.kind.as_str(),
-        "persona": end.persona,
-        "room": end.room,
-        "msgs": end.msgs,
-    });
-    if end.reasoning_chars > 0 {
-        v["reasoning_chars"] = json!(end.reasoning_chars);
-    }
-    v
-}
-
-fn ambient_line(note: &AmbientNote) -> Value {
-    let mut v = json!({
-        "at": note.at.as_secs_f64(),
-        "type": "",
-        "persona": note.persona,
-        "room": note.room,
-    });
-    match &note.event {
-        AmbientEvent::Waiting { trigger, why, until } => {
-            v["type"] = json!("flush_wait");
-            v["trigger"] = json!(trigger.as_str());
-            v["reason"] = json!(why.as_str());
-            if let Some(u) = until {
-                v["until"] = json!(u.as_secs_f64());
-            }
-        }
-        AmbientEvent::Cleared { msgs } => {
-            v["type"] = json!("buffer_cleared");
-            v["msgs"] = json!(msgs);
-            v["reason"] = json!("addressed");
-        }
-        AmbientEvent::Skipped { msgs, reason } => {
-            v["type"] = json!("flush_skipped");
-            v["msgs"] = json!(msgs);
-            v["reason"] = json!(reason.as_str());
-        }
-    }
-    v
-}
-
-fn schedule_line(note: &ScheduleNote) -> Value {
-    let mut v = json!({
-        "at": note.at.as_secs_f64(),
-        "type": "schedule",
-        "schedule": note.name.as_ref(),
-        "persona": note.persona,
-        "room": note.room,
-        "due": note.due.to_rfc3339(),
-        "due_local": note.due_local,
-    });
-    match &note.event {
-        ScheduleEvent::Fired { turn, caught_up } => {
-            v["event"] = json!(if *caught_up { "caught_up" } else { "fired" });
-            v["turn"] = json!(turn.to_string());
-        }
-        ScheduleEvent::Skipped { reason } => {
-            v["event"] = json!("skipped");
-            v["reason"] = json!(reason);
-        }
-    }
-    v
-}
-
-fn hook_line(note: &HookNote) -> Value {
-    let mut v = json!({
-        "at": note.at.as_secs_f64(),
-        "type": "hook",
-        "turn": note.turn.to_string(),
-        "kind": note.kind.as_str(),
-        "persona": note.persona,
-        "room": note.room,
-        "msgs": note.msgs,
-        "hook": note.step.hook.as_ref(),
-        "action": note.step.action.as_str(),
-    });
-    if note.reply > 0 {
-        v["reply"] = json!(note.reply);
-    }
-    if let Some(r) = &note.step.reason {
-        v["reason"] = json!(r);
-    }
-    v
-}
-
-fn silent_line(end: &TurnEnd, kind: SilenceKind) -> Value {
-    let mut v = end_fields(end, "silent");
-    v["reason"] = json!(kind.as_str());
-    v
-}
-
-fn error_line(end: &TurnEnd, error: &str) -> Value {
-    let mut v = end_fields(end, "error");
-    v["error"] = json!(error);
     v
 }
 

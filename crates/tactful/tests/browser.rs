@@ -77,3 +77,129 @@ fn the_demo_works_in_a_real_browser() {
         assert!(shots.join(shot).exists(), "{shot} is kept");
     }
 }
+
+const CONSOLE_TOKEN: &str = "browser-console-token-31337";
+
+/// The service `tests/browser/console.mjs` runs: a persona whose script
+/// stays silent when asked to, one whose agent fails, one behind a reply
+/// gate that always says SKIP, and a hook that stops a reply telling a
+/// secret.
+fn console_config(web: u16, server: u16, store: &std::path::Path) -> String {
+    format!(
+        r#"
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "main"
+
+[[persona]]
+id = "broken"
+name = "Broken"
+agent = "bad"
+
+[[persona]]
+id = "scout"
+name = "Scout"
+agent = "main"
+
+[agents.main]
+kind = "script"
+rules = [
+  {{ when = "quiet", reply = "NO_REPLY" }},
+  {{ when = "secret", reply = "the secret is 42" }},
+  {{ when = "", reply = "hi there" }},
+]
+
+[agents.gatekeeper]
+kind = "script"
+rules = [{{ when = "", reply = "SKIP" }}]
+
+[agents.bad]
+kind = "command"
+command = "sh"
+args = ["-c", "echo 'the tool crashed' >&2; exit 3"]
+
+[rooms.default.personas.scout]
+mode = "all"
+reply_gate = {{ enabled = true, agent = "gatekeeper" }}
+
+[[hook]]
+name = "no-secrets"
+on = "before_send"
+kind = "block"
+patterns = ['(?i)the secret is']
+
+[platforms.web]
+listen = "127.0.0.1:{web}"
+
+[store]
+path = "{}"
+
+[server]
+listen = "127.0.0.1:{server}"
+console_token = "{CONSOLE_TOKEN}"
+"#,
+        store.display()
+    )
+}
+
+#[test]
+fn the_console_works_in_a_real_browser() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let ready = root
+        .join("tests/browser/node_modules/playwright-core/package.json")
+        .exists()
+        && PathBuf::from("/usr/bin/chromium").exists();
+    if !ready {
+        assert!(
+            std::env::var_os("TACTFUL_REQUIRE_PEERS").is_none(),
+            "Chromium or playwright-core is missing: run scripts/test"
+        );
+        eprintln!("skipping: Chromium and playwright-core are not installed (scripts/test installs them)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (web, server) = (common::free_port(), common::free_port());
+    let config = dir.path().join("tactful.toml");
+    std::fs::write(
+        &config,
+        console_config(web, server, &dir.path().join("tactful.db")),
+    )
+    .expect("config");
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-artifacts");
+    let out = Command::new("node")
+        .arg(root.join("tests/browser/console.mjs"))
+        .arg(env!("CARGO_BIN_EXE_tactful"))
+        .arg(&config)
+        .arg(web.to_string())
+        .arg(server.to_string())
+        .arg(CONSOLE_TOKEN)
+        .arg(&shots)
+        .current_dir(root.join("tests/browser"))
+        .output()
+        .expect("node runs");
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "console checks failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for must in [
+        "ok: a silent persona's reason is shown live",
+        "ok: a failed agent's error is shown, in its own words",
+        "ok: a reply gate's SKIP is shown live",
+        "ok: a hook's cancel is shown live",
+        "ok: an invalid edit is refused with the config check's message",
+        "ok: the dry run lists a decision that would change",
+        "ok: mention → all takes effect on the next message",
+        "ok: the edit survives a restart",
+        "ok: a wrong token is refused",
+        "ok: another site's page is refused by the server",
+    ] {
+        assert!(report.contains(must), "{must:?} missing from:\n{report}");
+    }
+    assert!(
+        shots.join("console-desktop.png").exists(),
+        "the screenshot is kept"
+    );
+}

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-
-use common::{enter, free_port, run_tactful_logged, say};
+use common::{enter, free_port, http_request as request, json_of, run_tactful_logged, say};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "console-s3cret-token-4711";
@@ -38,33 +36,6 @@ console_token = "{TOKEN}"
     )
 }
 
-/// One HTTP request; the status and the body.
-fn request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .expect("timeout");
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).expect("head");
-    let _ = s.write_all(body);
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).into_owned();
-    let status = out.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    (
-        status,
-        out.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default(),
-    )
-}
-
 fn get(port: u16, path: &str) -> (u16, String) {
     request(
         port,
@@ -73,10 +44,6 @@ fn get(port: u16, path: &str) -> (u16, String) {
         &[("Authorization", &format!("Bearer {TOKEN}"))],
         b"",
     )
-}
-
-fn json_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -417,4 +384,75 @@ async fn a_policy_set_in_the_console_applies_at_once_and_survives_a_restart() {
     assert_eq!(entries[1]["new"], "mode = \"all\"\n");
     assert_eq!(entries[1]["who"], "console");
     drop(tactful);
+}
+
+/// The console's default layer changes every room without a layer of its
+/// own, can be tried on one room first, and reverts like a room's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_layer_set_in_the_console_reaches_every_room() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let (web, server) = (free_port(), free_port());
+    let auth = format!("Bearer {TOKEN}");
+    let h = [("Authorization", auth.as_str())];
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
+    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "just chatting" }),
+    )
+    .await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs hello" }),
+    )
+    .await;
+    common::bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "hi there")).await;
+
+    // Tried first: on the lobby, the chatter would now be answered.
+    let all = b"mode = \"all\"\n";
+    let (status, body) = request(server, "POST", "/console/api/dry-run?room=default", &h, all);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("on=<room id>"), "{body}");
+    let (status, body) = request(
+        server,
+        "POST",
+        "/console/api/dry-run?room=default&on=lobby",
+        &h,
+        all,
+    );
+    assert_eq!(status, 200, "{body}");
+    let tried = json_of(&body);
+    assert_eq!(tried["tried_on"], "lobby");
+    let changed = tried["dry_run"]["changed"].as_array().expect("changed").clone();
+    assert!(
+        changed
+            .iter()
+            .any(|c| c["text"] == "just chatting" && c["proposed"]["outcome"] == "reply"),
+        "{tried}"
+    );
+
+    // Applied: a room never configured anywhere answers chatter.
+    let (status, body) = request(server, "PUT", "/console/api/policy?room=default", &h, all);
+    assert_eq!(status, 200, "{body}");
+    let shown = json_of(&get(server, "/console/api/policy?room=default").1);
+    assert_eq!(shown["console"], "mode = \"all\"\n");
+    assert_eq!(shown["in_file"], true);
+    assert_eq!(shown["effective"]["docs"]["mode"], "all");
+    say(&mut ws, json!({ "type": "join", "room": "garden" })).await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "garden", "text": "nice weather" }),
+    )
+    .await;
+    // (Only the garden's chatter can be answered now.)
+    common::bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "hi there")).await;
+
+    let (status, body) = request(server, "DELETE", "/console/api/policy?room=default", &h, b"");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        json_of(&get(server, "/console/api/policy?room=default").1)["effective"]["docs"]["mode"],
+        "mention"
+    );
 }

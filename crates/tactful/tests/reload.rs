@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{bot_messages, enter, free_port, run_tactful_logged, say};
+use common::{bot_messages, enter, free_port, http_request, json_of, run_tactful_logged, say};
 use serde_json::json;
 
 fn config(port: u16, rooms: &str) -> String {
@@ -106,5 +106,71 @@ async fn sighup_reloads_room_policies_and_a_broken_file_changes_nothing() {
     assert!(
         tactful.try_wait().expect("status").is_none(),
         "SIGHUP never stops tactful"
+    );
+}
+
+/// The console's reload button does what SIGHUP does, and answers with
+/// it: a broken file is refused with its line (422) and changes nothing; a
+/// good one applies its room policies; only the token may ask.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_reloads_the_file_like_sighup_and_says_what_happened() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tactful.toml");
+    let (port, server) = (free_port(), free_port());
+    let with_server = |rooms: &str| {
+        config(port, rooms)
+            + &format!("\n[server]\nlisten = \"127.0.0.1:{server}\"\nconsole_token = \"reload-tok-123\"\n")
+    };
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &with_server(""), &[]);
+    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));
+    let auth = [("Authorization", "Bearer reload-tok-123")];
+    let reload = |headers: &[(&str, &str)]| http_request(server, "POST", "/console/api/reload", headers, b"");
+
+    std::fs::write(&cfg, with_server("[rooms.lobby]\nmode = \"shout\"\n")).expect("config");
+    let (status, body) = reload(&auth);
+    assert_eq!(status, 422, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["result"], "refused");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("tactful.toml:21:8: unknown variant `shout`")),
+        "{v}"
+    );
+
+    assert_eq!(reload(&[]).0, 401, "no token, no reload");
+    std::fs::write(&cfg, with_server("[rooms.lobby]\nmode = \"all\"\n")).expect("config");
+    assert_eq!(
+        reload(&[
+            ("Authorization", "Bearer reload-tok-123"),
+            ("Origin", "https://evil.example")
+        ])
+        .0,
+        403
+    );
+    let mut ws = enter(&format!("ws://127.0.0.1:{port}/ws"), "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "before the reload" }),
+    )
+    .await;
+    let (status, body) = reload(&auth);
+    assert_eq!(status, 200, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["result"], "applied");
+    assert_eq!(v["rooms_changed"], true);
+    assert_eq!(v["restart_needed"], json!([]));
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "after the reload" }),
+    )
+    .await;
+    let got = bot_messages(&mut ws, |m| {
+        m.iter().any(|m| m["text"] == "answer to after the reload")
+    })
+    .await;
+    assert!(
+        !got.iter().any(|m| m["text"] == "answer to before the reload"),
+        "mention mode until the reload: {got:?}"
     );
 }

@@ -227,3 +227,68 @@ async fn a_killed_service_restarts_with_nothing_lost_or_doubled() {
     assert_eq!(by(&after, "Slow"), [format!("Slow answers {ponder}.")]);
     svc.stop().await;
 }
+
+/// A reply gate that said SKIP is done: nothing of it is left to resume,
+/// so a restart does not answer the messages it held back (before, each
+/// finished gate stayed "running" in the store and every restart answered
+/// all of them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gate_that_said_skip_is_not_asked_again_after_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = common::free_port();
+    let config = format!(
+        r#"
+[store]
+path = "state.db"
+
+[[persona]]
+id = "scout"
+name = "Scout"
+agent = "main"
+
+[agents.main]
+kind = "script"
+rules = [{{ when = "", reply = "Scout answers {{msg_id}}." }}]
+
+[agents.gatekeeper]
+kind = "script"
+rules = [{{ when = "", reply = "SKIP" }}]
+
+[rooms.default]
+mode = "all"
+reply_gate = {{ enabled = true, agent = "gatekeeper" }}
+
+[platforms.web]
+listen = "127.0.0.1:{port}"
+"#
+    );
+    let store = dir.path().join("state.db");
+    let (tactful, logs) = common::run_tactful_logged(dir.path(), &config, &[]);
+    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));
+    let mut ws = enter(&format!("ws://127.0.0.1:{port}/ws"), "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "how is everyone" }),
+    )
+    .await;
+    // The gate's SKIP is stored...
+    let decided = || {
+        tactful_store::Reader::open(&store)
+            .and_then(|r| r.decisions("lobby", None, 10))
+            .is_ok_and(|d| d.iter().any(|d| d.reason == "gate_skip"))
+    };
+    for _ in 0..200 {
+        if decided() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(decided(), "the gate said SKIP");
+    // ...and with it, the gate's turn is over.
+    store_until(&store, "no turn pending", |r| r.pending.is_empty()).await;
+
+    drop(tactful);
+    let (_tactful, logs) = common::run_tactful_logged(dir.path(), &config, &[]);
+    let restored = logs.wait_for("the restore", |l| l.contains("restored from the store"));
+    assert!(restored.contains("resumed=0"), "{restored}");
+}

@@ -2,6 +2,8 @@
 //! `[rooms."<room>"]` table, read with the file's own rules and messages,
 //! and checked together with the rest of the running config (an ambient
 //! persona still needs `allow_silence`, a gate still needs an agent).
+//! Room `default` is the console's default layer, as `[rooms.default]` is
+//! the file's.
 
 use std::path::Path;
 
@@ -13,6 +15,8 @@ use super::{Config, LayerCtx, RawRoom, check_resolved, quote_key, room_layer};
 
 /// The most a console layer may hold, in bytes of TOML.
 pub const MAX_LIVE_LAYER: usize = 16 * 1024;
+/// The room name that stands for the console's default layer.
+pub const DEFAULT: &str = "default";
 
 impl Config {
     /// Reads `toml` as room `room`'s console layer. Errors name the line
@@ -27,11 +31,12 @@ impl Config {
                 toml.len()
             )));
         }
-        if room.is_empty() || room == "default" || room.len() > 512 {
+        if room.is_empty() || room.len() > 512 {
             return Err(check.nowhere(format!(
-                "{room:?} cannot be set in the console: name one room by its id (the default layer is the file's)"
+                "{room:?} cannot be set in the console: name one room by its id, or `default`"
             )));
         }
+        let is_default = room == DEFAULT;
         let toml_error = |e: toml::de::Error| match e.span() {
             Some(span) => check.at(span, e.message().to_owned()),
             None => check.nowhere(e.message().to_owned()),
@@ -41,12 +46,22 @@ impl Config {
             personas: &self.engine.personas,
             agents: &self.agents,
             check: &check,
-            is_default: false,
+            is_default,
         };
         let key = format!("rooms.{}", quote_key(room));
-        let (layer, _) = room_layer(&key, raw, &ctx)?;
+        let (layer, flushes) = room_layer(&key, raw, &ctx)?;
+        if flushes.is_some() {
+            return Err(check.nowhere(
+                "`ambient.max_concurrent_flushes` is process-wide and read at start: set it in the file's [rooms.default.ambient]"
+                    .to_owned(),
+            ));
+        }
         let mut table = self.engine.policies.clone();
-        table.live.insert(RoomId::new(room), layer.clone());
+        if is_default {
+            table.live_default = Some(layer.clone());
+        } else {
+            table.live.insert(RoomId::new(room), layer.clone());
+        }
         check_resolved(&table, &self.engine.personas, &check)?;
         Ok(layer)
     }
@@ -74,6 +89,32 @@ mod tests {
     }
 
     #[test]
+    fn the_consoles_default_layer_is_under_the_rooms_of_the_file() {
+        let c = config();
+        let layer = c
+            .live_room_layer(
+                "default",
+                "mode = \"all\"\nrate_limit = { replies = 9, per_seconds = 60 }\n",
+            )
+            .expect("valid");
+        let mut table = c.engine.policies.clone();
+        table.live_default = Some(layer);
+        let p = table.resolve(&"anywhere".into(), &"docs".into());
+        assert_eq!(p.mode, tactful_core::Mode::All);
+        let lobby = table.resolve(&"lobby".into(), &"docs".into());
+        assert_eq!(
+            lobby.mode,
+            tactful_core::Mode::All,
+            "the lobby's file layer leaves mode"
+        );
+        assert_eq!(
+            lobby.rate_limit.map(|r| r.replies),
+            Some(2),
+            "and sets its own rate limit"
+        );
+    }
+
+    #[test]
     fn a_bad_live_layer_gets_the_files_message() {
         let c = config();
         for (toml, says) in [
@@ -89,7 +130,12 @@ mod tests {
             let e = c.live_room_layer("lobby", toml).expect_err(toml).to_string();
             assert!(e.contains(says), "{toml:?} → {e}");
         }
-        assert!(c.live_room_layer("default", "mode = \"all\"").is_err());
+        assert!(c.live_room_layer("", "mode = \"all\"").is_err());
+        let e = c
+            .live_room_layer("default", "ambient = { max_concurrent_flushes = 3 }\n")
+            .expect_err("process-wide")
+            .to_string();
+        assert!(e.contains("process-wide and read at start"), "{e}");
         assert!(
             c.live_room_layer("lobby", &"#".repeat(20_000))
                 .expect_err("big")

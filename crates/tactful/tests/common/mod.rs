@@ -243,6 +243,46 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     ))
 }
 
+/// One HTTP request on 127.0.0.1 (blocking, 10 s timeout): the status and
+/// the body.
+pub fn http_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).expect("head");
+    let _ = s.write_all(body);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let status = out.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (
+        status,
+        out.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default(),
+    )
+}
+
+/// `body` as JSON, or a panic that shows it.
+pub fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
 /// A metric's value from `/metrics` (summed over its label sets).
 pub fn metric(port: u16, name: &str) -> Option<f64> {
     let (_, body) = http_get(port, "/metrics")?;

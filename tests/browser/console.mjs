@@ -1,0 +1,184 @@
+// The operator console in a real browser, as the person who runs tactful
+// uses it: Debian's Chromium driven by playwright-core.
+//
+// Usage: node console.mjs <tactful binary> <config> <web port> <server port> <token> <screenshot folder>
+// Starts `tactful run -c <config>` itself (so it can restart it). A person
+// talks in the web room in one tab; the console, in another, must show
+// why each persona spoke or not, as it happens: a silence, an agent's
+// failure in its own words, a reply gate's SKIP, a hook stopping a reply.
+// Then a policy edit (mention → all) applies on the next message and
+// survives a restart, a dry run shows what would change, a bad edit gets
+// `tactful check`'s words, and a wrong token or another site's page is
+// refused. Exits 0 when every check passes.
+import { chromium } from "playwright-core";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+const [tactful, config, webPort, serverPort, token, shots] = process.argv.slice(2);
+if (!shots) {
+  console.error("usage: node console.mjs <tactful> <config> <web port> <server port> <token> <screenshot folder>");
+  process.exit(2);
+}
+mkdirSync(shots, { recursive: true });
+const room = `http://127.0.0.1:${webPort}/`;
+const consoleUrl = `http://127.0.0.1:${serverPort}/console`;
+const logs = [];
+
+/** Starts tactful; resolves once it printed its ready line. */
+function start() {
+  const child = spawn(tactful, ["run", "-c", config], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
+  createInterface({ input: child.stderr }).on("line", (line) => logs.push(line));
+  const lines = createInterface({ input: child.stdout });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("tactful did not start")), 30_000);
+    lines.on("line", (line) => { if (line.includes("http://")) { clearTimeout(timer); resolve({ child }); } });
+    child.on("exit", (code) => reject(new Error(`tactful exited with ${code}`)));
+  });
+}
+const stop = (t) => new Promise((resolve) => { t.child.removeAllListeners("exit"); t.child.on("exit", resolve); t.child.kill("SIGTERM"); });
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+  ],
+});
+
+const WAIT = { timeout: 30_000 };
+let failed = false;
+function check(ok, what) {
+  console.log(`${ok ? "ok" : "FAILED"}: ${what}`);
+  if (!ok) failed = true;
+}
+
+/** Waits until `f` holds (30 s at most); whether it did. */
+async function eventually(f) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (await f()) return true;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return false;
+}
+
+async function person(context, name) {
+  const page = await context.newPage();
+  await page.goto(room);
+  await page.fill("#name", name);
+  await page.fill("#room", "lobby");
+  await page.click("#join button");
+  await page.waitForSelector("#log", WAIT);
+  return page;
+}
+
+async function send(page, text) {
+  const before = await page.locator(".msg.mine").count();
+  await page.fill("#text", text);
+  await page.press("#text", "Enter");
+  await page.locator(".msg.mine").nth(before).waitFor(WAIT);
+}
+
+const botSaid = (page, text) => page.locator(".msg", { has: page.locator(".text", { hasText: text }) });
+const live = (page) => page.locator("#live").innerText();
+
+let service = await start();
+try {
+  const people = await browser.newContext();
+  const alice = await person(people, "Alice");
+  // One message first, so the console has a room to open.
+  await send(alice, "@Docs hello");
+  await botSaid(alice, "hi there").first().waitFor(WAIT);
+
+  const ops = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const con = await ops.newPage();
+  await con.goto(`${consoleUrl}?token=${encodeURIComponent(token)}`);
+  await con.locator(".room", { hasText: "lobby" }).first().waitFor(WAIT);
+  check(!new URL(con.url()).search.includes(token), "the token leaves the address bar");
+  await con.locator(".room", { hasText: "lobby" }).first().click();
+  check(await eventually(async () => (await con.locator("#live-status").innerText()).includes("connected")), "the live transcript connects");
+
+  // Why each persona spoke or not, live.
+  await send(alice, "@Docs please stay quiet");
+  check(await eventually(async () => /docs: stayed silent \(silence_token\)/.test(await live(con))), "a silent persona's reason is shown live");
+  await send(alice, "@Broken status?");
+  check(await eventually(async () => /broken: error: .*the tool crashed/.test(await live(con))), "a failed agent's error is shown, in its own words");
+  await send(alice, "how is everyone");
+  check(await eventually(async () => /scout: skip · gate_skip/.test(await live(con))), "a reply gate's SKIP is shown live");
+  check(await eventually(async () => /scout: gate answered in \d+ ms/.test(await live(con))), "the gate call's latency is shown");
+  await send(alice, "@Docs what is the secret?");
+  check(await eventually(async () => /docs: hook no-secrets: cancel/.test(await live(con))), "a hook's cancel is shown live");
+  check(await eventually(async () => (await con.locator("#rows").innerText()).includes("gate_skip")), "decisions are listed from the store");
+  check(await eventually(async () => /error: .*the tool crashed/.test(await con.locator("#calls").innerText())), "the failed call is in the agent calls");
+  check(await eventually(async () => (await con.locator("#costs").innerText()).includes("lobby")), "the room's cost is listed");
+  await con.screenshot({ path: join(shots, "console-desktop.png"), fullPage: false });
+
+  // Filters: one persona, one reason.
+  await con.selectOption("#persona", "scout");
+  check(await eventually(async () => !(await con.locator("#rows").innerText()).includes("docs")), "the persona filter hides the others");
+  await con.selectOption("#persona", "");
+
+  // A bad edit: refused with check's words, nothing applied.
+  await con.locator("#policy-box summary").click();
+  await con.fill("#policy", 'mode = "shout"\n');
+  await con.click("#apply");
+  check(await eventually(async () => (await con.locator("#policy-status").innerText()).includes("console:1:8: unknown variant `shout`")), "an invalid edit is refused with the config check's message");
+
+  // Try before applying: the chatter would now be answered.
+  await con.fill("#policy", 'mode = "all"\n');
+  await con.click("#try");
+  check(await eventually(async () => /decisions would change/.test(await con.locator("#policy-status").innerText())), "the dry run says what would change");
+  check(await eventually(async () => /how is everyone — docs: \w+ · \w+ → reply · /.test(await con.locator("#tried").innerText())), "the dry run lists a decision that would change");
+  check((await con.locator("#effective").innerText()).includes("docs: mention"), "a dry run applies nothing");
+
+  // Applied: the next message is answered, without a restart.
+  await con.fill("#policy", 'mode = "all"\n');
+  await con.click("#apply");
+  check(await eventually(async () => (await con.locator("#policy-status").innerText()) === "applied"), "the edit is applied");
+  const before = await botSaid(alice, "hi there").count();
+  await send(alice, "anyone around?");
+  check(await eventually(async () => (await botSaid(alice, "hi there").count()) > before), "mention → all takes effect on the next message");
+
+  // A restart keeps it.
+  await stop(service);
+  service = await start();
+  await alice.reload();
+  await alice.click("#join button");
+  await alice.waitForSelector("#log", WAIT);
+  const after = await botSaid(alice, "hi there").count();
+  await send(alice, "still open to all?");
+  check(await eventually(async () => (await botSaid(alice, "hi there").count()) > after), "the edit survives a restart");
+  await con.reload();
+  await con.locator(".room", { hasText: "lobby" }).first().click();
+  check(await eventually(async () => (await con.inputValue("#policy")) === 'mode = "all"\n'), "the console shows the layer after the restart");
+
+  // On a phone.
+  await con.setViewportSize({ width: 390, height: 844 });
+  check(!(await con.evaluate(() => document.documentElement.scrollWidth > window.innerWidth + 1)), "phone: nothing overflows sideways");
+  await con.screenshot({ path: join(shots, "console-phone.png") });
+
+  // A wrong token: told so, nothing shown.
+  const stranger = await (await browser.newContext()).newPage();
+  await stranger.goto(`${consoleUrl}?token=not-the-token`);
+  check(await eventually(async () => (await stranger.locator("#status").innerText()).includes("a valid console token is required")), "a wrong token is refused");
+  check(await stranger.locator(".room", { hasText: "lobby" }).count() === 0, "nothing is shown without the token");
+
+  // Another site's page (the web room's origin) asking the console's API
+  // with the token: refused by the server, not only hidden by the browser.
+  const seen = logs.length;
+  await alice.evaluate(async ([url, t]) => {
+    try { await fetch(`${url}/api/rooms?token=${t}`); } catch { /* blocked either way */ }
+  }, [consoleUrl, token]);
+  check(await eventually(async () => logs.slice(seen).some((l) => l.includes("refused a console request from another site's page"))), "another site's page is refused by the server");
+  check(!logs.some((l) => l.includes(token)), "the token is never logged");
+} catch (e) {
+  console.log(`FAILED: ${e.stack ?? e}`);
+  failed = true;
+} finally {
+  await browser.close();
+  await stop(service);
+}
+process.exit(failed ? 1 : 0);
