@@ -10,11 +10,9 @@
 // survives a restart, a dry run shows what would change, a bad edit gets
 // `tactful check`'s words, and a wrong token or another site's page is
 // refused. Exits 0 when every check passes.
-import { chromium } from "playwright-core";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { WAIT, launch, report, start as startTactful, stop } from "./harness.mjs";
 
 const [tactful, config, webPort, serverPort, token, shots] = process.argv.slice(2);
 if (!shots) {
@@ -26,34 +24,9 @@ const room = `http://127.0.0.1:${webPort}/`;
 const consoleUrl = `http://127.0.0.1:${serverPort}/console`;
 const logs = [];
 
-/** Starts tactful; resolves once it printed its ready line. */
-function start() {
-  const child = spawn(tactful, ["run", "-c", config], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: "info" } });
-  createInterface({ input: child.stderr }).on("line", (line) => logs.push(line));
-  const lines = createInterface({ input: child.stdout });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("tactful did not start")), 30_000);
-    lines.on("line", (line) => { if (line.includes("http://")) { clearTimeout(timer); resolve({ child }); } });
-    child.on("exit", (code) => reject(new Error(`tactful exited with ${code}`)));
-  });
-}
-const stop = (t) => new Promise((resolve) => { t.child.removeAllListeners("exit"); t.child.on("exit", resolve); t.child.kill("SIGTERM"); });
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-});
-
-const WAIT = { timeout: 30_000 };
-let failed = false;
-function check(ok, what) {
-  console.log(`${ok ? "ok" : "FAILED"}: ${what}`);
-  if (!ok) failed = true;
-}
+const start = () => startTactful(tactful, ["run", "-c", config], { env: { RUST_LOG: "info" }, onLog: (l) => logs.push(l) });
+const browser = await launch();
+const check = report.check;
 
 /** Waits until `f` holds (30 s at most); whether it did. */
 async function eventually(f) {
@@ -176,9 +149,9 @@ try {
   check(!logs.some((l) => l.includes(token)), "the token is never logged");
 } catch (e) {
   console.log(`FAILED: ${e.stack ?? e}`);
-  failed = true;
+  report.failed = true;
 } finally {
   await browser.close();
   await stop(service);
 }
-process.exit(failed ? 1 : 0);
+process.exit(report.failed ? 1 : 0);

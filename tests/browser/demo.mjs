@@ -5,11 +5,9 @@
 // Starts `tactful demo` itself (so it can stop and restart it), then a
 // second service from <broken config> whose agent cannot start. Exits 0
 // when every check passes; prints each check and what failed otherwise.
-import { chromium } from "playwright-core";
-import { spawn } from "node:child_process";
-import { createInterface } from "node:readline";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { WAIT, launch, report, start as startTactful, stop } from "./harness.mjs";
 
 const [tactful, port, store, brokenConfig, shots] = process.argv.slice(2);
 if (!shots) {
@@ -19,35 +17,9 @@ if (!shots) {
 mkdirSync(shots, { recursive: true });
 const url = `http://127.0.0.1:${port}/`;
 
-/** Starts tactful with `args`; resolves once it printed its ready line. */
-function start(args) {
-  const child = spawn(tactful, args, { stdio: ["ignore", "pipe", "inherit"], env: { ...process.env, OPENAI_API_KEY: "" } });
-  const lines = createInterface({ input: child.stdout });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`tactful ${args[0]} did not start`)), 30_000);
-    lines.on("line", (line) => { if (line.includes("http://")) { clearTimeout(timer); resolve({ child, line }); } });
-    child.on("exit", (code) => reject(new Error(`tactful ${args[0]} exited with ${code}`)));
-  });
-}
-const stop = (t) => new Promise((resolve) => { t.child.removeAllListeners("exit"); t.child.on("exit", resolve); t.child.kill("SIGTERM"); });
-
-// Flags for a closed network: no background connections Chromium would
-// otherwise try (and fail) to make. Playwright gives it a fresh profile.
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-  ],
-});
-
-const WAIT = { timeout: 30_000 };
-let failed = false;
-function check(ok, what) {
-  console.log(`${ok ? "ok" : "FAILED"}: ${what}`);
-  if (!ok) failed = true;
-}
+const start = (args) => startTactful(tactful, args, { env: { OPENAI_API_KEY: "" } });
+const browser = await launch();
+const check = report.check;
 
 const DESKTOP = { width: 1280, height: 720 };
 const PHONE = { width: 390, height: 844 };
@@ -249,9 +221,9 @@ try {
   await stop(broken);
 } catch (e) {
   console.log(`FAILED: ${e.message}`);
-  failed = true;
+  report.failed = true;
 } finally {
   if (demo) await stop(demo);
   await browser.close();
 }
-process.exit(failed ? 1 : 0);
+process.exit(report.failed ? 1 : 0);

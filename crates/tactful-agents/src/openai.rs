@@ -165,7 +165,7 @@ impl OpenAiAgent {
             let response = match sent {
                 Ok(r) => r,
                 Err(e) if e.is_timeout() => return Err(AgentError::Timeout(timeout)),
-                Err(e) => return Err(AgentError::Connection(e.without_url().to_string())),
+                Err(e) => return Err(AgentError::Connection(connect_error(&e, &self.url()))),
             };
             let status = response.status();
             if status.is_success() {
@@ -377,6 +377,21 @@ async fn read_stream(
             });
         }
     }
+}
+
+/// Why a request never got an answer, as people read it: the innermost
+/// cause ("connection refused", "dns error: failed to lookup address…")
+/// and the URL asked (without a password it may hold).
+fn connect_error(e: &reqwest::Error, url: &str) -> String {
+    let text = tactful_core::cause::root_cause(e);
+    let url = match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => url.to_owned(),
+    };
+    format!("{text}: {url}")
 }
 
 impl Agent for OpenAiAgent {

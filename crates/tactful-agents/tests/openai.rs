@@ -322,6 +322,11 @@ async fn a_refused_connection_is_a_clear_error() {
         .await
         .expect_err("refused");
     assert!(matches!(err, AgentError::Connection(_)), "{err:?}");
+    // What `tactful doctor` and the log show: the cause and the URL asked.
+    assert_eq!(
+        err.to_string(),
+        format!("connection failed: connection refused: http://{addr}/v1/chat/completions")
+    );
 }
 
 #[tokio::test]

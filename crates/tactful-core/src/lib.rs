@@ -54,6 +54,7 @@
 //! | decision trace | [`decision`] |
 
 pub mod addressing;
+pub mod cause;
 pub mod decision;
 pub mod delivery;
 pub mod directives;

@@ -36,7 +36,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
 use tactful_runtime::account::{Backoff, HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, Connections, RuntimeHandle};
+use tactful_runtime::{Connected, Connections, Probe, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
 use twilight_model::channel::Channel;
@@ -549,6 +549,33 @@ impl Connected for DiscordPlatform {
                 tokio::spawn(async move { shared.keep_connected(i).await })
             })
             .collect()
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {
+        Box::pin(async move {
+            let settings = &self.shared.settings;
+            let fix = format!(
+                "check the persona's discord.token (the Bot page of the application) and that {} answers",
+                settings.api_url
+            );
+            let mut out = Vec::new();
+            for (i, persona) in settings.personas.iter().enumerate() {
+                let what = format!("Discord {} (users/@me)", persona.id);
+                out.push(
+                    Probe::run(what, &fix, async {
+                        let me = send::deadline(self.shared.clients[i].current_user())
+                            .await
+                            .map_err(|e| e.0)?
+                            .model()
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        Ok::<_, String>(me.name)
+                    })
+                    .await,
+                );
+            }
+            out
+        })
     }
 
     fn describe(&self) -> BoxFuture<'_, String> {

@@ -406,6 +406,46 @@ impl Connected for IrcPlatform {
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(IrcPlatform::describe(self, Duration::from_secs(5)))
     }
+
+    /// Connects once under a nick of the doctor's own (the personas' are
+    /// left to the running service), waits for the server's welcome, and
+    /// quits. NickServ passwords are not tried: that would need the nick.
+    fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {
+        Box::pin(async move {
+            let s = &self.shared.settings;
+            let what = format!("IRC {}:{}{}", s.server, s.port, if s.tls { " (TLS)" } else { "" });
+            let fix = format!(
+                "check platforms.irc server, port and tls, and that {} accepts connections from here",
+                s.server
+            );
+            let probe = tactful_runtime::Probe::run(what, &fix, async {
+                let config = IrcClientConfig {
+                    // Nine characters at most: the RFC 1459 limit many servers keep.
+                    nickname: Some(format!("tfdoc{}", std::process::id() % 10_000)),
+                    username: Some("tactful".to_owned()),
+                    realname: Some("tactful doctor".to_owned()),
+                    server: Some(s.server.clone()),
+                    port: Some(s.port),
+                    use_tls: Some(s.tls),
+                    ..IrcClientConfig::default()
+                };
+                let mut client = Client::from_config(config).await.map_err(|e| e.to_string())?;
+                client.identify().map_err(|e| e.to_string())?;
+                let mut stream = client.stream().map_err(|e| e.to_string())?;
+                while let Some(message) = stream.next().await.transpose().map_err(|e| e.to_string())? {
+                    if let Command::Response(irc::client::prelude::Response::RPL_WELCOME, _) =
+                        &message.command
+                    {
+                        let _ = client.send_quit("tactful doctor");
+                        return Ok(format!("the server welcomed {}", client.current_nickname()));
+                    }
+                }
+                Err("the server closed the connection before its welcome".to_owned())
+            })
+            .await;
+            vec![probe]
+        })
+    }
 }
 
 impl Platform for IrcPlatform {

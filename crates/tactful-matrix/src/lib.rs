@@ -272,6 +272,51 @@ impl Shared {
         }
     }
 
+    /// `tactful doctor`'s check of one account, with a client of its own
+    /// (no state store: a running service's is left alone). An access
+    /// token is checked with `whoami`; a password by logging in as a
+    /// device of the doctor's own, logged out again (logging in as the
+    /// service's device would end the running service's session).
+    async fn probe(&self, persona: &MatrixPersona) -> tactful_runtime::Probe {
+        let s = &self.settings;
+        let what = format!("Matrix {} ({})", persona.id, persona.user_id);
+        let fix = format!(
+            "check {}'s access_token or password, and that {} is its homeserver and answers",
+            persona.user_id, s.homeserver
+        );
+        tactful_runtime::Probe::run(what, &fix, async {
+            let client = Client::builder()
+                .homeserver_url(&s.homeserver)
+                .build()
+                .await
+                .map_err(|e| format!("{}: {e}", s.homeserver))?;
+            let found = match &persona.auth {
+                MatrixAuth::Password(password) => {
+                    let device = format!("TACTFUL_DOCTOR_{}", persona.id.as_str().to_uppercase());
+                    let me = client
+                        .matrix_auth()
+                        .login_username(&persona.user_id, password)
+                        .device_id(&device)
+                        .initial_device_display_name("tactful doctor")
+                        .send()
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let _ = client.matrix_auth().logout().await;
+                    me.user_id.to_string()
+                }
+                MatrixAuth::AccessToken(token) => token_whoami(&client, &persona.user_id, token).await?,
+            };
+            if found != persona.user_id {
+                return Err(format!(
+                    "the credentials are {found}'s, not {}'s",
+                    persona.user_id
+                ));
+            }
+            Ok(format!("signed in as {found}"))
+        })
+        .await
+    }
+
     async fn login(&self, persona: &MatrixPersona) -> Result<Client, SessionError> {
         let s = &self.settings;
         // Network failures are retried with backoff (the SDK does not by
@@ -310,34 +355,13 @@ impl Shared {
                     .map_err(|e| SessionError::Login(persona.user_id.clone(), e.to_string()))?;
             }
             MatrixAuth::AccessToken(token) => {
-                let user_id: OwnedUserId = persona
-                    .user_id
-                    .as_str()
-                    .try_into()
-                    .map_err(|e| SessionError::Login(persona.user_id.clone(), format!("{e}")))?;
-                let session = MatrixSession {
-                    meta: SessionMeta {
-                        user_id,
-                        device_id: "TACTFUL".into(),
-                    },
-                    tokens: SessionTokens {
-                        access_token: token.clone(),
-                        refresh_token: None,
-                    },
-                };
-                client
-                    .matrix_auth()
-                    .restore_session(session, Default::default())
+                let me = token_whoami(&client, &persona.user_id, token)
                     .await
-                    .map_err(|e| SessionError::Login(persona.user_id.clone(), e.to_string()))?;
-                let me = client
-                    .whoami()
-                    .await
-                    .map_err(|e| SessionError::Login(persona.user_id.clone(), e.to_string()))?;
-                if me.user_id.as_str() != persona.user_id {
+                    .map_err(|e| SessionError::Login(persona.user_id.clone(), e))?;
+                if me != persona.user_id {
                     return Err(SessionError::WrongUser {
                         want: persona.user_id.clone(),
-                        found: me.user_id.to_string(),
+                        found: me,
                     });
                 }
             }
@@ -559,10 +583,47 @@ fn event_id(id: &MsgId) -> Result<OwnedEventId, PlatformError> {
     OwnedEventId::try_from(id.as_str()).map_err(|_| PlatformError(format!("{id} is not a Matrix event id")))
 }
 
+/// Signs `client` in with an access token (as device `TACTFUL`) and asks
+/// the homeserver whose it is: the user id `whoami` gives.
+async fn token_whoami(client: &Client, user_id: &str, token: &str) -> Result<String, String> {
+    let user: OwnedUserId = user_id.try_into().map_err(|e| format!("{e}"))?;
+    let session = MatrixSession {
+        meta: SessionMeta {
+            user_id: user,
+            device_id: "TACTFUL".into(),
+        },
+        tokens: SessionTokens {
+            access_token: token.to_owned(),
+            refresh_token: None,
+        },
+    };
+    client
+        .matrix_auth()
+        .restore_session(session, Default::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(client
+        .whoami()
+        .await
+        .map_err(|e| e.to_string())?
+        .user_id
+        .to_string())
+}
+
 impl Connected for MatrixPlatform {
     fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
         self.connect_runtime(runtime);
         MatrixPlatform::start(self)
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for persona in &self.shared.settings.personas {
+                out.push(self.shared.probe(persona).await);
+            }
+            out
+        })
     }
 
     fn describe(&self) -> BoxFuture<'_, String> {

@@ -118,3 +118,77 @@ impl CallLog {
         }))
     }
 }
+
+/// Folds the [`Op::CallEnded`]s of one turn in `ops` into its first, with
+/// the store's own rule (the first value of each column wins, and a later
+/// outcome replaces `answered`): a quick turn's answer and its reply are
+/// one write instead of two.
+pub(crate) fn coalesce(ops: &mut Vec<Op>) {
+    let mut first: HashMap<TurnId, usize> = HashMap::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let Op::CallEnded(end) = &ops[i] else {
+            i += 1;
+            continue;
+        };
+        let Some(&at) = first.get(&end.turn) else {
+            first.insert(end.turn, i);
+            i += 1;
+            continue;
+        };
+        let Op::CallEnded(later) = ops.remove(i) else {
+            unreachable!("matched above")
+        };
+        if let Op::CallEnded(kept) = &mut ops[at] {
+            kept.at = kept.at.or(later.at);
+            if kept.outcome.is_none() || kept.outcome == Some("answered") {
+                kept.outcome = later.outcome.or(kept.outcome);
+            }
+            kept.error = kept.error.take().or(later.error);
+            kept.prompt_tokens = kept.prompt_tokens.or(later.prompt_tokens);
+            kept.completion_tokens = kept.completion_tokens.or(later.completion_tokens);
+            kept.cached_tokens = kept.cached_tokens.or(later.cached_tokens);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(turn: u64, outcome: &'static str, at: Option<u64>, tokens: Option<u64>) -> CallEnd {
+        CallEnd {
+            turn: TurnId(turn),
+            at: at.map(Timestamp::from_millis),
+            outcome: Some(outcome),
+            error: None,
+            prompt_tokens: tokens,
+            completion_tokens: tokens,
+            cached_tokens: None,
+        }
+    }
+
+    fn ended(ops: &[Op], i: usize) -> &CallEnd {
+        match &ops[i] {
+            Op::CallEnded(e) => e,
+            other => panic!("not an end: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_turns_ends_fold_into_one_write_by_the_stores_rule() {
+        let mut ops: Vec<Op> = vec![
+            Op::CallEnded(end(1, "answered", Some(5), Some(10))),
+            Op::TurnEnded(TurnId(9)),
+            Op::CallEnded(end(2, "error", Some(6), None)),
+            Op::CallEnded(end(1, "reply", None, None)),
+            Op::CallEnded(end(1, "silent", Some(99), Some(1))),
+            Op::CallEnded(end(2, "error", None, None)),
+        ];
+        coalesce(&mut ops);
+        assert_eq!(ops.len(), 3, "{ops:?}");
+        assert_eq!(ended(&ops, 0), &end(1, "reply", Some(5), Some(10)));
+        assert!(matches!(ops[1], Op::TurnEnded(TurnId(9))));
+        assert_eq!(ended(&ops, 2), &end(2, "error", Some(6), None));
+    }
+}

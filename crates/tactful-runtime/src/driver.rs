@@ -161,6 +161,7 @@ impl Driver {
             if closing.is_none() {
                 self.fill();
             }
+            self.save();
             self.report();
             if closing.is_some() && self.running.is_empty() {
                 break;
@@ -233,6 +234,7 @@ impl Driver {
         }
         self.drain();
         self.fill();
+        self.save();
         self.report();
     }
 
@@ -378,6 +380,8 @@ impl Driver {
     }
 
     /// Acts on every pending engine output, then saves what changed.
+    /// Acts on every engine output; what they change is saved by the
+    /// caller, after [`Driver::fill`], in one batch with the calls started.
     fn drain(&mut self) {
         while let Some(output) = self.engine.poll_output() {
             if let Some(op) = self.calls.ended(&output)
@@ -387,7 +391,6 @@ impl Driver {
             }
             self.act(output);
         }
-        self.save();
     }
 
     /// Traces the work in progress when it changed.
@@ -414,6 +417,7 @@ impl Driver {
             return;
         };
         let mut batch = std::mem::take(&mut self.batch);
+        crate::calls::coalesce(&mut batch.ops);
         for room in self.engine.take_changed_rooms() {
             if let Some(snapshot) = self.engine.snapshot_room(&room) {
                 batch.ops.push(Op::Snapshot(room, snapshot));
@@ -600,7 +604,6 @@ impl Driver {
 
     /// Starts queued turns while slots are free, oldest first.
     fn fill(&mut self) {
-        let mut started = false;
         while self.running.len() < self.p.max_turns {
             let Some(req) = self.queued.pop_front() else {
                 break;
@@ -609,12 +612,7 @@ impl Driver {
             if self.saving() {
                 self.batch.ops.push(op);
             }
-            started = true;
             self.start_turn(req);
-        }
-        // The console shows a call while it runs, not from its end on.
-        if started {
-            self.save();
         }
     }
 

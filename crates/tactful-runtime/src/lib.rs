@@ -27,7 +27,9 @@ pub use delivery::DeliveryConfig;
 pub use markup::{escape_markup, markdown_html};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
-pub use platform::{Capabilities, Connected, OutMessage, Platform, PlatformError};
+pub use platform::{
+    Capabilities, Connected, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe, ProbeFailed,
+};
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock,
 };

@@ -75,6 +75,73 @@ pub trait Connected: Platform {
     /// The start banner's line, as connected: may wait a few seconds for
     /// the accounts, to name what they really got (IRC's nick in use).
     fn describe(&self) -> BoxFuture<'_, String>;
+
+    /// Checks each account against the platform without listening or
+    /// joining anything (a credential check, the server answering): one
+    /// [`Probe`] per check, for `tactful doctor`. Each check gives up
+    /// after [`PROBE_TIMEOUT`].
+    fn probe(&self) -> BoxFuture<'_, Vec<Probe>>;
+}
+
+/// How long one [`Connected::probe`] check waits for the platform.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// One check `tactful doctor` ran against a platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// What was checked: `Telegram docs (getMe)`.
+    pub what: String,
+    /// What it found (`@docs_bot`), or why it failed and what to do.
+    pub outcome: Result<String, ProbeFailed>,
+}
+
+/// A failed check: the cause as the platform gave it (secrets masked by
+/// the caller) and the fix to try.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeFailed {
+    /// What went wrong: `401 Unauthorized`, `connection refused: http://…`.
+    pub cause: String,
+    /// What to do about it.
+    pub fix: String,
+}
+
+impl Probe {
+    /// A check that passed.
+    pub fn ok(what: impl Into<String>, found: impl Into<String>) -> Probe {
+        Probe {
+            what: what.into(),
+            outcome: Ok(found.into()),
+        }
+    }
+
+    /// A check that failed.
+    pub fn failed(what: impl Into<String>, cause: impl Into<String>, fix: impl Into<String>) -> Probe {
+        Probe {
+            what: what.into(),
+            outcome: Err(ProbeFailed {
+                cause: cause.into(),
+                fix: fix.into(),
+            }),
+        }
+    }
+
+    /// Runs `check` within [`PROBE_TIMEOUT`]: its error, or the time
+    /// running out, fails the probe with `fix`.
+    pub async fn run<F, E>(what: String, fix: &str, check: F) -> Probe
+    where
+        F: std::future::Future<Output = Result<String, E>>,
+        E: std::fmt::Display,
+    {
+        match tokio::time::timeout(PROBE_TIMEOUT, check).await {
+            Ok(Ok(found)) => Probe::ok(what, found),
+            Ok(Err(e)) => Probe::failed(what, e.to_string(), fix),
+            Err(_) => Probe::failed(
+                what,
+                format!("no answer within {} s", PROBE_TIMEOUT.as_secs()),
+                fix,
+            ),
+        }
+    }
 }
 
 /// One chat platform, outbound.

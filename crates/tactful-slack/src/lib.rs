@@ -242,6 +242,16 @@ impl Connected for SlackPlatform {
             .collect()
     }
 
+    fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for i in 0..self.shared.settings.personas.len() {
+                out.extend(self.shared.probe(i).await);
+            }
+            out
+        })
+    }
+
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
             let all = self.shared.settings.personas.len();

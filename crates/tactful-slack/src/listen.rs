@@ -236,6 +236,42 @@ impl Shared {
         Ok(())
     }
 
+    /// `tactful doctor`'s checks for persona `i`: its bot token
+    /// (`auth.test`) and its app-level token (`apps.connections.open`),
+    /// changing nothing.
+    pub(crate) async fn probe(&self, i: usize) -> Vec<tactful_runtime::Probe> {
+        use tactful_runtime::Probe;
+        let persona = &self.settings.personas[i];
+        let bot = Probe::run(
+            format!("Slack {} (auth.test)", persona.id),
+            "check the persona's slack.bot_token (OAuth & Permissions: the Bot User OAuth Token, xoxb-…) and that the app is installed",
+            async {
+                let me = self.session(i).auth_test().await.map_err(|e| send::one_line(&e.to_string()))?;
+                Ok::<_, String>(format!(
+                    "{} in team {}",
+                    me.user.clone().unwrap_or_else(|| me.user_id.to_string()),
+                    me.team_id
+                ))
+            },
+        )
+        .await;
+        let app_token = SlackApiToken::new(persona.app_token.clone().into());
+        let app = Probe::run(
+            format!("Slack {} (apps.connections.open)", persona.id),
+            "check the persona's slack.app_token (Basic Information: an app-level token, xapp-…, with connections:write) and that Socket Mode is on",
+            async {
+                self.client
+                    .open_session(&app_token)
+                    .apps_connections_open(&SlackApiAppsConnectionOpenRequest::new())
+                    .await
+                    .map_err(|e| send::one_line(&e.to_string()))?;
+                Ok::<_, String>("Socket Mode open to this app".to_owned())
+            },
+        )
+        .await;
+        vec![bot, app]
+    }
+
     /// Checks the app-level token: the listener only logs a refusal and
     /// retries; asked once here, a wrong one is said plainly.
     async fn check_app_token(&self, i: usize) -> Result<(), ConnectError> {

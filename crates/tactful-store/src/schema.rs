@@ -134,7 +134,6 @@ CREATE TABLE calls (
     cached_tokens     INTEGER
 );
 CREATE INDEX calls_by_room ON calls (room, started);
-CREATE INDEX calls_by_time ON calls (started);
 
 -- Before this version a reply gate that had answered was never marked
 -- ended, so every restart asked each one again as a reply (answering what

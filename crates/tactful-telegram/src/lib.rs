@@ -39,7 +39,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_core::{PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce, Roll};
-use tactful_runtime::{Connected, RuntimeHandle};
+use tactful_runtime::{Connected, Probe, RuntimeHandle};
 use teloxide_core::Bot;
 use teloxide_core::payloads::GetUpdatesSetters as _;
 use teloxide_core::requests::{Request as _, Requester as _};
@@ -373,6 +373,42 @@ impl Connected for TelegramPlatform {
                 tokio::spawn(async move { shared.keep_polling(i).await })
             })
             .collect()
+    }
+
+    fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {
+        Box::pin(async move {
+            let settings = &self.shared.settings;
+            let fix = format!(
+                "check the persona's telegram.token (from @BotFather: /token) and that {} answers",
+                settings.api_url
+            );
+            let mut out = Vec::new();
+            for (persona, bot) in settings.personas.iter().zip(&self.shared.bots) {
+                let what = format!("Telegram {} (getMe)", persona.id);
+                out.push(
+                    Probe::run(what, &fix, async {
+                        let me = bot.get_me().send().await.map_err(|e| match &e {
+                            teloxide_core::RequestError::Network(n) => {
+                                format!("{}: {}", tactful_core::cause::root_cause(n), settings.api_url)
+                            }
+                            _ => send::describe(&e),
+                        })?;
+                        if me.user.id.0 != persona.bot_id {
+                            return Err(format!(
+                                "the token belongs to bot {}, not {}",
+                                me.user.id.0, persona.bot_id
+                            ));
+                        }
+                        Ok(match &me.user.username {
+                            Some(u) => format!("@{u}"),
+                            None => "a bot without a username: people cannot @mention it".to_owned(),
+                        })
+                    })
+                    .await,
+                );
+            }
+            out
+        })
     }
 
     fn describe(&self) -> BoxFuture<'_, String> {

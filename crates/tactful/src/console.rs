@@ -209,6 +209,32 @@ type Params = Query<HashMap<String, String>>;
 type Answer = Result<Response, ApiError>;
 
 impl Console {
+    /// One page of a room's rows (`?room=`, `?limit=`, `?before=`) read
+    /// with `rows`, and whether it is full (so another may follow); 404
+    /// for a room the store has nothing of.
+    async fn page<T: Send + 'static>(
+        &self,
+        q: &HashMap<String, String>,
+        rows: impl FnOnce(&Reader, &str, Option<i64>, usize) -> Result<Vec<T>, tactful_store::StoreError>
+        + Send
+        + 'static,
+    ) -> Result<(String, Vec<T>, bool), ApiError> {
+        let room = room_of(q)?;
+        let (limit, before) = page_of(q)?;
+        let wanted = room.clone();
+        let found = self
+            .read(move |r| {
+                if !r.has_room(&wanted)? {
+                    return Ok(None);
+                }
+                rows(r, &wanted, before, limit).map(Some)
+            })
+            .await?
+            .ok_or_else(|| no_room(&room))?;
+        let full = found.len() == limit;
+        Ok((room, found, full))
+    }
+
     /// [`Console::check`] for an API call's headers and `?token=`.
     fn guard(&self, headers: &HeaderMap, q: &HashMap<String, String>) -> Result<(), ApiError> {
         self.check(headers, q.get("token").map(String::as_str))
@@ -271,21 +297,10 @@ async fn rooms(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -
 
 async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
     c.guard(&headers, &q)?;
-    let room = room_of(&q)?;
-    let (limit, before) = page_of(&q)?;
-    let wanted = room.clone();
-    let rows = c
-        .read(move |r| {
-            if !r.has_room(&wanted)? {
-                return Ok(None);
-            }
-            r.decisions(&wanted, before, limit).map(Some)
-        })
-        .await?
-        .ok_or_else(|| no_room(&room))?;
-    let next = (rows.len() == limit)
-        .then(|| rows.last().map(|d| d.seq))
-        .flatten();
+    let (room, rows, full) = c
+        .page(&q, |r, room, before, limit| r.decisions(room, before, limit))
+        .await?;
+    let next = rows.last().map(|d| d.seq).filter(|_| full);
     Ok(Json(json!({ "room": room, "decisions": rows, "next_before": next })).into_response())
 }
 
@@ -433,21 +448,10 @@ async fn dry_run(
 /// start time): kind, latency, tokens, and how each ended.
 async fn calls(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
     c.guard(&headers, &q)?;
-    let room = room_of(&q)?;
-    let (limit, before) = page_of(&q)?;
-    let wanted = room.clone();
-    let rows = c
-        .read(move |r| {
-            if !r.has_room(&wanted)? {
-                return Ok(None);
-            }
-            r.calls(&wanted, before, limit).map(Some)
-        })
-        .await?
-        .ok_or_else(|| no_room(&room))?;
-    let next = (rows.len() == limit)
-        .then(|| rows.last().map(|c| c.started as i64))
-        .flatten();
+    let (room, rows, full) = c
+        .page(&q, |r, room, before, limit| r.calls(room, before, limit))
+        .await?;
+    let next = rows.last().map(|c| c.started as i64).filter(|_| full);
     Ok(Json(json!({ "room": room, "calls": rows, "next_before": next })).into_response())
 }
 

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod console;
 pub mod demo;
+pub mod doctor;
 pub mod dry_run;
 pub mod live;
 pub mod live_policies;

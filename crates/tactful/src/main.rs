@@ -71,6 +71,14 @@ enum Command {
         #[arg(short, long, value_name = "CONFIG")]
         config: PathBuf,
     },
+    /// Check what the file cannot say: that each agent answers, each
+    /// platform account's credentials work, the store's folder is writable
+    /// and the ports are free. Prints a fix for each failure.
+    Doctor {
+        /// The config file (TOML).
+        #[arg(short, long, value_name = "CONFIG")]
+        config: PathBuf,
+    },
     /// Check a config file and summarise it.
     Check {
         /// The config file (TOML).
@@ -177,6 +185,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }))?;
             say("tactful: stopped");
+            Ok(())
+        }
+        Command::Doctor { config } => {
+            let c = load_config(&config)?;
+            let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            let rows = runtime.block_on(tactful::doctor::run(&c, |row| {
+                eprintln!("  checked {}: {}", row.what, if row.ok { "ok" } else { "FAIL" });
+            }));
+            say(&tactful::doctor::table(&rows));
+            let failed = rows.iter().filter(|r| !r.ok).count();
+            if failed > 0 {
+                anyhow::bail!("{failed} of {} checks failed", rows.len());
+            }
             Ok(())
         }
         Command::Check { config } => {

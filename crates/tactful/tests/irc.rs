@@ -355,3 +355,43 @@ async fn a_taken_nick_falls_back_and_a_restarted_server_is_rejoined() {
     let (text, _) = alice.said_by("docs", "#tactful").await;
     assert_eq!(text, "alice: Hold the button for 5 s.");
 }
+
+/// `tactful doctor` on IRC: a real server welcomes the doctor's own nick
+/// (the personas' are left alone); a server that is not there is named
+/// with the cause and a fix.
+#[test]
+fn doctor_is_welcomed_by_a_real_server_and_names_one_that_is_not_there() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some((_server, port)) = start_ngircd(dir.path()) else {
+        return;
+    };
+    let doctor = |port: u16| {
+        let path = dir.path().join("doctor.toml");
+        std::fs::write(&path, config(port, "")).expect("config");
+        let out = Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["doctor", "-c"])
+            .arg(&path)
+            .output()
+            .expect("runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, table) = doctor(port);
+    assert_eq!(code, Some(0), "{table}");
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&format!("IRC 127.0.0.1:{port}")))
+        .unwrap_or_else(|| panic!("an IRC row: {table}"));
+    assert!(line.contains("the server welcomed tfdoc"), "{table}");
+
+    let closed = free_port();
+    let (code, table) = doctor(closed);
+    assert_eq!(code, Some(1), "{table}");
+    assert!(table.contains("FAIL"), "{table}");
+    assert!(
+        table.contains("fix:  check platforms.irc server, port and tls"),
+        "{table}"
+    );
+}

@@ -561,5 +561,44 @@ fn personas_behave_in_a_real_matrix_room() {
         3,
         "the rally did not restart"
     );
+
+    // `tactful doctor` beside the running service: every account signs in
+    // (as a device of the doctor's own, logged out again) and the
+    // service's own sessions go on: it still answers.
+    let doctor = |config: &str| {
+        let path = dir.path().join("doctor.toml");
+        std::fs::write(&path, config).expect("config");
+        let out = Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["doctor", "-c"])
+            .arg(&path)
+            .output()
+            .expect("runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let row = |table: &str, p: &str| -> String {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("Matrix {p} (")))
+            .unwrap_or_else(|| panic!("no row for {p}: {table}"))
+            .to_owned()
+    };
+    let table = doctor(&config);
+    for p in PERSONAS {
+        assert!(
+            row(&table, p).contains(&format!("signed in as {}", mxid(p))),
+            "{table}"
+        );
+    }
+    let q4 = people.send("alice", &room, "helper: reset, after the doctor?", &["helper"]);
+    people.wait_messages("alice", &room, "an answer after the doctor", |m| {
+        shown_by(m, "helper").iter().any(|r| r["reply_to"] == q4.as_str())
+    });
+    // A wrong password: that account fails, with a fix, and no password
+    // is shown.
+    let wrong = config.replace(&password("helper"), "pw-not-the-right-secret");
+    let table = doctor(&wrong);
+    assert!(row(&table, "helper").contains("FAIL"), "{table}");
+    assert!(table.contains("check @helper"), "{table}");
+    assert!(!table.contains("pw-"), "{table}");
     drop(tactful);
 }

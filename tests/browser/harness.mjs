@@ -1,0 +1,53 @@
+// What both browser scripts need: tactful started and stopped as a child
+// process, Debian's Chromium launched for a closed network, and checks
+// printed one a line ("ok: …" / "FAILED: …") for the Rust test to read.
+import { chromium } from "playwright-core";
+import { spawn } from "node:child_process";
+import { createInterface } from "node:readline";
+
+/**
+ * Starts `tactful` with `args`; resolves once it printed its ready line.
+ * `onLog` (optional) hears each line of its log (stderr), else the log is
+ * shown as it comes.
+ */
+export function start(tactful, args, { env = {}, onLog } = {}) {
+  const stderr = onLog ? "pipe" : "inherit";
+  const child = spawn(tactful, args, { stdio: ["ignore", "pipe", stderr], env: { ...process.env, ...env } });
+  if (onLog) createInterface({ input: child.stderr }).on("line", onLog);
+  const lines = createInterface({ input: child.stdout });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`tactful ${args[0]} did not start`)), 30_000);
+    lines.on("line", (line) => { if (line.includes("http://")) { clearTimeout(timer); resolve({ child, line }); } });
+    child.on("exit", (code) => reject(new Error(`tactful ${args[0]} exited with ${code}`)));
+  });
+}
+
+/** Stops a started tactful with SIGTERM; resolves once it exited. */
+export const stop = (t) => new Promise((resolve) => { t.child.removeAllListeners("exit"); t.child.on("exit", resolve); t.child.kill("SIGTERM"); });
+
+/**
+ * Chromium with flags for a closed network: no background connections it
+ * would otherwise try (and fail) to make. Playwright gives it a fresh
+ * profile.
+ */
+export function launch() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: [
+      "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+}
+
+/** Every check's outcome; `failed` is set by the first that fails. */
+export const report = {
+  failed: false,
+  check(ok, what) {
+    console.log(`${ok ? "ok" : "FAILED"}: ${what}`);
+    if (!ok) report.failed = true;
+  },
+};
+
+export const WAIT = { timeout: 30_000 };
