@@ -12,7 +12,7 @@
 // refused. Exits 0 when every check passes.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { WAIT, launch, report, start as startTactful, stop } from "./harness.mjs";
+import { WAIT, launch, person as join_, report, send, start as startTactful, stop } from "./harness.mjs";
 
 const [tactful, config, webPort, serverPort, token, shots] = process.argv.slice(2);
 if (!shots) {
@@ -38,22 +38,7 @@ async function eventually(f) {
   return false;
 }
 
-async function person(context, name) {
-  const page = await context.newPage();
-  await page.goto(room);
-  await page.fill("#name", name);
-  await page.fill("#room", "lobby");
-  await page.click("#join button");
-  await page.waitForSelector("#log", WAIT);
-  return page;
-}
-
-async function send(page, text) {
-  const before = await page.locator(".msg.mine").count();
-  await page.fill("#text", text);
-  await page.press("#text", "Enter");
-  await page.locator(".msg.mine").nth(before).waitFor(WAIT);
-}
+const person = (context, name) => join_(context, room, name);
 
 const botSaid = (page, text) => page.locator(".msg", { has: page.locator(".text", { hasText: text }) });
 const live = (page) => page.locator("#live").innerText();

@@ -7,7 +7,7 @@
 // when every check passes; prints each check and what failed otherwise.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { WAIT, launch, report, start as startTactful, stop } from "./harness.mjs";
+import { DESKTOP, WAIT, launch, person as join_, report, send, start as startTactful, stop } from "./harness.mjs";
 
 const [tactful, port, store, brokenConfig, shots] = process.argv.slice(2);
 if (!shots) {
@@ -21,7 +21,6 @@ const start = (args) => startTactful(tactful, args, { env: { OPENAI_API_KEY: "" 
 const browser = await launch();
 const check = report.check;
 
-const DESKTOP = { width: 1280, height: 720 };
 const PHONE = { width: 390, height: 844 };
 
 /** The join form's geometry: wide inputs, labels above them, no overflow. */
@@ -34,24 +33,7 @@ async function formIsUsable(page, what, minWidth) {
   check(!overflow, `${what}: nothing overflows sideways`);
 }
 
-async function person(context, name, room = "lobby", viewport = DESKTOP) {
-  const page = await context.newPage();
-  await page.setViewportSize(viewport);
-  await page.goto(url);
-  await page.fill("#name", name);
-  await page.fill("#room", room);
-  await page.click("#join button");
-  await page.waitForSelector("#log", WAIT);
-  return page;
-}
-
-/** Sends `text` and waits until the room shows it back as one's own. */
-async function send(page, text) {
-  const before = await page.locator(".msg.mine").count();
-  await page.fill("#text", text);
-  await page.press("#text", "Enter");
-  await page.locator(".msg.mine").nth(before).waitFor(WAIT);
-}
+const person = (context, name, room = "lobby", viewport = DESKTOP) => join_(context, url, name, room, viewport);
 
 /** A bot's message that quotes `quoted` (the reply to it). */
 const replyTo = (page, who, quoted) =>

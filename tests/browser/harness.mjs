@@ -51,3 +51,25 @@ export const report = {
 };
 
 export const WAIT = { timeout: 30_000 };
+
+export const DESKTOP = { width: 1280, height: 720 };
+
+/** A person joining room `room` of the web room at `url`, as a new tab. */
+export async function person(context, url, name, room = "lobby", viewport = DESKTOP) {
+  const page = await context.newPage();
+  await page.setViewportSize(viewport);
+  await page.goto(url);
+  await page.fill("#name", name);
+  await page.fill("#room", room);
+  await page.click("#join button");
+  await page.waitForSelector("#log", WAIT);
+  return page;
+}
+
+/** Sends `text` and waits until the room shows it back as one's own. */
+export async function send(page, text) {
+  const before = await page.locator(".msg.mine").count();
+  await page.fill("#text", text);
+  await page.press("#text", "Enter");
+  await page.locator(".msg.mine").nth(before).waitFor(WAIT);
+}

@@ -8,8 +8,6 @@ mod discord_double;
 mod slack_double;
 mod telegram_double;
 
-use std::process::Command;
-
 const TG: &str = "7001:AAHdocs-doctor-token-secret";
 const TG_WRONG: &str = "7009:AAHnot-a-known-token-secret";
 const DC: &str = "NzAwMQ.docs.doctor-token-secret";
@@ -90,22 +88,6 @@ listen = "127.0.0.1:{web}"
 [store]
 path = "{store}"
 "#
-    )
-}
-
-/// `tactful doctor -c <file>`: exit code and stdout.
-fn doctor(dir: &std::path::Path, config: &str) -> (i32, String, String) {
-    let path = dir.join("tactful.toml");
-    std::fs::write(&path, config).expect("config");
-    let out = Command::new(env!("CARGO_BIN_EXE_tactful"))
-        .args(["doctor", "-c"])
-        .arg(&path)
-        .output()
-        .expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
@@ -193,11 +175,11 @@ async fn doctor_passes_a_good_config_and_names_each_broken_part_with_a_fix() {
     let good = config(&GOOD, &urls, &model_server(), web, &store.display().to_string());
     let (code, table, stderr) = tokio::task::spawn_blocking({
         let dir = dir.path().to_owned();
-        move || doctor(&dir, &good)
+        move || common::doctor(&dir, &good)
     })
     .await
     .expect("doctor");
-    assert_eq!(code, 0, "{table}\n{stderr}");
+    assert_eq!(code, Some(0), "{table}\n{stderr}");
     assert!(row(&table, "agent main (script)").0.contains("ok"), "{table}");
     assert!(
         row(&table, "agent remote (openai)").0.contains("answered in"),
@@ -247,11 +229,11 @@ async fn doctor_passes_a_good_config_and_names_each_broken_part_with_a_fix() {
     );
     let (code, table, stderr) = tokio::task::spawn_blocking({
         let dir = dir.path().to_owned();
-        move || doctor(&dir, &bad)
+        move || common::doctor(&dir, &bad)
     })
     .await
     .expect("doctor");
-    assert_eq!(code, 1, "{table}\n{stderr}");
+    assert_eq!(code, Some(1), "{table}\n{stderr}");
     let (line, fix) = row(&table, "agent remote (openai)");
     assert!(
         line.contains(&format!(

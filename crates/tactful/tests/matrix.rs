@@ -565,16 +565,7 @@ fn personas_behave_in_a_real_matrix_room() {
     // `tactful doctor` beside the running service: every account signs in
     // (as a device of the doctor's own, logged out again) and the
     // service's own sessions go on: it still answers.
-    let doctor = |config: &str| {
-        let path = dir.path().join("doctor.toml");
-        std::fs::write(&path, config).expect("config");
-        let out = Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["doctor", "-c"])
-            .arg(&path)
-            .output()
-            .expect("runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let doctor = |config: &str| common::doctor(dir.path(), config).1;
     let row = |table: &str, p: &str| -> String {
         table
             .lines()

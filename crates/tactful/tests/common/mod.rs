@@ -278,6 +278,23 @@ pub fn http_request(
     )
 }
 
+/// `tactful doctor` on `config`, written into `dir` as `doctor.toml`: the
+/// exit code, the table (stdout) and the log (stderr).
+pub fn doctor(dir: &std::path::Path, config: &str) -> (Option<i32>, String, String) {
+    let path = dir.join("doctor.toml");
+    std::fs::write(&path, config).expect("config");
+    let out = Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["doctor", "-c"])
+        .arg(&path)
+        .output()
+        .expect("tactful doctor runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `body` as JSON, or a panic that shows it.
 pub fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
