@@ -381,12 +381,14 @@ async fn read_stream(
 
 /// Why a request never got an answer, as people read it: the innermost
 /// cause ("connection refused", "dns error: failed to lookup address…")
-/// and the URL asked (without a password it may hold).
+/// and the URL asked (without the user name and password it may hold: a
+/// proxy's key is sometimes put there).
 fn connect_error(e: &reqwest::Error, url: &str) -> String {
     let text = tactful_core::cause::root_cause(e);
     let url = match reqwest::Url::parse(url) {
         Ok(mut u) => {
             let _ = u.set_password(None);
+            let _ = u.set_username("");
             u.to_string()
         }
         Err(_) => url.to_owned(),

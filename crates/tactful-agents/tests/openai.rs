@@ -327,6 +327,20 @@ async fn a_refused_connection_is_a_clear_error() {
         err.to_string(),
         format!("connection failed: connection refused: http://{addr}/v1/chat/completions")
     );
+    // A key put in the URL's user part never shows.
+    let err = agent(
+        &format!("http://proxy-KEY-42:pw-43@{addr}/v1"),
+        Duration::from_secs(2),
+    )
+    .run(&turn(), &mut tactful_agents::NoDeltas)
+    .await
+    .expect_err("refused");
+    let said = err.to_string();
+    assert!(!said.contains("KEY-42") && !said.contains("pw-43"), "{said}");
+    assert!(
+        said.contains(&format!("http://{addr}/v1/chat/completions")),
+        "{said}"
+    );
 }
 
 #[tokio::test]

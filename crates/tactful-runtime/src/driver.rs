@@ -220,6 +220,9 @@ impl Driver {
         self.batch
             .ops
             .extend(restart.ended.into_iter().map(Op::TurnEnded));
+        if self.saving() {
+            self.batch.ops.push(Op::CallsInterrupted);
+        }
         for (out, resume) in restart.unsent {
             let room = out.room.clone();
             self.deliver(&room, DeliveryEvent::Send(Box::new(out), Some(resume)), None);

@@ -112,6 +112,9 @@ pub struct CostRow {
     pub mean_latency_ms: Option<u64>,
 }
 
+/// The most rows [`Reader::costs`] returns.
+pub const MAX_COST_ROWS: usize = 10_000;
+
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -157,19 +160,28 @@ pub(crate) fn end(tx: &Transaction<'_>, e: &CallEnd) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Calls a previous run left without an end (it stopped or was killed while
+/// they ran) are `interrupted`: at a start, nothing is running yet.
+pub(crate) fn interrupted(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    tx.prepare_cached("UPDATE calls SET outcome = 'interrupted' WHERE ended IS NULL AND outcome IS NULL")?
+        .execute([])?;
+    Ok(())
+}
+
 fn count(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<u64>> {
     Ok(r.get::<_, Option<i64>>(i)?.map(|n| n.max(0) as u64))
 }
 
 impl Reader {
     /// `room`'s agent calls, newest first: at most `limit` (capped at
-    /// [`MAX_PAGE`]) that started before `before` (Unix milliseconds; the
-    /// newest when `None`).
+    /// [`MAX_PAGE`]) with turns before `before` (a `turn`; the newest when
+    /// `None`). Turns are unique, so no page boundary falls between two
+    /// calls started in the same millisecond.
     pub fn calls(&self, room: &str, before: Option<i64>, limit: usize) -> Result<Vec<CallRow>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT turn, kind, persona, agent, msg, started, ended - started, outcome, error,
                     prompt_tokens, completion_tokens, cached_tokens
-             FROM calls WHERE room = ?1 AND started < ?2 ORDER BY started DESC, turn DESC LIMIT ?3",
+             FROM calls WHERE room = ?1 AND turn < ?2 ORDER BY turn DESC LIMIT ?3",
         )?;
         let rows = stmt.query_map(
             params![room, before.unwrap_or(i64::MAX), limit.min(MAX_PAGE) as i64],
@@ -194,7 +206,8 @@ impl Reader {
     }
 
     /// Calls since `since` (Unix milliseconds), summed per UTC day, room,
-    /// persona, agent and kind; the newest day first (10,000 rows at most).
+    /// persona, agent and kind; the newest day first ([`MAX_COST_ROWS`] at
+    /// most: as many means the oldest were left out).
     pub fn costs(&self, since: i64) -> Result<Vec<CostRow>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT date(started / 1000, 'unixepoch') AS day, room, persona, agent, kind, count(*),
@@ -202,9 +215,9 @@ impl Reader {
                     total(cached_tokens), avg(ended - started)
              FROM calls WHERE started >= ?1
              GROUP BY day, room, persona, agent, kind
-             ORDER BY day DESC, room, persona, agent, kind LIMIT 10000",
+             ORDER BY day DESC, room, persona, agent, kind LIMIT ?2",
         )?;
-        let rows = stmt.query_map([since], |r| {
+        let rows = stmt.query_map(params![since, MAX_COST_ROWS as i64], |r| {
             let float = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, f64>(i)?.max(0.0) as u64) };
             Ok(CostRow {
                 day: r.get(0)?,

@@ -38,7 +38,7 @@ use std::path::Path;
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 use tactful_core::RoomId;
 
-pub use calls::{CallEnd, CallRow, CallStart, CostRow};
+pub use calls::{CallEnd, CallRow, CallStart, CostRow, MAX_COST_ROWS};
 pub use claim::{Claim, ClaimError, claim};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use ops::{Op, PendingTurn};

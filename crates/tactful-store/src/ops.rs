@@ -104,6 +104,9 @@ pub enum Op {
     CallStarted(crate::CallStart),
     /// More about an agent call: its answer, then what came of it.
     CallEnded(crate::CallEnd),
+    /// The service starts: calls a previous run left running are marked
+    /// `interrupted`.
+    CallsInterrupted,
 }
 
 /// A reply turn that was running.
@@ -290,6 +293,7 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
         }
         Op::CallStarted(c) => crate::calls::start(tx, c)?,
         Op::CallEnded(e) => crate::calls::end(tx, e)?,
+        Op::CallsInterrupted => crate::calls::interrupted(tx)?,
     }
     Ok(())
 }

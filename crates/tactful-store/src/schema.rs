@@ -133,7 +133,7 @@ CREATE TABLE calls (
     completion_tokens INTEGER,
     cached_tokens     INTEGER
 );
-CREATE INDEX calls_by_room ON calls (room, started);
+CREATE INDEX calls_by_room ON calls (room, turn);
 
 -- Before this version a reply gate that had answered was never marked
 -- ended, so every restart asked each one again as a reply (answering what

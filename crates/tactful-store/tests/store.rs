@@ -640,10 +640,8 @@ fn agent_calls_are_logged_once_and_summed_per_day() {
     assert_eq!(by_turn(4).outcome.as_deref(), Some("cancelled"));
     assert_eq!(by_turn(5).outcome, None, "still running");
     assert_eq!(by_turn(5).latency_ms, None);
-    // Paging: before the second-newest call's start.
-    let older = reader
-        .calls("lobby", Some(calls[1].started as i64), 2)
-        .expect("page");
+    // Paging: before the second-newest call's turn.
+    let older = reader.calls("lobby", Some(calls[1].turn), 2).expect("page");
     assert_eq!(older.iter().map(|c| c.turn).collect::<Vec<_>>(), [3, 2]);
     assert!(reader.calls("elsewhere", None, 10).expect("calls").is_empty());
 
@@ -665,5 +663,27 @@ fn agent_calls_are_logged_once_and_summed_per_day() {
     assert_eq!(
         reader.people_messages(0).expect("heard"),
         [("lobby".to_owned(), 2)]
+    );
+
+    // The next start: the call still running then was interrupted; the
+    // others keep how they ended.
+    drop(reader);
+    let mut store = Store::open(&path).expect("opens");
+    store.apply(&[Op::CallsInterrupted]).expect("applies");
+    drop(store);
+    let calls = tactful_store::Reader::open(&path)
+        .expect("reads")
+        .calls("lobby", None, 10)
+        .expect("calls");
+    let outcomes: Vec<(i64, Option<&str>)> = calls.iter().map(|c| (c.turn, c.outcome.as_deref())).collect();
+    assert_eq!(
+        outcomes,
+        [
+            (5, Some("interrupted")),
+            (4, Some("cancelled")),
+            (3, Some("answered")),
+            (2, Some("error")),
+            (1, Some("reply"))
+        ]
     );
 }

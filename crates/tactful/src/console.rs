@@ -445,13 +445,13 @@ async fn dry_run(
 }
 
 /// The room's agent calls, newest first (paged like `/decisions`, by
-/// start time): kind, latency, tokens, and how each ended.
+/// turn): kind, latency, tokens, and how each ended.
 async fn calls(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
     c.guard(&headers, &q)?;
     let (room, rows, full) = c
         .page(&q, |r, room, before, limit| r.calls(room, before, limit))
         .await?;
-    let next = rows.last().map(|c| c.started as i64).filter(|_| full);
+    let next = rows.last().map(|c| c.turn).filter(|_| full);
     Ok(Json(json!({ "room": room, "calls": rows, "next_before": next })).into_response())
 }
 
@@ -473,9 +473,11 @@ async fn costs(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -
     let (rows, heard) = c
         .read(move |r| Ok((r.costs(since)?, r.people_messages(since)?)))
         .await?;
+    let truncated = rows.len() >= tactful_store::MAX_COST_ROWS;
     Ok(Json(json!({
         "days": days,
         "since": since,
+        "truncated": truncated,
         "rows": rows,
         "rooms": costs::per_room(&rows, &heard),
     }))
