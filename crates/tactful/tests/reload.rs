@@ -154,6 +154,9 @@ async fn the_console_reloads_the_file_like_sighup_and_says_what_happened() {
         json!({ "type": "say", "room": "lobby", "text": "before the reload" }),
     )
     .await;
+    // Shown back once stored, so decided under the old policy: the reload
+    // below cannot overtake it.
+    common::id_of(&mut ws, "before the reload").await;
     let (status, body) = reload(&auth);
     assert_eq!(status, 200, "{body}");
     let v = json_of(&body);
