@@ -246,7 +246,6 @@ impl Driver {
             Event::Inbound(msg) => {
                 if !closing && self.take(&msg) {
                     self.trace(TraceEvent::Inbound {
-                        room: msg.room.clone(),
                         msg: Box::new(msg.clone()),
                     });
                     self.engine.handle_message(wall_clock(), msg);
@@ -260,7 +259,6 @@ impl Driver {
                     let _ = ack.send(Err(NotSaved::StoreDown(error)));
                 } else if self.take(&msg) {
                     self.trace(TraceEvent::Inbound {
-                        room: msg.room.clone(),
                         msg: Box::new(msg.clone()),
                     });
                     if self.saving() {
@@ -382,7 +380,6 @@ impl Driver {
         });
     }
 
-    /// Acts on every pending engine output, then saves what changed.
     /// Acts on every engine output; what they change is saved by the
     /// caller, after [`Driver::fill`], in one batch with the calls started.
     fn drain(&mut self) {

@@ -93,9 +93,8 @@ pub enum TraceEvent {
     Engine(Output),
     /// A message arrived from a platform.
     Inbound {
-        /// Its room.
-        room: RoomId,
-        /// The message (the console's live transcript shows it).
+        /// The message (its room included; the console's live transcript
+        /// shows it).
         msg: Box<Message>,
     },
     /// A message was refused because the store cannot write.

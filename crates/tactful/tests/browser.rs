@@ -33,10 +33,29 @@ fn browser_ready(root: &std::path::Path) -> bool {
     ready
 }
 
+/// Runs `tests/browser/<script>` with `args` under Node; every check must
+/// pass and each of `musts` be among them.
+fn run_script(root: &std::path::Path, script: &str, args: &[&std::ffi::OsStr], musts: &[&str]) {
+    let out = Command::new("node")
+        .arg(root.join("tests/browser").join(script))
+        .args(args)
+        .current_dir(root.join("tests/browser"))
+        .output()
+        .expect("node runs");
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{script}: checks failed:\n{report}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for must in musts {
+        assert!(report.contains(must), "{must:?} missing from:\n{report}");
+    }
+}
+
 #[test]
 fn the_demo_works_in_a_real_browser() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let script = root.join("tests/browser/demo.mjs");
     if !browser_ready(&root) {
         return;
     }
@@ -52,30 +71,23 @@ fn the_demo_works_in_a_real_browser() {
     )
     .expect("config");
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-artifacts");
-    let out = Command::new("node")
-        .arg(&script)
-        .arg(env!("CARGO_BIN_EXE_tactful"))
-        .arg(common::free_port().to_string())
-        .arg(&store)
-        .arg(&broken)
-        .arg(&shots)
-        .current_dir(root.join("tests/browser"))
-        .output()
-        .expect("node runs");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "browser checks failed:\n{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_script(
+        &root,
+        "demo.mjs",
+        &[
+            env!("CARGO_BIN_EXE_tactful").as_ref(),
+            common::free_port().to_string().as_ref(),
+            store.as_os_str(),
+            broken.as_os_str(),
+            shots.as_os_str(),
+        ],
+        &[
+            "ok: 1280×720: the name and room inputs are wide",
+            "ok: a typed @Host is a mention and is answered",
+            "ok: the decision view shows why an agent failed",
+            "ok: the page reconnects by itself",
+        ],
     );
-    for must in [
-        "ok: 1280×720: the name and room inputs are wide",
-        "ok: a typed @Host is a mention and is answered",
-        "ok: the decision view shows why an agent failed",
-        "ok: the page reconnects by itself",
-    ] {
-        assert!(report.contains(must), "{must:?} missing from:\n{report}");
-    }
     for shot in [
         "join-desktop.png",
         "join-phone.png",
@@ -166,37 +178,30 @@ fn the_console_works_in_a_real_browser() {
     )
     .expect("config");
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-artifacts");
-    let out = Command::new("node")
-        .arg(root.join("tests/browser/console.mjs"))
-        .arg(env!("CARGO_BIN_EXE_tactful"))
-        .arg(&config)
-        .arg(web.to_string())
-        .arg(server.to_string())
-        .arg(CONSOLE_TOKEN)
-        .arg(&shots)
-        .current_dir(root.join("tests/browser"))
-        .output()
-        .expect("node runs");
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "console checks failed:\n{report}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_script(
+        &root,
+        "console.mjs",
+        &[
+            env!("CARGO_BIN_EXE_tactful").as_ref(),
+            config.as_os_str(),
+            web.to_string().as_ref(),
+            server.to_string().as_ref(),
+            CONSOLE_TOKEN.as_ref(),
+            shots.as_os_str(),
+        ],
+        &[
+            "ok: a silent persona's reason is shown live",
+            "ok: a failed agent's error is shown, in its own words",
+            "ok: a reply gate's SKIP is shown live",
+            "ok: a hook's cancel is shown live",
+            "ok: an invalid edit is refused with the config check's message",
+            "ok: the dry run lists a decision that would change",
+            "ok: mention → all takes effect on the next message",
+            "ok: the edit survives a restart",
+            "ok: a wrong token is refused",
+            "ok: another site's page is refused by the server",
+        ],
     );
-    for must in [
-        "ok: a silent persona's reason is shown live",
-        "ok: a failed agent's error is shown, in its own words",
-        "ok: a reply gate's SKIP is shown live",
-        "ok: a hook's cancel is shown live",
-        "ok: an invalid edit is refused with the config check's message",
-        "ok: the dry run lists a decision that would change",
-        "ok: mention → all takes effect on the next message",
-        "ok: the edit survives a restart",
-        "ok: a wrong token is refused",
-        "ok: another site's page is refused by the server",
-    ] {
-        assert!(report.contains(must), "{must:?} missing from:\n{report}");
-    }
     assert!(
         shots.join("console-desktop.png").exists(),
         "the screenshot is kept"
