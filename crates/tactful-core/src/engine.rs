@@ -37,7 +37,7 @@ use crate::directives::{self, Directives};
 use crate::hooks::{HookNote, HookRequest, HookScope};
 use crate::ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 use crate::message::{Mentions, Message, Sender};
-use crate::persona::{MAX_PERSONAS, PersonaIdx, PersonaSpec};
+use crate::persona::{MAX_PERSONAS, PersonaIdx, PersonaSet, PersonaSpec};
 use crate::policy::{ERROR_NOTICE, Mode, OnError, PolicyTable, RoomPolicy};
 use crate::rate_limit::RateLedger;
 use crate::reasoning;
@@ -48,11 +48,13 @@ use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
 mod ambient;
 mod hooked;
+mod live_personas;
 mod live_policy;
 mod more_replies;
 mod restore;
 mod scheduled;
 
+pub use live_personas::PersonasChanged;
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
 pub use scheduled::{ScheduleEvent, ScheduleNote};
 
@@ -236,6 +238,8 @@ pub enum CancelReason {
     Addressed,
     /// The reply-decision gate did not answer in time; it failed open.
     GateTimeout,
+    /// A config reload removed the persona.
+    PersonaRemoved,
 }
 
 impl CancelReason {
@@ -244,6 +248,7 @@ impl CancelReason {
         match self {
             CancelReason::Addressed => "addressed",
             CancelReason::GateTimeout => "gate_timeout",
+            CancelReason::PersonaRemoved => "persona_removed",
         }
     }
 }
@@ -539,7 +544,10 @@ impl Verdict {
 /// The sans-I/O room engine. See the module docs for the flow.
 #[derive(Debug)]
 pub struct Engine {
+    /// Every persona slot, retired ones included (see `live_personas`).
     personas: Vec<PersonaSpec>,
+    /// The slots a reload removed.
+    retired: PersonaSet,
     policies: PolicyTable,
     shared_policies: Vec<Arc<RoomPolicy>>,
     limits: ContextLimits,
@@ -580,20 +588,7 @@ impl Engine {
         if config.max_concurrent_flushes == 0 {
             return Err(EngineError::NoFlushSlots);
         }
-        for (i, a) in config.personas.iter().enumerate() {
-            for b in &config.personas[i + 1..] {
-                let handles = std::iter::once(b.id.as_str()).chain(b.aliases.iter().map(|x| x.as_str()));
-                for h in handles {
-                    if a.answers_to(h) {
-                        return Err(EngineError::DuplicateHandle(
-                            a.id.clone(),
-                            b.id.clone(),
-                            h.to_owned(),
-                        ));
-                    }
-                }
-            }
-        }
+        live_personas::check_handles(config.personas.iter())?;
         // Rooms without a layer of their own share one policy per persona.
         let anywhere = RoomId::new("");
         let shared_policies = config
@@ -604,6 +599,7 @@ impl Engine {
         Ok(Engine {
             sent_count: vec![0; n],
             personas: config.personas,
+            retired: PersonaSet::default(),
             policies: config.policies,
             shared_policies,
             limits: config.context,
@@ -636,17 +632,20 @@ impl Engine {
         !self.turns.is_empty() || self.timers.values().any(|t| !matches!(t, Timer::Schedule(_)))
     }
 
-    /// The personas, in config order.
+    /// Every persona slot in index order: the file's order at start, then
+    /// personas a reload added. Slots a reload removed are still here
+    /// ([`Engine::is_retired`]).
     pub fn personas(&self) -> &[PersonaSpec] {
         &self.personas
     }
 
-    /// The index of the persona with this id.
+    /// The index of the persona with this id, unless a reload removed it.
     pub fn persona_index(&self, id: &str) -> Option<PersonaIdx> {
         self.personas
             .iter()
             .position(|p| p.id.as_str() == id)
             .map(|i| PersonaIdx(i as u8))
+            .filter(|&p| !self.retired.contains(p))
     }
 
     /// The next output, oldest first. Drain it after every `handle_*` call.
@@ -713,6 +712,7 @@ impl Engine {
         let is_bot = msg.sender.is_bot || author.is_some();
         let Engine {
             personas,
+            retired,
             policies,
             shared_policies,
             limits,
@@ -737,6 +737,8 @@ impl Engine {
         room.note_author(&msg, author, is_bot);
         let reply_author = msg.reply_to.as_ref().map(|r| room.author_of(r));
         let targets = Targets::of(&msg, |h| match persona_of(personas, h) {
+            // A removed persona is nobody here now.
+            Some(p) if retired.contains(p) => Handle::Other,
             Some(p) => Handle::Persona(p),
             None if room.bots.iter().any(|(b, _)| handle_eq(b.as_str(), h)) => Handle::Bot,
             None => Handle::Other,
@@ -755,6 +757,9 @@ impl Engine {
         let mut recorded = false;
         for (i, spec) in personas.iter().enumerate() {
             let p = PersonaIdx(i as u8);
+            if retired.contains(p) {
+                continue;
+            }
             let v = decide(spec, p, room, &facts);
             recorded |= v.reason != Reason::DmForOther;
             let turn = matches!(v.action, Action::Turn | Action::Gate).then(|| {
@@ -865,7 +870,7 @@ impl Engine {
             .personas
             .iter()
             .enumerate()
-            .filter(|&(i, _)| i != p.0 as usize)
+            .filter(|&(i, _)| i != p.0 as usize && !self.retired.contains(PersonaIdx(i as u8)))
             .map(|(_, s)| s.name.clone())
             .chain(room.bots.iter().map(|(_, name)| name.clone()))
             .collect();

@@ -8,8 +8,8 @@ use tactful_agents::hooks::Hooks;
 use tactful_agents::{Agent, Deltas};
 use tactful_core::hooks::HookAction;
 use tactful_core::{
-    AgentResult, Counters, Engine, Message, Outcome, Output, PersonaId, Reason, RoomId, TurnId, TurnKind,
-    TurnRequest,
+    AgentResult, CancelReason, Counters, Engine, EngineError, Message, Outcome, Output, PersonaId,
+    PersonasChanged, Reason, RoomId, TurnId, TurnKind, TurnRequest,
 };
 use tactful_store::{Op, PendingTurn};
 use tokio::sync::{mpsc, oneshot};
@@ -20,7 +20,7 @@ use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Showing, Stre
 use crate::persist::{Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
 use crate::restart::Restart;
-use crate::runtime::{Event, TraceEvent, wall_clock};
+use crate::runtime::{Event, Personas, TraceEvent, wall_clock};
 
 /// A delivery job: the event, and for a reply the store's word that it is
 /// saved (sent only after that).
@@ -114,6 +114,25 @@ impl Driver {
             refusal_logged: false,
             calls: CallLog::default(),
         }
+    }
+
+    /// A reload's personas and agents: the engine first (it may refuse),
+    /// then the agents later turns are run with.
+    fn set_personas(&mut self, new: Personas) -> Result<PersonasChanged, EngineError> {
+        let changed = self
+            .engine
+            .set_personas(wall_clock(), new.personas, new.reasoning_kept)?;
+        self.p.agents = new.agents;
+        for spec in self.engine.personas() {
+            self.names.insert(spec.id.clone(), spec.name.clone());
+        }
+        tracing::info!(
+            added = ?changed.added,
+            changed = ?changed.changed,
+            removed = ?changed.removed,
+            "personas replaced: turns in flight keep their agent; removed personas' turns are cancelled"
+        );
+        Ok(changed)
     }
 
     fn trace(&self, event: TraceEvent) {
@@ -314,6 +333,9 @@ impl Driver {
             Event::Policies(policies) => {
                 self.engine.set_policies(*policies);
                 tracing::info!("room policies replaced: each room uses the new ones from its next message");
+            }
+            Event::Personas(new, answer) => {
+                let _ = answer.send(self.set_personas(*new));
             }
             Event::HooksDone(turn, outcomes) => {
                 self.running.remove(&turn);
@@ -565,7 +587,11 @@ impl Driver {
                 if saving {
                     self.batch.ops.push(Op::TurnEnded(end.turn));
                 }
-                tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
+                if reason == CancelReason::PersonaRemoved {
+                    tracing::info!(turn = %end.turn, persona = %end.persona, room = %end.room, "turn cancelled: a reload removed its persona");
+                } else {
+                    tracing::debug!(turn = %end.turn, reason = reason.as_str(), "turn cancelled");
+                }
                 self.deliver(&end.room, DeliveryEvent::Quiet { turn: end.turn }, None);
             }
             Output::RunHooks(req) => {

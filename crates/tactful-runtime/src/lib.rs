@@ -21,6 +21,7 @@ mod restart;
 pub mod runtime;
 mod schedules;
 pub mod seam;
+pub mod slot;
 
 pub use connections::{Account, Connections, LinkState};
 pub use delivery::DeliveryConfig;
@@ -31,6 +32,8 @@ pub use platform::{
     Capabilities, Connected, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe, ProbeFailed,
 };
 pub use runtime::{
-    DEFAULT_MAX_CONCURRENT_TURNS, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent, wall_clock,
+    DEFAULT_MAX_CONCURRENT_TURNS, Personas, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent,
+    wall_clock,
 };
+pub use slot::PlatformSlot;
 pub use tactful_store::Store;

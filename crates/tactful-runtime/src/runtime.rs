@@ -20,8 +20,8 @@ use tactful_agents::hooks::Hooks;
 use tactful_core::PolicyTable;
 use tactful_core::hooks::HookOutcome;
 use tactful_core::{
-    AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, PersonaId, RoomId, Timestamp,
-    TurnId, TurnKind,
+    AgentResult, Engine, EngineConfig, EngineError, Message, MsgId, Output, PersonaId, PersonaSpec,
+    PersonasChanged, RoomId, Timestamp, TurnId, TurnKind,
 };
 use tactful_store::{LoadLimits, Op, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
@@ -45,6 +45,16 @@ pub fn wall_clock() -> Timestamp {
 
 /// The default for [`RuntimeConfig::max_concurrent_turns`].
 pub const DEFAULT_MAX_CONCURRENT_TURNS: usize = 16;
+
+/// The personas and agents a config reload hands to the running engine.
+pub struct Personas {
+    /// Every persona of the reloaded file, in its order.
+    pub personas: Vec<PersonaSpec>,
+    /// Agent backends by `[agents]` key: the whole new set.
+    pub agents: HashMap<String, Arc<dyn Agent>>,
+    /// See [`EngineConfig::reasoning_kept`].
+    pub reasoning_kept: Vec<Arc<str>>,
+}
 
 /// Everything the runtime is built from.
 pub struct RuntimeConfig {
@@ -193,6 +203,12 @@ pub(crate) enum Event {
     HooksDone(TurnId, Vec<HookOutcome>),
     /// New room policy layers (a config reload).
     Policies(Box<PolicyTable>),
+    /// New personas and agents (a config reload), answered with what
+    /// changed or why the engine refused them.
+    Personas(
+        Box<Personas>,
+        oneshot::Sender<Result<PersonasChanged, EngineError>>,
+    ),
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
     Done(RoomId, Option<(MsgId, MsgId)>),
@@ -275,6 +291,25 @@ impl RuntimeHandle {
     /// turns in flight keep theirs. `false` once the runtime has stopped.
     pub fn set_policies(&self, policies: PolicyTable) -> bool {
         self.tx.send(Event::Policies(Box::new(policies))).is_ok()
+    }
+
+    /// Replaces the personas and the agent backends of the running engine
+    /// (a config reload; see [`Engine::set_personas`] for what happens to
+    /// each persona). Turns in flight keep the agent they started with.
+    /// Resolves to what changed, or the engine's reason for refusing
+    /// (nothing changed then); `Err(None)` once the runtime has stopped.
+    pub fn set_personas(
+        &self,
+        personas: Personas,
+    ) -> impl Future<Output = Result<PersonasChanged, Option<EngineError>>> + use<> {
+        let (tx, rx) = oneshot::channel();
+        let sent = self.tx.send(Event::Personas(Box::new(personas), tx)).is_ok();
+        async move {
+            if !sent {
+                return Err(None);
+            }
+            rx.await.map_err(|_| None)?.map_err(Some)
+        }
     }
 
     /// Where a platform saves records of its own, in order with the

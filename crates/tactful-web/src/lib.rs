@@ -107,8 +107,8 @@ pub enum WebError {
 /// Shared state of the web room.
 struct Shared {
     rooms: Mutex<HashMap<String, Room>>,
-    personas: Vec<Member>,
-    lookalikes: Lookalikes,
+    /// The personas, replaced when a config reload changes them.
+    cast: std::sync::RwLock<Arc<Cast>>,
     /// People connected, by id: how their name looks and how many
     /// connections they have.
     people: Mutex<HashMap<String, identity::Person>>,
@@ -123,6 +123,42 @@ struct Shared {
     access: OnceLock<Access>,
     /// What the decision view remembers between trace events.
     explainer: Mutex<why::Explainer>,
+}
+
+/// The personas as the room shows them.
+struct Cast {
+    members: Vec<Member>,
+    /// Personas a reload removed: replies of theirs already decided are
+    /// still shown under their name.
+    gone: Vec<Member>,
+    /// Their names' looks: nobody may join under one.
+    lookalikes: Lookalikes,
+}
+
+impl Cast {
+    fn of(personas: &[PersonaSpec]) -> Cast {
+        Cast {
+            members: personas
+                .iter()
+                .map(|p| Member {
+                    id: p.id.to_string(),
+                    name: p.name.to_string(),
+                    bot: true,
+                })
+                .collect(),
+            gone: Vec::new(),
+            lookalikes: Lookalikes::of(personas),
+        }
+    }
+}
+
+impl Shared {
+    fn cast(&self) -> Arc<Cast> {
+        self.cast
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 /// The web room: a [`Platform`] for the runtime and a server for people.
@@ -146,6 +182,27 @@ const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 const EVENT_BACKLOG: usize = 1024;
 
 impl WebPlatform {
+    /// The personas changed (a config reload): rooms list the new ones
+    /// from their next history, and nobody may join under a new one's
+    /// name. A removed persona's replies already decided still go out.
+    pub fn set_personas(&self, personas: &[PersonaSpec]) {
+        let mut cast = Cast::of(personas);
+        // Replies still on their way may be by a removed persona.
+        let old = self.shared.cast();
+        cast.gone = old
+            .gone
+            .iter()
+            .chain(&old.members)
+            .filter(|m| !cast.members.iter().any(|n| n.id == m.id))
+            .cloned()
+            .collect();
+        *self
+            .shared
+            .cast
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(cast);
+    }
+
     /// A web room whose members include `personas`.
     pub fn new(config: WebConfig, personas: &[PersonaSpec]) -> Result<Self, WebError> {
         if config.auth_token.as_deref().is_some_and(|t| t.trim().is_empty()) {
@@ -158,15 +215,7 @@ impl WebPlatform {
         Ok(WebPlatform {
             shared: Arc::new(Shared {
                 rooms: Mutex::new(HashMap::new()),
-                personas: personas
-                    .iter()
-                    .map(|p| Member {
-                        id: p.id.to_string(),
-                        name: p.name.to_string(),
-                        bot: true,
-                    })
-                    .collect(),
-                lookalikes: Lookalikes::of(personas),
+                cast: std::sync::RwLock::new(Arc::new(Cast::of(personas))),
                 people: Mutex::new(HashMap::new()),
                 events,
                 next_id: AtomicU64::new(1),
@@ -391,9 +440,11 @@ impl Platform for WebPlatform {
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         Box::pin(async move {
             let shared = &self.shared;
-            let sender = shared
-                .personas
+            let cast = shared.cast();
+            let sender = cast
+                .members
                 .iter()
+                .chain(&cast.gone)
                 .find(|p| p.id == msg.persona.as_str())
                 .cloned()
                 .ok_or_else(|| PlatformError(format!("no persona {} in the web room", msg.persona)))?;

@@ -190,7 +190,8 @@ impl Conn {
             Ok(n) => n,
             Err(e) => return error(e.to_string()),
         };
-        if let Some(persona) = self.shared.lookalikes.persona_like(&name) {
+        let cast = self.shared.cast();
+        if let Some(persona) = cast.lookalikes.persona_like(&name) {
             return error(identity::NameError::Persona(persona.to_owned()).to_string());
         }
         let id = identity::person_id(&name);
@@ -242,7 +243,7 @@ impl Conn {
         let shared = &self.shared;
         let view = shared.with_rooms(|rooms| {
             let r = rooms.entry(room.to_owned()).or_default();
-            let members: Vec<Member> = shared.personas.iter().chain(r.people()).cloned().collect();
+            let members: Vec<Member> = shared.cast().members.iter().chain(r.people()).cloned().collect();
             let messages: Vec<&WebMsg> = r.history().collect();
             json!({ "type": "history", "room": room, "members": members, "messages": messages })
         });
@@ -394,10 +395,10 @@ impl Conn {
                     .get(room)
                     .map(|r| r.people().cloned().collect())
                     .unwrap_or_default();
+                let cast = shared.cast();
                 tactful_core::addressing::text_mentions(text)
                     .filter_map(|handle| {
-                        shared
-                            .personas
+                        cast.members
                             .iter()
                             .chain(&people)
                             .find(|m| {

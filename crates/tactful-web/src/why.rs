@@ -143,6 +143,7 @@ pub fn notes(output: &Output) -> Vec<Note> {
             let text = match why {
                 CancelReason::Addressed => "stopped reading: a message addressed to it came first",
                 CancelReason::GateTimeout => "its gate did not answer in time, so it answers",
+                CancelReason::PersonaRemoved => "stopped: a config reload removed this persona",
             };
             each(&end.room, &end.msgs, &end.persona, "skipped", text)
         }

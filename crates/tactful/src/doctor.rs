@@ -252,7 +252,7 @@ async fn platforms(config: &Config) -> Vec<Row> {
         }
     };
     let mut rows = Vec::new();
-    for platform in built {
+    for (_, platform) in built {
         for probe in platform.probe().await {
             rows.push(match probe.outcome {
                 Ok(found) => Row::ok(probe.what, found),

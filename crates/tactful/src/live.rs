@@ -13,7 +13,7 @@ use axum::Router;
 use axum::routing::get;
 use tactful_agents::Agent;
 use tactful_runtime::{
-    Connected, Connections, DeliveryConfig, Health, LinkState, Metrics, Platform, Runtime, RuntimeConfig,
+    Connections, DeliveryConfig, Health, LinkState, Metrics, Platform, PlatformSlot, Runtime, RuntimeConfig,
     Store, wall_clock,
 };
 use tactful_web::{WebConfig, WebPlatform};
@@ -139,8 +139,9 @@ pub struct Service {
     pub listening: Listening,
     /// The web room, when configured.
     pub web: Option<WebPlatform>,
-    /// The chat platforms besides the web room.
-    connected: Vec<Arc<dyn Connected>>,
+    /// The chat platforms besides the web room (a reload may replace
+    /// their connections).
+    connected: Vec<Arc<PlatformSlot>>,
     runtime: Runtime,
     /// Reloads the file (SIGHUP and the console share it).
     reloader: crate::reload::SharedReloader,
@@ -154,6 +155,9 @@ impl Service {
     /// decided replies are delivered, the store is flushed.
     pub async fn stop(self) {
         self.runtime.shutdown().await;
+        for platform in &self.connected {
+            platform.stop();
+        }
         for task in self.tasks {
             task.abort();
         }
@@ -198,7 +202,10 @@ impl Service {
         let claim = tactful_store::claim(&config.store, &who)?;
         let store =
             Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
-        let connected = crate::registry::build(config, &store)?;
+        let connected: Vec<Arc<PlatformSlot>> = crate::registry::build(config, &store)?
+            .into_iter()
+            .map(|(name, p)| PlatformSlot::new(name, p))
+            .collect();
         let mut platforms: Vec<Arc<dyn Platform>> =
             connected.iter().map(|p| p.clone() as Arc<dyn Platform>).collect();
         let web = match &config.platforms.web {
@@ -261,7 +268,7 @@ impl Service {
         let runtime = Runtime::start(
             RuntimeConfig {
                 engine,
-                agents,
+                agents: agents.clone(),
                 delivery: DeliveryConfig {
                     edit_interval: config.runtime.edit_interval,
                     placeholder: "…".to_owned(),
@@ -279,9 +286,15 @@ impl Service {
             layers,
             runtime.handle(),
         ));
-        let reloader = Arc::new(std::sync::Mutex::new(crate::reload::Reloader::new(
+        let reloader = Arc::new(tokio::sync::Mutex::new(crate::reload::Reloader::new(
             config,
-            policies.clone(),
+            crate::reload::Running {
+                policies: policies.clone(),
+                runtime: runtime.handle(),
+                agents,
+                web: web.clone(),
+                platforms: connected.clone(),
+            },
         )));
         let mut tasks = vec![counter];
         let mut web_addr = None;
@@ -307,7 +320,7 @@ impl Service {
             tasks.push(server);
         }
         for platform in &connected {
-            tasks.extend(platform.start(runtime.handle()));
+            platform.start(runtime.handle());
         }
         let health = runtime.health();
         if let Some(h) = &health {

@@ -39,25 +39,52 @@ pub fn platforms() -> Vec<Registration> {
 }
 
 /// Every configured platform but the built-in web room, built and not yet
-/// connected.
-pub fn build(config: &Config, store: &Store) -> anyhow::Result<Vec<Arc<dyn Connected>>> {
+/// connected, with its `[platforms]` key.
+pub fn build(config: &Config, store: &Store) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
     if config.platforms.connected.is_empty() {
         return Ok(Vec::new());
     }
     let saved = store
         .platform_state()
         .context("cannot read the platforms' saved state (sync tokens, offsets) from the store")?;
+    build_from(config, &saved, |_| true)
+}
+
+/// The platforms `names` of `config`, built again for a config reload,
+/// from the state the store holds now (sync tokens, offsets: what was
+/// heard since the start is not heard twice).
+pub fn build_some(
+    config: &Config,
+    names: &[String],
+) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
+    let saved = if config.store.as_os_str() == ":memory:" {
+        Default::default()
+    } else {
+        Store::open(&config.store)
+            .and_then(|s| s.platform_state())
+            .context("cannot read the platforms' saved state (sync tokens, offsets) from the store")?
+    };
+    build_from(config, &saved, |name| names.iter().any(|n| n == name))
+}
+
+fn build_from(
+    config: &Config,
+    saved: &std::collections::BTreeMap<String, String>,
+    wanted: impl Fn(&str) -> bool,
+) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
     let on_disk = config.store.as_os_str() != ":memory:";
     let cx = Context {
         store: on_disk.then_some(config.store.as_path()),
-        saved: &saved,
+        saved,
     };
     config
         .platforms
         .connected
         .iter()
+        .filter(|(name, _)| wanted(name))
         .map(|(name, p)| {
             p.build(&cx)
+                .map(|built| (*name, built))
                 .map_err(|e| anyhow::anyhow!("cannot set up {name}: {e}"))
         })
         .collect()

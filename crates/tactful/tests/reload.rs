@@ -34,21 +34,27 @@ path = ":memory:"
     )
 }
 
-fn hup(pid: u32) {
-    let ok = std::process::Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status()
-        .expect("kill")
-        .success();
-    assert!(ok, "SIGHUP sent");
-}
+/// A second persona with its own agent, and room settings.
+const CHEF: &str = r#"
+[[persona]]
+id = "chef"
+name = "Chef"
+agent = "cook"
+
+[agents.cook]
+kind = "script"
+rules = [
+  { when = "slow", reply = "chef's slow answer", delay_ms = 60000 },
+  { when = "", reply = "chef: {text}" },
+]
+"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sighup_reloads_room_policies_and_a_broken_file_changes_nothing() {
+async fn sighup_reloads_rooms_personas_and_agents_and_a_broken_file_changes_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = dir.path().join("tactful.toml");
     let port = free_port();
-    let (mut tactful, logs) = run_tactful_logged(dir.path(), &config(port, ""), &[]);
+    let (tactful, logs) = run_tactful_logged(dir.path(), &config(port, ""), &[]);
     logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));
     let mut ws = enter(&format!("ws://127.0.0.1:{port}/ws"), "Alice").await;
 
@@ -60,37 +66,87 @@ async fn sighup_reloads_room_policies_and_a_broken_file_changes_nothing() {
     .await;
     logs.wait_for("the slow turn to start", |l| l.contains("a new room: lobby"));
 
-    // mention → all for the lobby; an agent key changed too (not applied
-    // live: named as needing a restart).
-    let good = config(port, "[rooms.lobby]\nmode = \"all\"\n").replace("answer to", "reply to");
+    // mention → all for docs in the lobby; a persona added with its agent;
+    // docs's agent changed (rebuilt); a [runtime] change waits for a
+    // restart.
+    let rooms = "[rooms.lobby.personas.docs]\nmode = \"all\"\n[runtime]\nshutdown_grace_seconds = 7\n";
+    let good = config(port, &format!("{rooms}{CHEF}")).replace("answer to", "reply to");
     std::fs::write(&cfg, good).expect("config");
-    hup(tactful.id());
+    common::hup(tactful.id());
     let applied = logs.wait_for("the reload", |l| l.contains("config reloaded"));
-    assert!(applied.contains("rooms_changed=true"), "{applied}");
-    assert!(
-        applied.contains("apply only after a restart: agents"),
-        "{applied}"
-    );
+    for part in [
+        "rooms_changed=true",
+        r#"personas_added=["chef"]"#,
+        r#"agents_rebuilt=["cook", "main"]"#,
+        "apply only after a restart: runtime",
+    ] {
+        assert!(applied.contains(part), "{part} in {applied}");
+    }
 
     say(
         &mut ws,
         json!({ "type": "say", "room": "lobby", "text": "hello everyone" }),
     )
     .await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Chef hi" }),
+    )
+    .await;
     let got = bot_messages(&mut ws, |m| {
-        m.iter().any(|m| m["text"] == "answer to hello everyone")
+        m.iter().any(|m| m["text"] == "reply to hello everyone")
+            && m.iter().any(|m| m["text"] == "chef: @Chef hi")
             && m.iter().any(|m| m["text"] == "the slow answer")
     })
     .await;
     assert_eq!(
         got.iter().filter(|m| m["text"] == "the slow answer").count(),
         1,
-        "{got:?}"
+        "the turn in flight answered once, with the agent it started with: {got:?}"
+    );
+
+    // Chef removed while it is writing: its turn ends, nothing of it posts.
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Chef slow soup" }),
+    )
+    .await;
+    logs.wait_for("chef's slow turn", |l| {
+        l.contains("decision persona=chef") && l.contains(r#"outcome="reply""#)
+    });
+    std::fs::write(&cfg, config(port, rooms).replace("answer to", "reply to")).expect("config");
+    common::hup(tactful.id());
+    let removed = logs.wait_for("the second reload", |l| l.contains("personas_removed=[\"chef\"]"));
+    assert!(removed.contains("config reloaded"), "{removed}");
+    assert!(
+        removed.contains("agents_rebuilt=[]"),
+        "docs's agent did not change: {removed}"
+    );
+    logs.wait_for("chef's turn cancelled", |l| {
+        l.contains("turn cancelled: a reload removed its persona") && l.contains("persona=chef")
+    });
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Chef are you there?" }),
+    )
+    .await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "anyone there?" }),
+    )
+    .await;
+    let got = bot_messages(&mut ws, |m| {
+        m.iter().any(|m| m["text"] == "reply to anyone there?")
+    })
+    .await;
+    assert!(
+        got.iter().all(|m| m["sender"]["id"] != "chef"),
+        "chef says nothing more: {got:?}"
     );
 
     // A broken file: refused with its line, the running config stays.
     std::fs::write(&cfg, config(port, "[rooms.lobby]\nmode = \"shout\"\n")).expect("config");
-    hup(tactful.id());
+    common::hup(tactful.id());
     let refused = logs.wait_for("the refusal", |l| l.contains("was not reloaded"));
     assert!(
         refused.contains("tactful.toml:21:8: unknown variant `shout`"),
@@ -101,10 +157,11 @@ async fn sighup_reloads_room_policies_and_a_broken_file_changes_nothing() {
         json!({ "type": "say", "room": "lobby", "text": "still all?" }),
     )
     .await;
-    bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "answer to still all?")).await;
+    bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "reply to still all?")).await;
 
+    let mut tactful = tactful;
     assert!(
-        tactful.try_wait().expect("status").is_none(),
+        tactful.0.try_wait().expect("status").is_none(),
         "SIGHUP never stops tactful"
     );
 }

@@ -443,3 +443,77 @@ async fn a_schedule_posts_in_a_telegram_group() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// A reload that adds a persona with a Telegram token connects its bot
+/// without a restart: the new bot polls and answers, the bot that was
+/// already there goes on answering, once per message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_adds_a_bot_without_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let double = Double::start(bots()).await;
+    let full = config(&double.url, &dir.path().join("t.db"), free_port());
+    let chef_block =
+        "[[persona]]\nid = \"chef\"\nagent = \"chef\"\ntelegram = { token = \"${CHEF_TOKEN}\" }\n";
+    assert!(full.contains(chef_block));
+    let (tactful, logs) = common::run_tactful_logged(
+        dir.path(),
+        &full.replace(chef_block, ""),
+        &[("DOCS_TOKEN", DOCS), ("CHEF_TOKEN", CHEF)],
+    );
+    double
+        .wait_until("docs polling", |calls, _| {
+            calls.iter().any(|c| c.token == DOCS && c.method == "getUpdates")
+        })
+        .await;
+    let q = double.post(
+        &[DOCS],
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot one", "entities": mention(0, 9)}),
+    );
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+    assert!(
+        !double.calls().iter().any(|c| c.token == CHEF),
+        "chef is not there yet"
+    );
+
+    std::fs::write(dir.path().join("tactful.toml"), &full).expect("config");
+    common::hup(tactful.id());
+    let line = logs.wait_for("the reload", |l| l.contains("config reloaded"));
+    assert!(line.contains(r#"personas_added=["chef"]"#), "{line}");
+    assert!(line.contains(r#"platforms_reconnected=["telegram"]"#), "{line}");
+    assert!(
+        !line.contains(CHEF) && !line.contains(DOCS),
+        "no token in the log: {line}"
+    );
+    polling(&double).await;
+
+    let both = [DOCS, CHEF];
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "@ChefBot soup?", "entities": mention(0, 8)}),
+    );
+    answered(&double, TEAM, q, CHEF, &format!("chef answers {q}")).await;
+    let q = double.post(
+        &both,
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot two", "entities": mention(0, 9)}),
+    );
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+    // Nothing heard before the reload was answered again by the new
+    // connection.
+    let first = double
+        .bot_messages(TEAM)
+        .into_iter()
+        .filter(|m| m.text.starts_with("docs answers"))
+        .count();
+    assert_eq!(first, 2, "{:?}", double.bot_messages(TEAM));
+    assert!(
+        logs.lines()
+            .iter()
+            .all(|l| !l.contains(CHEF) && !l.contains(DOCS))
+    );
+}

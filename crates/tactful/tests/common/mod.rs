@@ -417,3 +417,13 @@ pub fn run_tactful_logged(dir: &std::path::Path, config: &str, env: &[(&str, &st
     gather(child.stderr.take().expect("stderr"), &logs);
     (Reaper(child), logs)
 }
+
+/// Sends SIGHUP (a config reload) to process `pid`.
+pub fn hup(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok, "SIGHUP sent");
+}

@@ -1,0 +1,159 @@
+//! A platform a config reload can replace while the runtime runs.
+//!
+//! The runtime's room workers keep the [`Platform`] they were given for as
+//! long as the process lives; a [`PlatformSlot`] is that platform, and
+//! forwards every call to whichever connection is current. Replacing it
+//! (a persona's token changed, a persona was added to Telegram) says
+//! goodbye on the old connection, stops its tasks, and starts the new one:
+//! replies decided meanwhile wait in their room's queue and go out through
+//! the new connection, and what a platform redelivers after the switch is
+//! dropped as a duplicate by the engine.
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
+use tokio::task::JoinHandle;
+
+use crate::platform::{Capabilities, Connected, OutMessage, Platform, PlatformError};
+use crate::runtime::RuntimeHandle;
+
+/// How long the old connection's goodbye may take before its tasks stop.
+const GOODBYE_WAIT: Duration = Duration::from_secs(3);
+
+/// One platform's current connection, replaceable (see the module docs).
+pub struct PlatformSlot {
+    name: &'static str,
+    current: RwLock<Arc<dyn Connected>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for PlatformSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlatformSlot").field("name", &self.name).finish()
+    }
+}
+
+impl PlatformSlot {
+    /// A slot holding `platform`, the config's `[platforms.<name>]`.
+    pub fn new(name: &'static str, platform: Arc<dyn Connected>) -> Arc<PlatformSlot> {
+        Arc::new(PlatformSlot {
+            name,
+            current: RwLock::new(platform),
+            tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The `[platforms.<name>]` key.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The connection in use now.
+    pub fn current(&self) -> Arc<dyn Connected> {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn swap_tasks(&self, new: Vec<JoinHandle<()>>) -> Vec<JoinHandle<()>> {
+        std::mem::replace(
+            &mut *self.tasks.lock().unwrap_or_else(PoisonError::into_inner),
+            new,
+        )
+    }
+
+    /// Connects the current platform's accounts.
+    pub fn start(&self, runtime: RuntimeHandle) {
+        let tasks = self.current().start(runtime);
+        for old in self.swap_tasks(tasks) {
+            old.abort();
+        }
+    }
+
+    /// Replaces the connection: the old one says goodbye (at most
+    /// [`GOODBYE_WAIT`]) and stops, then `new` connects.
+    pub async fn replace(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle) {
+        let old = self.current();
+        if tokio::time::timeout(GOODBYE_WAIT, old.close()).await.is_err() {
+            tracing::warn!(
+                platform = self.name,
+                "the old connection did not say goodbye in time"
+            );
+        }
+        for task in self.swap_tasks(Vec::new()) {
+            task.abort();
+        }
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
+        self.start(runtime);
+    }
+
+    /// The start banner's line for the current connection.
+    pub async fn describe(&self) -> String {
+        self.current().describe().await
+    }
+
+    /// Stops the connection's tasks (the service is ending).
+    pub fn stop(&self) {
+        for task in self.swap_tasks(Vec::new()) {
+            task.abort();
+        }
+    }
+}
+
+impl Platform for PlatformSlot {
+    fn capabilities(&self) -> Capabilities {
+        self.current().capabilities()
+    }
+
+    fn owns(&self, room: &RoomId) -> bool {
+        self.current().owns(room)
+    }
+
+    fn deduplicates_sends(&self) -> bool {
+        self.current().deduplicates_sends()
+    }
+
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        let p = self.current();
+        Box::pin(async move { p.send(msg).await })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+        text: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        let p = self.current();
+        Box::pin(async move { p.edit(persona, room, id, text).await })
+    }
+
+    fn typing<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
+    ) -> BoxFuture<'a, ()> {
+        let p = self.current();
+        Box::pin(async move { p.typing(persona, room, thread).await })
+    }
+
+    fn close(&self) -> BoxFuture<'_, ()> {
+        let p = self.current();
+        Box::pin(async move { p.close().await })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        id: &'a MsgId,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        let p = self.current();
+        Box::pin(async move { p.delete(persona, room, id).await })
+    }
+}
