@@ -5,7 +5,8 @@
 // Starts `tactful run -c <config>` itself (so it can restart it). A person
 // talks in the web room in one tab; the console, in another, must show
 // why each persona spoke or not, as it happens: a silence, an agent's
-// failure in its own words, a reply gate's SKIP, a hook stopping a reply.
+// failure in its own words, a reply gate's SKIP, an ambient batch counting
+// down to its flush, a hook stopping a reply.
 // Then a policy edit (mention → all) applies on the next message and
 // survives a restart, a dry run shows what would change, a bad edit gets
 // `tactful check`'s words, and a wrong token or another site's page is
@@ -67,6 +68,7 @@ try {
   await send(alice, "how is everyone");
   check(await eventually(async () => /scout: skip · gate_skip/.test(await live(con))), "a reply gate's SKIP is shown live");
   check(await eventually(async () => /scout: gate answered in \d+ ms/.test(await live(con))), "the gate call's latency is shown");
+  check(await eventually(async () => /owl: in batch, flushes in ~(59\d|600) s/.test(await live(con))), "an ambient batch counts down to its flush");
   await send(alice, "@Docs what is the secret?");
   check(await eventually(async () => /docs: hook no-secrets: cancel/.test(await live(con))), "a hook's cancel is shown live");
   check(await eventually(async () => (await con.locator("#rows").innerText()).includes("gate_skip")), "decisions are listed from the store");

@@ -298,6 +298,13 @@ impl WaitReason {
 /// Something that happened to an ambient buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AmbientEvent {
+    /// A batch began: its flush timer is armed for `due` (unless a count,
+    /// an addressed message or the hard cap comes first). What the console
+    /// counts down as "flushes in ~N s".
+    Armed {
+        /// When the timer fires.
+        due: Timestamp,
+    },
     /// A flush is due but waits.
     Waiting {
         /// What made it due.
@@ -320,6 +327,27 @@ pub enum AmbientEvent {
         /// Why (`rate_limited`, `floor_taken`, `gate_skip`).
         reason: Reason,
     },
+}
+
+/// What a `rate_limited` skip was up against: shown as "limit 6/120 s,
+/// frees in 40 s".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitNote {
+    /// When.
+    pub at: Timestamp,
+    /// Whose budget.
+    pub persona: PersonaId,
+    /// Which room.
+    pub room: RoomId,
+    /// The message skipped.
+    pub msg: MsgId,
+    /// The limit: this many replies...
+    pub replies: u32,
+    /// ...per this window.
+    pub per: Duration,
+    /// When the oldest reply leaves the window; `None` when every slot is
+    /// held by a reply being written (one frees when it ends).
+    pub frees_at: Option<Timestamp>,
 }
 
 /// An [`AmbientEvent`] for one persona in one room.
@@ -363,6 +391,9 @@ pub enum Output {
     Cancelled(TurnEnd, CancelReason),
     /// An ambient buffer waited, was cleared, or skipped a flush.
     Ambient(AmbientNote),
+    /// A message was skipped for the rate limit (right after its
+    /// `rate_limited` decision): the limit, and when it frees a slot.
+    Limited(LimitNote),
     /// A schedule's run fired or was skipped; drivers store its due time
     /// as the schedule's last run.
     Schedule(ScheduleNote),
@@ -754,6 +785,7 @@ impl Engine {
         let entry = Arc::new(Entry::of(&msg, author, is_bot));
 
         let mut actions: Vec<(PersonaIdx, Verdict, Option<TurnId>)> = Vec::new();
+        let mut limited: Vec<LimitNote> = Vec::new();
         let mut recorded = false;
         for (i, spec) in personas.iter().enumerate() {
             let p = PersonaIdx(i as u8);
@@ -767,6 +799,19 @@ impl Engine {
                 *next_turn += 1;
                 t
             });
+            if v.reason == Reason::RateLimited
+                && let Some(limit) = room.policies[i].rate_limit
+            {
+                limited.push(LimitNote {
+                    at: now,
+                    persona: spec.id.clone(),
+                    room: msg.room.clone(),
+                    msg: msg.id.clone(),
+                    replies: limit.replies,
+                    per: limit.per,
+                    frees_at: room.members[i].rate.frees_at(&limit),
+                });
+            }
             // A gated message's decision waits for the gate's verdict.
             if v.action != Action::Gate {
                 out.push_back(Output::Decision(Decision {
@@ -779,6 +824,7 @@ impl Engine {
                     turn,
                 }));
             }
+            out.extend(limited.drain(..).map(Output::Limited));
             if v.action != Action::None {
                 actions.push((p, v, turn));
             }

@@ -67,6 +67,13 @@ impl RateLedger {
         self.reserved += 1;
     }
 
+    /// When a slot frees under `limit`: the oldest reply inside the window
+    /// leaves it. `None` when no reply was sent in it (every slot is a
+    /// reservation: one frees when its turn ends).
+    pub fn frees_at(&self, limit: &RateLimit) -> Option<Timestamp> {
+        self.sent.front().map(|&t| t + limit.per)
+    }
+
     /// Replies sent inside the window (as of the last reservation) and
     /// reservations in flight.
     pub fn usage(&self) -> (usize, u32) {

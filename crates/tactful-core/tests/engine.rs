@@ -545,3 +545,51 @@ fn new_policies_apply_to_known_rooms_at_the_next_message() {
     );
     assert_eq!(turns(&drain(&mut e)).len(), 1, "all mode now");
 }
+
+/// A message skipped for the rate limit says which limit, and when it
+/// frees: when the oldest reply leaves the window.
+#[test]
+fn a_rate_limited_skip_says_when_the_limit_frees() {
+    use tactful_core::policy::{PolicyPatch, RateLimit};
+    let mut e = engine(&["docs"], ContextLimits::default());
+    let mut table = e.policies().clone();
+    table.default.all = PolicyPatch {
+        rate_limit: Some(Some(RateLimit {
+            replies: 1,
+            per: std::time::Duration::from_secs(120),
+        })),
+        ..PolicyPatch::default()
+    };
+    e.set_policies(table);
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m1", "room", "alice", "@docs one", Timestamp(0)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(
+        Timestamp::from_millis(10_000),
+        t,
+        AgentResult::Output("one".into()),
+    );
+    drain(&mut e);
+    let at = Timestamp::from_millis(50_000);
+    e.handle_message(at, Message::new("m2", "room", "alice", "@docs two", at));
+    let out = drain(&mut e);
+    let note = out
+        .iter()
+        .find_map(|o| match o {
+            Output::Limited(n) => Some(n.clone()),
+            _ => None,
+        })
+        .expect("a limit note");
+    assert!(
+        matches!(&out[0], Output::Decision(d) if d.reason == Reason::RateLimited),
+        "the decision comes first: {out:?}"
+    );
+    assert_eq!((note.msg.as_str(), note.replies), ("m2", 1));
+    assert_eq!(
+        note.frees_at,
+        Some(Timestamp::from_millis(130_000)),
+        "sent at 10 s + 120 s"
+    );
+}

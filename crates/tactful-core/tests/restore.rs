@@ -215,6 +215,7 @@ impl Sim {
                         .push(format!("cancelled {} {}", end.persona, why.as_str()))
                 }
                 Output::Ambient(note) => self.log.push(format!("ambient {} {}", note.persona, note.room)),
+                Output::Limited(note) => self.log.push(format!("limited {} {}", note.persona, note.msg)),
                 // No hooks are configured here.
                 Output::RunHooks(_) | Output::Hook(_) | Output::Schedule(_) => {
                     unreachable!("no hooks or schedules configured")

@@ -606,6 +606,8 @@ impl Driver {
                 });
                 self.running.insert(turn, task);
             }
+            // Traced above; the decision before it was logged.
+            Output::Limited(_) => {}
             Output::Schedule(note) => {
                 crate::schedules::log(&note);
                 if saving {

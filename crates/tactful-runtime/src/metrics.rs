@@ -362,7 +362,7 @@ impl Metrics {
                     .get_or_create(&labels(&[("schedule", &note.name), ("event", what)]))
                     .inc();
             }
-            Output::Ambient(_) | Output::Dropped { .. } | Output::RunHooks(_) => {}
+            Output::Ambient(_) | Output::Limited(_) | Output::Dropped { .. } | Output::RunHooks(_) => {}
         }
     }
 

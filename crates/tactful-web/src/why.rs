@@ -159,7 +159,7 @@ pub fn notes(output: &Output) -> Vec<Note> {
                 let text = format!("listening: its batch was skipped ({})", reason_words(*reason));
                 each(&n.room, msgs, &n.persona, "skipped", &text)
             }
-            AmbientEvent::Waiting { .. } => Vec::new(),
+            AmbientEvent::Waiting { .. } | AmbientEvent::Armed { .. } => Vec::new(),
         },
         _ => Vec::new(),
     }

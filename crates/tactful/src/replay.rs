@@ -323,7 +323,11 @@ pub fn run(
                 Output::Cancelled(..) => summary.cancelled += 1,
                 Output::Withheld(..) => summary.withheld += 1,
                 Output::Error(..) => summary.errors += 1,
-                Output::Hook(_) | Output::Schedule(_) | Output::Ambient(_) | Output::Dropped { .. } => {}
+                Output::Hook(_)
+                | Output::Schedule(_)
+                | Output::Ambient(_)
+                | Output::Limited(_)
+                | Output::Dropped { .. } => {}
             }
             let line = match output {
                 Output::CallAgent(req) => {

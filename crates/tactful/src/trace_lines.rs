@@ -26,6 +26,16 @@ pub(crate) fn line(output: &Output) -> Option<Value> {
             v
         }
         Output::Ambient(note) => ambient_line(note),
+        Output::Limited(note) => json!({
+            "at": note.at.as_secs_f64(),
+            "type": "rate_limit",
+            "persona": note.persona,
+            "room": note.room,
+            "msg": note.msg,
+            "replies": note.replies,
+            "per_seconds": note.per.as_secs_f64(),
+            "frees_at": note.frees_at.map(|t| t.as_secs_f64()),
+        }),
         Output::Withheld(end, reason) => {
             let mut v = end_fields(end, "withheld");
             v["reason"] = json!(reason.as_str());
@@ -144,6 +154,10 @@ pub(crate) fn ambient_line(note: &AmbientNote) -> Value {
         "room": note.room,
     });
     match &note.event {
+        AmbientEvent::Armed { due } => {
+            v["type"] = json!("flush_armed");
+            v["due"] = json!(due.as_secs_f64());
+        }
         AmbientEvent::Waiting { trigger, why, until } => {
             v["type"] = json!("flush_wait");
             v["trigger"] = json!(trigger.as_str());

@@ -102,8 +102,8 @@ const CONSOLE_TOKEN: &str = "browser-console-token-31337";
 
 /// The service `tests/browser/console.mjs` runs: a persona whose script
 /// stays silent when asked to, one whose agent fails, one behind a reply
-/// gate that always says SKIP, and a hook that stops a reply telling a
-/// secret.
+/// gate that always says SKIP, one listening in ambient mode whose batch
+/// waits ten minutes, and a hook that stops a reply telling a secret.
 fn console_config(web: u16, server: u16, store: &std::path::Path) -> String {
     format!(
         r#"
@@ -120,6 +120,11 @@ agent = "bad"
 [[persona]]
 id = "scout"
 name = "Scout"
+agent = "main"
+
+[[persona]]
+id = "owl"
+name = "Owl"
 agent = "main"
 
 [agents.main]
@@ -142,6 +147,10 @@ args = ["-c", "echo 'the tool crashed' >&2; exit 3"]
 [rooms.default.personas.scout]
 mode = "all"
 reply_gate = {{ enabled = true, agent = "gatekeeper" }}
+
+[rooms.default.personas.owl]
+mode = "ambient"
+ambient = {{ flush_seconds = 600, flush_messages = 40, jitter = 0 }}
 
 [[hook]]
 name = "no-secrets"
@@ -193,6 +202,7 @@ fn the_console_works_in_a_real_browser() {
             "ok: a silent persona's reason is shown live",
             "ok: a failed agent's error is shown, in its own words",
             "ok: a reply gate's SKIP is shown live",
+            "ok: an ambient batch counts down to its flush",
             "ok: a hook's cancel is shown live",
             "ok: an invalid edit is refused with the config check's message",
             "ok: the dry run lists a decision that would change",

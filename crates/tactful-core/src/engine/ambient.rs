@@ -26,6 +26,12 @@ impl Engine {
             let key = self.arm(now + delay, Timer::Ambient(room_id.clone(), p));
             let st = self.rooms.get_mut(room_id).expect("room exists").members[p.0 as usize].ambient();
             st.due = Some(key);
+            self.out.push_back(Output::Ambient(AmbientNote {
+                at: now,
+                persona: self.personas[p.0 as usize].id.clone(),
+                room: room_id.clone(),
+                event: AmbientEvent::Armed { due: key.0 },
+            }));
         }
     }
 
