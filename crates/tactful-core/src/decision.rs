@@ -30,6 +30,13 @@ impl Outcome {
             Outcome::Skip => "skip",
         }
     }
+
+    /// The outcome of this trace name (as the store keeps it).
+    pub fn from_name(name: &str) -> Option<Outcome> {
+        [Outcome::Reply, Outcome::Record, Outcome::Skip]
+            .into_iter()
+            .find(|o| o.as_str() == name)
+    }
 }
 
 /// Why the engine decided what it did.
@@ -112,6 +119,11 @@ impl Reason {
         Reason::Hook,
         Reason::Schedule,
     ];
+
+    /// The reason of this trace name (as the store keeps it).
+    pub fn from_name(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == name)
+    }
 
     /// The stable name used in traces.
     pub fn as_str(self) -> &'static str {

@@ -45,7 +45,7 @@ use axum::Router;
 use axum::routing::get;
 use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
-use tactful_core::{MsgId, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
+use tactful_core::{MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
 use tactful_runtime::{
     Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, TraceEvent, wall_clock,
 };
@@ -263,6 +263,23 @@ impl WebPlatform {
             }
         });
         self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
+    }
+
+    /// Puts back the notes a restart took off the restored messages:
+    /// `outputs` are the engine outputs the store kept for them (see
+    /// `tactful`'s `web_notes`), oldest first. Nothing is shown while
+    /// `show_decisions` is off.
+    pub fn restore_notes(&self, outputs: &[Output]) {
+        if !self.shared.config.show_decisions {
+            return;
+        }
+        let _ = self.shared.with_rooms(|rooms| {
+            for note in outputs.iter().flat_map(why::notes) {
+                if let Some(r) = rooms.get_mut(note.room.as_str()) {
+                    r.note_why(note.msg.as_str(), note.why);
+                }
+            }
+        });
     }
 
     /// Ids that must not be handed out again though they are not in the

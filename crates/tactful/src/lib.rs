@@ -14,3 +14,4 @@ pub mod reload;
 pub mod replay;
 pub mod scenario;
 mod trace_lines;
+mod web_notes;

@@ -228,11 +228,22 @@ impl Service {
                 // Before the runtime starts: replies it sends again must come
                 // after. The web room owns every room no other platform
                 // claims (so it comes last), and shows only those.
-                web.restore(
-                    shown
-                        .into_iter()
-                        .filter(|m| !platforms.iter().any(|p| p.owns(&m.room))),
-                );
+                let shown: Vec<_> = shown
+                    .into_iter()
+                    .filter(|m| !platforms.iter().any(|p| p.owns(&m.room)))
+                    .collect();
+                web.restore(shown.iter().cloned());
+                // The notes on them too (why each persona answered or not).
+                if settings.show_decisions && config.store.as_os_str() != ":memory:" {
+                    match tactful_store::Reader::open(&config.store)
+                        .and_then(|r| crate::web_notes::outputs(&r, &shown))
+                    {
+                        Ok(outputs) => web.restore_notes(&outputs),
+                        Err(e) => {
+                            tracing::warn!("the web room's notes could not be read back from the store: {e}")
+                        }
+                    }
+                }
                 let placeholders = store
                     .placeholders()
                     .context("cannot read the streaming placeholders from the store")?;

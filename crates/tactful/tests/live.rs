@@ -193,7 +193,7 @@ async fn a_second_service_on_the_same_store_is_refused() {
 }
 
 /// Everyone sees why each persona answered a message or not: as it is
-/// decided, and in the history a later joiner gets.
+/// decided, in the history a later joiner gets, and after a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_room_shows_why_each_persona_answered_or_not() {
     use futures::StreamExt;
@@ -265,32 +265,49 @@ async fn the_room_shows_why_each_persona_answered_or_not() {
             assert_eq!(text_of(id), "hello all");
         }
     }
-    // Someone joining later sees the same lines on the messages.
-    let mut bob = enter(&svc.ws_url, "Bob").await;
-    let history = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let Some(Ok(Ws::Text(t))) = bob.next().await else {
-                continue;
-            };
-            let v: serde_json::Value = serde_json::from_str(&t).expect("json");
-            if v["type"] == "history" {
-                return v;
+    // Someone joining later sees the same lines on the messages; so does
+    // someone joining after a restart (read back from the store).
+    let history = |url: String, name: &'static str| async move {
+        let mut ws = enter(&url, name).await;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let Some(Ok(Ws::Text(t))) = ws.next().await else {
+                    continue;
+                };
+                let v: serde_json::Value = serde_json::from_str(&t).expect("json");
+                if v["type"] == "history" {
+                    return v;
+                }
             }
-        }
-    })
-    .await
-    .expect("history");
-    let hello = history["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["text"] == "hello all"))
-        .expect("hello in the history");
-    assert_eq!(hello["why"][0]["persona"], "docs", "{hello}");
+        })
+        .await
+        .expect("history")
+    };
+    let docs_line = |history: &serde_json::Value, text: &str| {
+        let m = history["messages"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["text"] == text))
+            .unwrap_or_else(|| panic!("{text} in the history: {history}"));
+        assert_eq!(m["why"][0]["persona"], "docs", "{m}");
+        m["why"][0]["text"].as_str().unwrap_or("").to_owned()
+    };
+    let before = history(svc.ws_url.clone(), "Bob").await;
     assert!(
-        hello["why"][0]["text"]
-            .as_str()
-            .unwrap_or("")
-            .contains("not addressed"),
-        "{hello}"
+        docs_line(&before, "hello all").contains("not addressed"),
+        "{before}"
+    );
+    svc.stop().await;
+
+    let svc = spawn(&["run", "-c", cfg.to_str().expect("utf-8")]);
+    let after = history(svc.ws_url.clone(), "Carol").await;
+    assert!(
+        docs_line(&after, "hello all").contains("not addressed"),
+        "{after}"
+    );
+    let failed = docs_line(&after, "@Docs break it");
+    assert!(
+        failed.starts_with("failed:") && failed.contains("can't open file 'agent.py'"),
+        "{failed}"
     );
     svc.stop().await;
 }
