@@ -11,7 +11,8 @@
 
 use std::sync::Arc;
 
-use super::{Engine, Outgoing, Output, cap_reply};
+use super::results::cap_reply;
+use super::{Engine, Outgoing, Output};
 use crate::directives::Directives;
 use crate::ids::{MsgId, RoomId, ThreadId, TurnId};
 use crate::persona::PersonaIdx;

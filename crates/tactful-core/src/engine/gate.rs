@@ -1,0 +1,92 @@
+//! The reply-decision gate's verdict: a reply turn, a skip, or (for an
+//! ambient batch) the flush going ahead.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+impl Engine {
+    /// The gate answered (or failed, or timed out: `verdict` is `None`).
+    pub(super) fn gate_decided(
+        &mut self,
+        now: Timestamp,
+        gate_id: TurnId,
+        gate: Turn,
+        verdict: Option<GateVerdict>,
+    ) {
+        let p = gate.persona;
+        let room_id = gate.room.clone();
+        let spec_id = self.personas[p.0 as usize].id.clone();
+        let reason = match verdict {
+            Some(GateVerdict::Reply) => Reason::GateReply,
+            Some(GateVerdict::Skip) => Reason::GateSkip,
+            None => Reason::GateFailedOpen,
+        };
+        match gate.gate_for {
+            Some(GateFor::Ambient(trigger)) => {
+                if reason == Reason::GateSkip {
+                    let msgs = gate.msgs();
+                    self.out.push_back(Output::Ambient(AmbientNote {
+                        at: now,
+                        persona: spec_id,
+                        room: room_id,
+                        event: AmbientEvent::Skipped { msgs, reason },
+                    }));
+                    self.finish(now, gate_id, gate, false);
+                    return;
+                }
+                // The flush goes ahead with the gate's slot and batch.
+                let turn = self.new_turn_id();
+                self.replace_in_flight(&room_id, p, gate_id, turn);
+                self.start_turn(
+                    now,
+                    turn,
+                    &room_id,
+                    p,
+                    TurnKind::Ambient,
+                    gate.triggers,
+                    gate.reserved,
+                    true,
+                    gate.answers_bot,
+                    Some(GateFor::Ambient(trigger)),
+                );
+            }
+            _ => {
+                let msg = gate.triggers[0].id.clone();
+                let floor_taken = reason != Reason::GateSkip
+                    && self.rooms[&room_id].floor_taken(&gate.triggers, gate.policy.floor_max_speakers);
+                let (outcome, reason) = if floor_taken {
+                    (Outcome::Skip, Reason::FloorTaken)
+                } else if reason == Reason::GateSkip {
+                    (Outcome::Skip, reason)
+                } else {
+                    (Outcome::Reply, reason)
+                };
+                let turn = (outcome == Outcome::Reply).then(|| self.new_turn_id());
+                self.out.push_back(Output::Decision(Decision {
+                    at: now,
+                    room: room_id.clone(),
+                    msg,
+                    persona: spec_id,
+                    outcome,
+                    reason,
+                    turn,
+                }));
+                match turn {
+                    Some(t) => self.start_turn(
+                        now,
+                        t,
+                        &room_id,
+                        p,
+                        TurnKind::Reply,
+                        gate.triggers,
+                        gate.reserved,
+                        true,
+                        gate.answers_bot,
+                        None,
+                    ),
+                    None => self.finish(now, gate_id, gate, false),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! What the engine keeps per room: its transcript, its bots, each
+//! persona's ledger there (own messages, rate limit, ambient buffer) and
+//! the floor count of each unaddressed message.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// An ambient persona's buffer in one room.
+#[derive(Debug, Default)]
+pub(super) struct AmbientState {
+    pub(super) buffer: Vec<Arc<Entry>>,
+    /// When the timer trigger fires, once armed by the first message, and
+    /// the timer's key (removed when the buffer empties another way).
+    pub(super) due: Option<(Timestamp, u64)>,
+    /// A trigger that fired but could not start yet, and why.
+    pub(super) waiting: Option<(FlushTrigger, WaitReason)>,
+    /// Whether the pair sits in the engine's concurrency queue.
+    pub(super) queued: bool,
+    /// When a cooldown wait wakes up (one timer per cooldown end).
+    pub(super) wake: Option<Timestamp>,
+    /// Flush turns (and their gates) running for this pair.
+    pub(super) in_flight: Vec<TurnId>,
+}
+
+/// What the engine remembers about one persona in one room.
+#[derive(Debug, Default)]
+pub(super) struct PersonaRoom {
+    pub(super) own_ids: VecDeque<MsgId>,
+    pub(super) own_set: rustc_hash::FxHashSet<MsgId>,
+    pub(super) rate: RateLedger,
+    pub(super) last_spoke: Option<Timestamp>,
+    pub(super) ambient: Option<Box<AmbientState>>,
+}
+
+impl PersonaRoom {
+    pub(super) fn remember_own(&mut self, id: MsgId, limit: usize) {
+        if self.own_set.insert(id.clone()) {
+            self.own_ids.push_back(id);
+            if self.own_ids.len() > limit
+                && let Some(old) = self.own_ids.pop_front()
+            {
+                self.own_set.remove(&old);
+            }
+        }
+    }
+
+    pub(super) fn ambient(&mut self) -> &mut AmbientState {
+        self.ambient.get_or_insert_with(Box::default)
+    }
+}
+
+/// What the engine remembers about one room.
+#[derive(Debug)]
+pub(super) struct Room {
+    pub(super) policies: Vec<Arc<RoomPolicy>>,
+    pub(super) history: History,
+    /// Consecutive bot messages since the last human one.
+    pub(super) bot_streak: u32,
+    /// Bot accounts seen here that are not personas of ours: (id, name).
+    pub(super) bots: Vec<(UserId, Arc<str>)>,
+    pub(super) members: Vec<PersonaRoom>,
+    /// How many personas have answered each unaddressed message.
+    pub(super) floor: FxHashMap<MsgId, u32>,
+    /// Whether the room is a direct conversation (as its messages say).
+    pub(super) is_dm: bool,
+}
+
+impl Room {
+    pub(super) fn new(
+        personas: &[PersonaSpec],
+        policies: &PolicyTable,
+        shared: &[Arc<RoomPolicy>],
+        limits: &ContextLimits,
+        id: &RoomId,
+    ) -> Room {
+        let policies = if policies.has_room(id) {
+            personas
+                .iter()
+                .map(|p| Arc::new(policies.resolve(id, &p.id)))
+                .collect()
+        } else {
+            shared.to_vec()
+        };
+        Room {
+            policies,
+            history: History::new(limits.history),
+            bot_streak: 0,
+            bots: Vec::new(),
+            members: (0..personas.len()).map(|_| PersonaRoom::default()).collect(),
+            floor: FxHashMap::default(),
+            is_dm: false,
+        }
+    }
+
+    /// The room `id` in `rooms`, created with its policies on first use.
+    pub(super) fn entry<'a>(
+        rooms: &'a mut FxHashMap<RoomId, Room>,
+        personas: &[PersonaSpec],
+        policies: &PolicyTable,
+        shared: &[Arc<RoomPolicy>],
+        limits: &ContextLimits,
+        id: &RoomId,
+    ) -> &'a mut Room {
+        rooms
+            .entry(id.clone())
+            .or_insert_with(|| Room::new(personas, policies, shared, limits, id))
+    }
+
+    /// Updates what the room knows from a message's author: the bot streak,
+    /// the other bots present, whether it is a DM.
+    pub(super) fn note_author(&mut self, msg: &Message, author: Option<PersonaIdx>, is_bot: bool) {
+        self.is_dm = msg.is_dm;
+        if is_bot {
+            self.bot_streak = self.bot_streak.saturating_add(1);
+            if author.is_none()
+                && !self
+                    .bots
+                    .iter()
+                    .any(|(b, _)| handle_eq(b.as_str(), msg.sender.id.as_str()))
+            {
+                self.bots.push((msg.sender.id.clone(), msg.sender.name.clone()));
+            }
+        } else {
+            self.bot_streak = 0;
+        }
+    }
+
+    /// Who wrote the message `id` replies to, as far as the room remembers.
+    pub(super) fn author_of(&self, id: &MsgId) -> ReplyAuthor {
+        match self.history.get(id.as_str()) {
+            Some(e) => match e.persona {
+                Some(p) => ReplyAuthor::Persona(p),
+                None if e.is_bot => ReplyAuthor::Bot,
+                None => ReplyAuthor::Human,
+            },
+            // Older than the history: still known if a persona wrote it.
+            None => self
+                .members
+                .iter()
+                .position(|m| m.own_set.contains(id.as_str()))
+                .map_or(ReplyAuthor::Human, |i| ReplyAuthor::Persona(PersonaIdx(i as u8))),
+        }
+    }
+
+    /// Whether any of `triggers` already has `max` speakers.
+    pub(super) fn floor_taken(&self, triggers: &[Arc<Entry>], max: u32) -> bool {
+        triggers
+            .iter()
+            .any(|e| self.floor.get(&e.id).copied().unwrap_or(0) >= max)
+    }
+
+    /// The history a turn about `triggers` sees: the retained messages up to
+    /// the last trigger, triggers excluded, at most `max_turns` of them.
+    pub(super) fn snapshot(&self, triggers: &[Arc<Entry>], max_turns: usize) -> Vec<Arc<Entry>> {
+        let is_trigger = |e: &Arc<Entry>| triggers.iter().any(|t| t.id == e.id);
+        let last = triggers.last().map(|t| &t.id);
+        let mut out: Vec<Arc<Entry>> = Vec::new();
+        for e in self.history.iter() {
+            if Some(&e.id) == last {
+                break;
+            }
+            if !is_trigger(e) {
+                out.push(e.clone());
+            }
+        }
+        let excess = out.len().saturating_sub(max_turns);
+        out.drain(..excess);
+        out
+    }
+}
