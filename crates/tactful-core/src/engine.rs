@@ -48,6 +48,7 @@ use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
 mod ambient;
 mod decide;
+mod floor;
 mod gate;
 mod hooked;
 mod live_personas;
@@ -65,6 +66,7 @@ pub use output::{
 };
 use room::{AmbientState, PersonaRoom, Room};
 
+pub use floor::{FloorNote, FloorWhy};
 pub use live_personas::PersonasChanged;
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
 pub use scheduled::{ScheduleEvent, ScheduleNote};
@@ -192,6 +194,9 @@ struct Turn {
     held: Option<Box<hooked::Held>>,
     /// For scheduled turns: which schedule.
     schedule: Option<usize>,
+    /// Whether it holds (or held) the floor of its message, passed to it
+    /// (see `floor.rs`): its end passes the floor on.
+    floor_pass: bool,
 }
 
 impl Turn {
@@ -209,6 +214,9 @@ enum Timer {
     Gate(TurnId),
     /// A schedule's next run (by index).
     Schedule(usize),
+    /// The floor of an unaddressed message passes on if its holder is
+    /// still writing (see `floor.rs`).
+    FloorPass(RoomId, MsgId),
 }
 
 /// The sans-I/O room engine. See the module docs for the flow.
@@ -387,9 +395,9 @@ impl Engine {
             shared_policies,
             limits,
             rooms,
-            next_turn,
             out,
             dirty,
+            timers,
             ..
         } = self;
         let limits = *limits;
@@ -423,8 +431,7 @@ impl Engine {
         };
         let entry = Arc::new(Entry::of(&msg, author, is_bot));
 
-        let mut actions: Vec<(PersonaIdx, Verdict, Option<TurnId>)> = Vec::new();
-        let mut limited: Vec<LimitNote> = Vec::new();
+        let mut verdicts: Vec<(PersonaIdx, Verdict, Option<LimitNote>)> = Vec::new();
         let mut recorded = false;
         for (i, spec) in personas.iter().enumerate() {
             let p = PersonaIdx(i as u8);
@@ -433,15 +440,10 @@ impl Engine {
             }
             let v = decide(spec, p, room, &facts);
             recorded |= v.reason != Reason::DmForOther;
-            let turn = matches!(v.action, Action::Turn | Action::Gate).then(|| {
-                let t = TurnId(*next_turn);
-                *next_turn += 1;
-                t
-            });
-            if v.reason == Reason::RateLimited
-                && let Some(limit) = room.policies[i].rate_limit
-            {
-                limited.push(LimitNote {
+            let limited = room.policies[i]
+                .rate_limit
+                .filter(|_| v.reason == Reason::RateLimited)
+                .map(|limit| LimitNote {
                     at: now,
                     persona: spec.id.clone(),
                     room: msg.room.clone(),
@@ -450,26 +452,13 @@ impl Engine {
                     per: limit.per,
                     frees_at: room.members[i].rate.frees_at(&limit),
                 });
-            }
-            // A gated message's decision waits for the gate's verdict.
-            if v.action != Action::Gate {
-                out.push_back(Output::Decision(Decision {
-                    at: now,
-                    room: msg.room.clone(),
-                    msg: msg.id.clone(),
-                    persona: spec.id.clone(),
-                    outcome: v.outcome,
-                    reason: v.reason,
-                    turn,
-                }));
-            }
-            out.extend(limited.drain(..).map(Output::Limited));
-            if v.action != Action::None {
-                actions.push((p, v, turn));
-            }
+            verdicts.push((p, v, limited));
         }
         if recorded && let Some(evicted) = room.history.push(entry.clone()) {
             room.floor.remove(&evicted.id);
+            if let Some(pass) = room.passes.remove(&evicted.id) {
+                pass.disarm(timers);
+            }
             // A message that leaves the context window leaves the ambient
             // batches too: its floor count is gone with it, so a persona
             // flushing later would answer what another already answered
@@ -484,6 +473,35 @@ impl Engine {
         if let Some(a) = author {
             room.members[a.0 as usize].remember_own(msg.id.clone(), limits.own_ids);
         }
+
+        // With `floor.strategy = "pass"`, the floor of an unaddressed
+        // message goes to one persona at a time (see `floor.rs`).
+        let (held, offer) = self.hold_floor(now, &msg.room, &entry, is_bot, &verdicts);
+        let mut actions: Vec<(PersonaIdx, Verdict, Option<TurnId>)> = Vec::new();
+        for (p, v, limited) in verdicts {
+            if held.contains(p) {
+                continue;
+            }
+            let turn = matches!(v.action, Action::Turn | Action::Gate).then(|| self.new_turn_id());
+            // A gated message's decision waits for the gate's verdict.
+            if v.action != Action::Gate {
+                self.out.push_back(Output::Decision(Decision {
+                    at: now,
+                    room: msg.room.clone(),
+                    msg: msg.id.clone(),
+                    persona: self.personas[p.0 as usize].id.clone(),
+                    outcome: v.outcome,
+                    reason: v.reason,
+                    turn,
+                }));
+            }
+            self.out.extend(limited.map(Output::Limited));
+            if v.action != Action::None {
+                actions.push((p, v, turn));
+            }
+        }
+        let first = offer.as_ref().map(|note| note.persona.clone());
+        self.out.extend(offer.map(Output::Floor));
 
         for (p, v, turn) in actions {
             let room_id = &msg.room;
@@ -525,6 +543,11 @@ impl Engine {
                 }
                 Action::Buffer => self.buffer(now, room_id, p, entry.clone()),
                 Action::None => {}
+            }
+            if let Some(t) = turn
+                && first.as_ref() == Some(&self.personas[p.0 as usize].id)
+            {
+                self.floor_offered(now, room_id, &msg.id, t);
             }
         }
     }
@@ -629,6 +652,7 @@ impl Engine {
                 reasoning_chars: 0,
                 held: None,
                 schedule: None,
+                floor_pass: false,
             },
         );
         self.out.push_back(Output::CallAgent(Box::new(request)));
@@ -667,6 +691,9 @@ impl Engine {
             self.flushes_running = self.flushes_running.saturating_sub(1);
             self.resume_ambient(now, &turn.room, turn.persona);
             self.pump_flush_queue(now);
+        }
+        if turn.floor_pass {
+            self.floor_turn_ended(now, turn_id, &turn, sent);
         }
     }
 
@@ -716,6 +743,7 @@ impl Engine {
             }
             match entry.remove() {
                 Timer::Schedule(i) => self.schedule_due(now, i, due),
+                Timer::FloorPass(room, msg) => self.floor_timeout(now, &room, &msg),
                 Timer::Gate(turn_id) => {
                     if let Some(gate) = self.turns.remove(&turn_id) {
                         let end = self.turn_end(now, turn_id, &gate);

@@ -78,8 +78,8 @@ pub mod turn;
 pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
     AmbientEvent, AmbientNote, CancelReason, ContextLimits, Counters, Engine, EngineConfig, EngineError,
-    LimitNote, MemberSnapshot, NotResumed, Outgoing, Output, PersonasChanged, RoomSnapshot, ScheduleEvent,
-    ScheduleNote, SilenceKind, TurnEnd, WaitReason,
+    FloorNote, FloorWhy, LimitNote, MemberSnapshot, NotResumed, Outgoing, Output, PersonasChanged,
+    RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
 };
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};

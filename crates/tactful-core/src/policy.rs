@@ -161,6 +161,11 @@ pub struct RoomPolicy {
     pub reply_gate: Option<GatePolicy>,
     /// How many personas may answer one unaddressed message.
     pub floor_max_speakers: u32,
+    /// How the personas eligible for one unaddressed message share it.
+    pub floor_strategy: FloorStrategy,
+    /// With [`FloorStrategy::Pass`]: how long one offered persona has
+    /// before the next is offered the floor too.
+    pub floor_pass_timeout: Duration,
     /// What the room sees when an addressed turn fails. Ambient, gate and
     /// unaddressed turns always fail silently.
     pub on_error: OnError,
@@ -169,6 +174,36 @@ pub struct RoomPolicy {
     /// room (50 MB of output would be thousands of posts) or the store.
     pub max_reply_chars: usize,
 }
+
+/// How the personas eligible for one unaddressed message share it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FloorStrategy {
+    /// One at a time: the floor is offered to one persona (a gated one
+    /// first, then whoever spoke least recently here, then config order)
+    /// and passes on only when it declines, fails or takes too long. One
+    /// model call per question, usually.
+    #[default]
+    Pass,
+    /// All at once: every eligible persona is called and the first reply
+    /// takes the floor; the others' replies are withheld (paid for all
+    /// the same). The fastest first answer.
+    Race,
+}
+
+impl FloorStrategy {
+    /// The config's name for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FloorStrategy::Pass => "pass",
+            FloorStrategy::Race => "race",
+        }
+    }
+}
+
+/// The default [`RoomPolicy::floor_pass_timeout`]: an agent still writing
+/// after this long is likely stuck or slow, and the question should not
+/// wait on it alone.
+pub const DEFAULT_FLOOR_PASS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The default [`RoomPolicy::max_reply_chars`].
 pub const DEFAULT_MAX_REPLY_CHARS: usize = 20_000;
@@ -192,6 +227,8 @@ impl Default for RoomPolicy {
             ambient: AmbientPolicy::default(),
             reply_gate: None,
             floor_max_speakers: 1,
+            floor_strategy: FloorStrategy::Pass,
+            floor_pass_timeout: DEFAULT_FLOOR_PASS_TIMEOUT,
             on_error: OnError::Notice,
             max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
         }
@@ -276,6 +313,10 @@ pub struct PolicyPatch {
     pub reply_gate: GatePatch,
     /// See [`RoomPolicy::floor_max_speakers`].
     pub floor_max_speakers: Option<u32>,
+    /// See [`RoomPolicy::floor_strategy`].
+    pub floor_strategy: Option<FloorStrategy>,
+    /// See [`RoomPolicy::floor_pass_timeout`].
+    pub floor_pass_timeout: Option<Duration>,
     /// See [`RoomPolicy::on_error`].
     pub on_error: Option<OnError>,
     /// See [`RoomPolicy::max_reply_chars`].
@@ -315,6 +356,12 @@ impl PolicyPatch {
         }
         if let Some(v) = self.floor_max_speakers {
             p.floor_max_speakers = v;
+        }
+        if let Some(v) = self.floor_strategy {
+            p.floor_strategy = v;
+        }
+        if let Some(v) = self.floor_pass_timeout {
+            p.floor_pass_timeout = v;
         }
         if let Some(v) = self.on_error {
             p.on_error = v;

@@ -607,7 +607,7 @@ impl Driver {
                 self.running.insert(turn, task);
             }
             // Traced above; the decision before it was logged.
-            Output::Limited(_) => {}
+            Output::Limited(_) | Output::Floor(_) => {}
             Output::Schedule(note) => {
                 crate::schedules::log(&note);
                 if saving {

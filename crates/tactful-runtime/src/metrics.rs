@@ -362,7 +362,11 @@ impl Metrics {
                     .get_or_create(&labels(&[("schedule", &note.name), ("event", what)]))
                     .inc();
             }
-            Output::Ambient(_) | Output::Limited(_) | Output::Dropped { .. } | Output::RunHooks(_) => {}
+            Output::Ambient(_)
+            | Output::Limited(_)
+            | Output::Floor(_)
+            | Output::Dropped { .. }
+            | Output::RunHooks(_) => {}
         }
     }
 

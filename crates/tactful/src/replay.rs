@@ -327,6 +327,7 @@ pub fn run(
                 | Output::Schedule(_)
                 | Output::Ambient(_)
                 | Output::Limited(_)
+                | Output::Floor(_)
                 | Output::Dropped { .. } => {}
             }
             let line = match output {

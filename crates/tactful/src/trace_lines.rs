@@ -26,6 +26,15 @@ pub(crate) fn line(output: &Output) -> Option<Value> {
             v
         }
         Output::Ambient(note) => ambient_line(note),
+        Output::Floor(note) => json!({
+            "at": note.at.as_secs_f64(),
+            "type": "floor_offer",
+            "persona": note.persona,
+            "room": note.room,
+            "msg": note.msg,
+            "reason": note.why.as_str(),
+            "waiting": note.waiting,
+        }),
         Output::Limited(note) => json!({
             "at": note.at.as_secs_f64(),
             "type": "rate_limit",

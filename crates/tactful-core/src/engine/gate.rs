@@ -65,25 +65,31 @@ impl Engine {
                 self.out.push_back(Output::Decision(Decision {
                     at: now,
                     room: room_id.clone(),
-                    msg,
+                    msg: msg.clone(),
                     persona: spec_id,
                     outcome,
                     reason,
                     turn,
                 }));
                 match turn {
-                    Some(t) => self.start_turn(
-                        now,
-                        t,
-                        &room_id,
-                        p,
-                        TurnKind::Reply,
-                        gate.triggers,
-                        gate.reserved,
-                        true,
-                        gate.answers_bot,
-                        None,
-                    ),
+                    Some(t) => {
+                        let passed = gate.floor_pass;
+                        self.start_turn(
+                            now,
+                            t,
+                            &room_id,
+                            p,
+                            TurnKind::Reply,
+                            gate.triggers,
+                            gate.reserved,
+                            true,
+                            gate.answers_bot,
+                            None,
+                        );
+                        if passed {
+                            self.floor_moved(&room_id, &msg, t);
+                        }
+                    }
                     None => self.finish(now, gate_id, gate, false),
                 }
             }

@@ -255,6 +255,9 @@ pub enum Output {
     Cancelled(TurnEnd, CancelReason),
     /// An ambient buffer waited, was cleared, or skipped a flush.
     Ambient(AmbientNote),
+    /// A persona was offered the floor of an unaddressed message (with
+    /// `floor.strategy = "pass"`).
+    Floor(FloorNote),
     /// A message was skipped for the rate limit (right after its
     /// `rate_limited` decision): the limit, and when it frees a slot.
     Limited(LimitNote),

@@ -61,6 +61,8 @@ pub(super) struct Room {
     pub(super) members: Vec<PersonaRoom>,
     /// How many personas have answered each unaddressed message.
     pub(super) floor: FxHashMap<MsgId, u32>,
+    /// Unaddressed messages whose floor is being passed (see `floor.rs`).
+    pub(super) passes: FxHashMap<MsgId, super::floor::Pass>,
     /// Whether the room is a direct conversation (as its messages say).
     pub(super) is_dm: bool,
 }
@@ -88,6 +90,7 @@ impl Room {
             bots: Vec::new(),
             members: (0..personas.len()).map(|_| PersonaRoom::default()).collect(),
             floor: FxHashMap::default(),
+            passes: FxHashMap::default(),
             is_dm: false,
         }
     }

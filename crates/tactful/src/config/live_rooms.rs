@@ -11,7 +11,8 @@ use tactful_config::{Checker, ConfigError, EnvValues, with_env};
 use tactful_core::RoomId;
 use tactful_core::policy::RoomLayer;
 
-use super::{Config, LayerCtx, RawRoom, check_resolved, quote_key, room_layer};
+use super::rooms::{LayerCtx, RawRoom, check_resolved, room_layer};
+use super::{Config, quote_key};
 
 /// The most a console layer may hold, in bytes of TOML.
 pub const MAX_LIVE_LAYER: usize = 16 * 1024;

@@ -469,7 +469,7 @@ fn three(extra: &str, gate: bool) -> String {
 #[test]
 fn one_persona_takes_the_floor_and_the_others_are_withheld() {
     let t = replay(
-        &three("", false),
+        &three("floor = { strategy = \"race\" }", false),
         &[line(0.0, "alice", "hello everyone", r#", "id": "q""#)],
     );
     let sends = of_type(&t, "send");
@@ -483,14 +483,15 @@ fn one_persona_takes_the_floor_and_the_others_are_withheld() {
 #[test]
 fn a_taken_floor_stops_agents_before_they_are_called() {
     let s = [line(0.0, "alice", "hello everyone", r#", "id": "q""#)];
-    // All three gates say REPLY at 0.15 s, so all three replies start;
-    // chef's (0.1 s) lands first and the other two are withheld.
-    let t = replay(&three("", true), &s);
+    // Racing, all three gates say REPLY at 0.15 s, so all three replies
+    // start; chef's (0.1 s) lands first and the other two are withheld.
+    let race = "floor = { strategy = \"race\" }";
+    let t = replay(&three(race, true), &s);
     assert_eq!(of_type(&t, "send").len(), 1);
     assert_eq!(of_type(&t, "withheld").len(), 2);
     // With a slower gate, bard's verdict arrives after chef spoke: bard's
     // agent is never called.
-    let cfg = three("", true).replace(
+    let cfg = three(race, true).replace(
         "[rooms.default]",
         "[agents.slow]\nkind = \"script\"\nrules = [{ when = \"\", reply = \"REPLY\", delay_ms = 1000 }]\n\n[rooms.default.personas.bard]\nreply_gate = { agent = \"slow\" }\n\n[rooms.default]",
     );
@@ -527,11 +528,36 @@ fn addressed_personas_always_answer() {
 #[test]
 fn max_speakers_allows_more_than_one() {
     let t = replay(
-        &three("floor = { max_speakers = 2 }", false),
+        &three("floor = { max_speakers = 2, strategy = \"race\" }", false),
         &[line(0.0, "alice", "hello", "")],
     );
     assert_eq!(of_type(&t, "send").len(), 2);
     assert_eq!(of_type(&t, "withheld").len(), 1);
+    // Passing, the second speaker is asked once the first answered: two
+    // calls, nothing paid for and withheld.
+    let t = replay(
+        &three("floor = { max_speakers = 2 }", false),
+        &[line(0.0, "alice", "hello", "")],
+    );
+    assert_eq!(of_type(&t, "send").len(), 2);
+    assert_eq!(of_type(&t, "agent_call").len(), 2);
+    assert!(of_type(&t, "withheld").is_empty());
+}
+
+#[test]
+fn passing_asks_one_persona_per_question_and_the_trace_says_who() {
+    let t = replay(
+        &three("", false),
+        &[line(0.0, "alice", "hello everyone", r#", "id": "q""#)],
+    );
+    assert_eq!(of_type(&t, "agent_call").len(), 1, "one call for one question");
+    let offers = of_type(&t, "floor_offer");
+    assert_eq!(offers.len(), 1);
+    assert_eq!(offers[0]["persona"], "docs");
+    assert_eq!(offers[0]["reason"], "first");
+    assert_eq!(offers[0]["waiting"], serde_json::json!(["chef", "bard"]));
+    assert_eq!(decision(&t, "q", "chef"), dec("skip", "floor_taken"));
+    assert_eq!(decision(&t, "q", "bard"), dec("skip", "floor_taken"));
 }
 
 fn fast_and_guide(flush_messages: u32) -> String {
