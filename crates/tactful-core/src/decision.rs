@@ -91,11 +91,14 @@ pub enum Reason {
     /// Withheld: a before-send hook cancelled the reply (the `hook` line
     /// before it names the hook and its reason).
     Hook,
+    /// Record: unaddressed small talk ("ok", "thanks!", "👍"), which the
+    /// pre-gate keeps from costing a call.
+    PreGate,
 }
 
 impl Reason {
     /// Every reason, for documentation and coverage checks.
-    pub const ALL: [Reason; 22] = [
+    pub const ALL: [Reason; 23] = [
         Reason::Dm,
         Reason::Mention,
         Reason::Command,
@@ -118,6 +121,7 @@ impl Reason {
         Reason::FloorTaken,
         Reason::Hook,
         Reason::Schedule,
+        Reason::PreGate,
     ];
 
     /// The reason of this trace name (as the store keeps it).
@@ -150,6 +154,7 @@ impl Reason {
             Reason::FloorTaken => "floor_taken",
             Reason::Hook => "hook",
             Reason::Schedule => "schedule",
+            Reason::PreGate => "pre_gate",
         }
     }
 }

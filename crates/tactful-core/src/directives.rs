@@ -16,6 +16,9 @@
 //!   the body; a directive after body text is body text;
 //! - keys are trimmed and compared without case; unknown keys are ignored
 //!   (and reported, so typos like `reply-to` show in the trace);
+//! - `[[reply_to_current]]` (no value) answers the message that started the
+//!   turn (the newest of an ambient batch) without copying its id: agents
+//!   get it right far more often than an id; an explicit `reply_to` wins;
 //! - `reply_to` takes 1–255 characters from ASCII letters, digits and
 //!   `.-_$:+/=@!` (the message ids of Discord, Slack, IRC, and Matrix event
 //!   ids like `$Zx9…` or `$local:server`); an
@@ -39,7 +42,12 @@ pub struct Directives {
     pub invalid_reply_to: Vec<String>,
     /// Whether the output had a header at all.
     pub present: bool,
+    /// `[[reply_to_current]]`: answer the message that started the turn.
+    pub reply_to_current: bool,
 }
+
+/// The directive that answers the turn's own message.
+pub const REPLY_TO_CURRENT: &str = "reply_to_current";
 
 /// Whether `v` is an acceptable `reply_to` value.
 pub fn valid_reply_to(v: &str) -> bool {
@@ -59,13 +67,14 @@ pub fn parse(output: &str) -> (Directives, &str) {
             break;
         };
         let inner = &after_open[..close];
-        let Some((key, value)) = inner.split_once(':') else {
-            break;
-        };
         if inner.contains(['\n', '\r']) {
             break;
         }
-        apply(&mut d, key.trim(), value.trim());
+        match inner.split_once(':') {
+            Some((key, value)) => apply(&mut d, key.trim(), value.trim()),
+            None if inner.trim().eq_ignore_ascii_case(REPLY_TO_CURRENT) => d.reply_to_current = true,
+            None => break,
+        }
         d.present = true;
         rest = &after_open[close + 2..];
         // The body starts after spaces and one line end (`\r` ends a line
@@ -145,6 +154,24 @@ fn clip(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn reply_to_current_needs_no_id() {
+        let (d, body) = super::parse("[[reply_to_current]]\nYes, hold it for 5 s.");
+        assert!(d.reply_to_current && d.present && d.reply_to.is_none());
+        assert_eq!(body, "Yes, hold it for 5 s.");
+        let (d, body) = super::parse("[[ Reply_To_Current ]] Sure.");
+        assert!(d.reply_to_current, "trimmed, any case");
+        assert_eq!(body, "Sure.");
+        let (d, _) = super::parse("[[reply_to_current]][[reply_to:m2]]hi");
+        assert_eq!((d.reply_to_current, d.reply_to.as_deref()), (true, Some("m2")));
+        // Not a header: a word in brackets mid-text, or a value given.
+        let (d, body) = super::parse("see [[reply_to_current]]");
+        assert!(!d.present && body == "see [[reply_to_current]]");
+        let (d, _) = super::parse("[[reply_to_current:m1]] hi");
+        assert!(!d.reply_to_current && d.unknown_keys == ["reply_to_current"]);
+    }
+
     use super::*;
 
     #[test]

@@ -596,7 +596,11 @@ impl Engine {
                     _ => None,
                 },
             ),
-            (_, Some(GateFor::Ambient(t))) => (spec.agent.clone(), None, Some(t)),
+            (_, Some(GateFor::Ambient(t))) => (
+                spec.ambient_agent.clone().unwrap_or_else(|| spec.agent.clone()),
+                None,
+                Some(t),
+            ),
             _ => (spec.agent.clone(), None, None),
         };
         let holds_flush_slot = kind == TurnKind::Ambient || gate_for.is_some_and(|g| g != GateFor::Message);

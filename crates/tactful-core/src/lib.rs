@@ -71,6 +71,7 @@ pub mod rng;
 pub mod schedule;
 pub mod secrets;
 pub mod silence;
+pub mod small_talk;
 pub mod time;
 pub mod transcript;
 pub mod turn;

@@ -23,6 +23,10 @@ pub struct PersonaSpec {
     pub agent: Arc<str>,
     /// The persona's own instructions.
     pub prompt: Arc<str>,
+    /// The `[agents]` key that reads its ambient batches, when not
+    /// [`PersonaSpec::agent`]: a cheap model can listen while the main one
+    /// answers when the persona is addressed.
+    pub ambient_agent: Option<Arc<str>>,
 }
 
 impl PersonaSpec {
@@ -34,6 +38,7 @@ impl PersonaSpec {
             aliases: Vec::new(),
             agent: Arc::from(agent),
             prompt: Arc::from(""),
+            ambient_agent: None,
         }
     }
 

@@ -163,6 +163,8 @@ pub struct RoomPolicy {
     pub floor_max_speakers: u32,
     /// How the personas eligible for one unaddressed message share it.
     pub floor_strategy: FloorStrategy,
+    /// The free check that keeps small talk from costing a call.
+    pub pre_gate: PreGate,
     /// With [`FloorStrategy::Pass`]: how long one offered persona has
     /// before the next is offered the floor too.
     pub floor_pass_timeout: Duration,
@@ -173,6 +175,28 @@ pub struct RoomPolicy {
     /// ends with [`TRUNCATED_MARK`]: a runaway agent must not flood the
     /// room (50 MB of output would be thousands of posts) or the store.
     pub max_reply_chars: usize,
+}
+
+/// The pre-gate (see [`crate::small_talk`]): an unaddressed message that
+/// is only small talk is recorded with reason `pre_gate`, without a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreGate {
+    /// Whether the room uses it.
+    pub enabled: bool,
+    /// The phrases that are small talk, lower-case.
+    pub phrases: Arc<[Arc<str>]>,
+    /// The longest message of only emoji and punctuation it takes.
+    pub max_chars: usize,
+}
+
+impl Default for PreGate {
+    fn default() -> Self {
+        PreGate {
+            enabled: true,
+            phrases: crate::small_talk::default_phrases(),
+            max_chars: crate::small_talk::DEFAULT_MAX_CHARS,
+        }
+    }
 }
 
 /// How the personas eligible for one unaddressed message share it.
@@ -228,6 +252,7 @@ impl Default for RoomPolicy {
             reply_gate: None,
             floor_max_speakers: 1,
             floor_strategy: FloorStrategy::Pass,
+            pre_gate: PreGate::default(),
             floor_pass_timeout: DEFAULT_FLOOR_PASS_TIMEOUT,
             on_error: OnError::Notice,
             max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
@@ -315,6 +340,12 @@ pub struct PolicyPatch {
     pub floor_max_speakers: Option<u32>,
     /// See [`RoomPolicy::floor_strategy`].
     pub floor_strategy: Option<FloorStrategy>,
+    /// See [`PreGate::enabled`].
+    pub pre_gate_enabled: Option<bool>,
+    /// See [`PreGate::phrases`].
+    pub pre_gate_phrases: Option<Arc<[Arc<str>]>>,
+    /// See [`PreGate::max_chars`].
+    pub pre_gate_max_chars: Option<usize>,
     /// See [`RoomPolicy::floor_pass_timeout`].
     pub floor_pass_timeout: Option<Duration>,
     /// See [`RoomPolicy::on_error`].
@@ -359,6 +390,15 @@ impl PolicyPatch {
         }
         if let Some(v) = self.floor_strategy {
             p.floor_strategy = v;
+        }
+        if let Some(v) = self.pre_gate_enabled {
+            p.pre_gate.enabled = v;
+        }
+        if let Some(v) = &self.pre_gate_phrases {
+            p.pre_gate.phrases = v.clone();
+        }
+        if let Some(v) = self.pre_gate_max_chars {
+            p.pre_gate.max_chars = v;
         }
         if let Some(v) = self.floor_pass_timeout {
             p.floor_pass_timeout = v;

@@ -593,3 +593,77 @@ fn a_rate_limited_skip_says_when_the_limit_frees() {
         "sent at 10 s + 120 s"
     );
 }
+
+/// `[[reply_to_current]]` answers the message the turn was for, without
+/// the agent copying its id; an ambient batch's newest.
+#[test]
+fn reply_to_current_answers_the_turns_own_message() {
+    let mut e = engine(&["docs"], ContextLimits::default());
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m7", "room", "alice", "@docs how do I reset?", Timestamp(0)),
+    );
+    let t = turns(&drain(&mut e))[0];
+    e.handle_agent_result(
+        Timestamp(1),
+        t,
+        AgentResult::Output("[[reply_to_current]]\nHold it for 5 s.".into()),
+    );
+    let sent: Vec<_> = drain(&mut e)
+        .into_iter()
+        .filter_map(|o| match o {
+            Output::Send(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].text, "Hold it for 5 s.");
+    assert_eq!(sent[0].reply_to.as_ref().map(|m| m.as_str()), Some("m7"));
+    assert!(sent[0].unknown_directives.is_empty());
+}
+
+/// The pre-gate: unaddressed small talk in an `all` room costs no call;
+/// the same words addressed to a persona, or with a question, are
+/// answered as before.
+#[test]
+fn small_talk_is_recorded_without_a_call_and_addressed_messages_are_untouched() {
+    use tactful_core::policy::PolicyPatch;
+    let mut e = engine(&["docs"], ContextLimits::default());
+    let mut table = e.policies().clone();
+    table.default.all = PolicyPatch {
+        mode: Some(tactful_core::Mode::All),
+        rate_limit: Some(None),
+        ..PolicyPatch::default()
+    };
+    e.set_policies(table.clone());
+    let mut said = |id: &str, text: &str| {
+        e.handle_message(
+            Timestamp(0),
+            Message::new(id, "room", "alice", text, Timestamp(0)),
+        );
+        let out = drain(&mut e);
+        let d = out
+            .iter()
+            .find_map(|o| match o {
+                Output::Decision(d) if d.msg.as_str() == id => Some((d.outcome, d.reason)),
+                _ => None,
+            })
+            .expect("a decision");
+        (d, turns(&out).len())
+    };
+    assert_eq!(said("a", "thanks!"), ((Outcome::Record, Reason::PreGate), 0));
+    assert_eq!(said("b", "👍"), ((Outcome::Record, Reason::PreGate), 0));
+    assert_eq!(said("c", "@docs thanks!"), ((Outcome::Reply, Reason::Mention), 1));
+    assert_eq!(
+        said("d", "thanks, but how do I reset it?"),
+        ((Outcome::Reply, Reason::All), 1)
+    );
+    // A room may switch it off.
+    table.default.all.pre_gate_enabled = Some(false);
+    e.set_policies(table);
+    e.handle_message(
+        Timestamp(1),
+        Message::new("e", "room", "alice", "thanks!", Timestamp(1)),
+    );
+    assert_eq!(turns(&drain(&mut e)).len(), 1);
+}

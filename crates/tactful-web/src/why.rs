@@ -210,6 +210,7 @@ fn reason_words(r: Reason) -> &'static str {
         Reason::FloorTaken => "another persona already answered",
         Reason::Hook => "a before-send hook stopped it",
         Reason::Schedule => "its schedule is due",
+        Reason::PreGate => "small talk, nothing to answer",
     }
 }
 

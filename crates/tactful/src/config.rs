@@ -255,6 +255,7 @@ struct RawPersona {
     prompt: EnvString,
     #[serde(default)]
     aliases: Vec<EnvString>,
+    ambient_agent: Option<Spanned<EnvString>>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -593,19 +594,26 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
             ));
         }
         let agent = &p.agent.get_ref().0;
-        if !agents.contains_key(agent) {
+        let known_agent = |key: &str, name: &String, span| {
+            if agents.contains_key(name) {
+                return Ok(());
+            }
             let known: Vec<&str> = agents.keys().map(String::as_str).collect();
-            return Err(check.at(
-                p.agent.span(),
+            Err(check.at(
+                span,
                 format!(
-                    "`persona[{i}].agent` = {agent:?} names no [agents.{agent}] table (defined: {})",
+                    "`persona[{i}].{key}` = {name:?} names no [agents.{name}] table (defined: {})",
                     if known.is_empty() {
                         "none".to_owned()
                     } else {
                         known.join(", ")
                     }
                 ),
-            ));
+            ))
+        };
+        known_agent("agent", agent, p.agent.span())?;
+        if let Some(a) = &p.ambient_agent {
+            known_agent("ambient_agent", &a.get_ref().0, a.span())?;
         }
         personas.push(PersonaSpec {
             id: id.as_str().into(),
@@ -613,6 +621,10 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
             aliases: p.aliases.iter().map(|a| UserId::new(a.0.as_str())).collect(),
             agent: Arc::from(agent.as_str()),
             prompt: Arc::from(p.prompt.0.as_str()),
+            ambient_agent: p
+                .ambient_agent
+                .as_ref()
+                .map(|a| Arc::from(a.get_ref().0.as_str())),
         });
     }
 

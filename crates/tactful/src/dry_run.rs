@@ -155,7 +155,7 @@ mod tests {
             personas: vec![PersonaSpec::new("docs", "a")],
             ..Default::default()
         };
-        let msgs: Vec<Message> = ["hello all", "@docs how do I reset?", "anyone?"]
+        let msgs: Vec<Message> = ["the build broke again", "@docs how do I reset?", "anyone?"]
             .iter()
             .enumerate()
             .map(|(i, t)| {
@@ -196,7 +196,7 @@ mod tests {
         assert_eq!(
             moved,
             [
-                ("hello all", "not_addressed", "all"),
+                ("the build broke again", "not_addressed", "all"),
                 ("anyone?", "not_addressed", "all")
             ]
         );

@@ -95,6 +95,13 @@ pub(super) fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Fac
         (Mode::Ambient, None) => Reason::Buffered,
         (Mode::Observe, None) => unreachable!("observe returned above"),
     };
+    // Small talk nobody needs answered costs no call (`small_talk.rs`).
+    if reason == Reason::All
+        && policy.pre_gate.enabled
+        && crate::small_talk::is_small_talk(&msg.text, &policy.pre_gate.phrases, policy.pre_gate.max_chars)
+    {
+        return Verdict::new(Outcome::Record, Reason::PreGate);
+    }
     if f.is_bot && room.bot_streak >= policy.max_bot_turns {
         return Verdict::new(Outcome::Skip, Reason::BotTurnLimit);
     }

@@ -61,7 +61,11 @@ impl Engine {
         }
         let text = stripped.rest;
         let mut replies = directives::split_replies(text).into_iter();
-        let (d, body) = replies.next().unwrap_or_default();
+        let (mut d, body) = replies.next().unwrap_or_default();
+        // `[[reply_to_current]]`: the message that started the turn.
+        if d.reply_to_current && d.reply_to.is_none() {
+            d.reply_to = turn.triggers.last().map(|e| e.id.to_string());
+        }
         let more: Vec<(Directives, String)> = replies.map(|(d, b)| (d, b.to_owned())).collect();
         let body = body.trim();
         if body.is_empty() {

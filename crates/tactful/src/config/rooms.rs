@@ -47,9 +47,19 @@ pub(super) struct RawRoom {
     pub(super) ambient: Option<RawAmbient>,
     pub(super) reply_gate: Option<RawGate>,
     pub(super) floor: Option<RawFloor>,
+    pub(super) pre_gate: Option<RawPreGate>,
     pub(super) on_error: Option<OnErrorName>,
     pub(super) max_reply_chars: Option<Spanned<usize>>,
     pub(super) personas: Option<BTreeMap<Spanned<String>, Spanned<RawRoom>>>,
+}
+
+/// `pre_gate = { enabled, phrases, max_chars }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPreGate {
+    pub(super) enabled: Option<bool>,
+    pub(super) phrases: Option<Vec<Spanned<String>>>,
+    pub(super) max_chars: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -227,6 +237,29 @@ pub(super) fn patch(
             ));
         }
         p.max_bot_turns = Some(*n.get_ref());
+    }
+    if let Some(g) = t.pre_gate {
+        p.pre_gate_enabled = g.enabled;
+        p.pre_gate_max_chars = g.max_chars;
+        if let Some(list) = g.phrases {
+            let mut phrases = Vec::new();
+            for ph in list {
+                let v = ph
+                    .get_ref()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .to_lowercase();
+                if v.is_empty() || v.contains('?') {
+                    return Err(check.at(
+                        ph.span(),
+                        format!("`{key}.pre_gate.phrases` entries must be words, not blank and without `?`"),
+                    ));
+                }
+                phrases.push(Arc::<str>::from(v));
+            }
+            p.pre_gate_phrases = Some(phrases.into());
+        }
     }
     if let Some(rl) = t.rate_limit {
         p.rate_limit = Some(match rl.into_inner() {
@@ -415,6 +448,27 @@ mod tests {
         .to_string();
         assert!(
             e.contains("`rooms.lobby.floor.pass_timeout_ms` must be at least 100, got 5"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn pre_gate_phrases_are_read_lower_case_and_a_question_is_refused() {
+        let cfg = |g: &str| format!("{}pre_gate = {g}\n", with_floor("{ max_speakers = 1 }"));
+        let c = Config::parse(
+            &cfg("{ phrases = [\"  ACK  it \"], max_chars = 0 }"),
+            Path::new("t.toml"),
+            &|_| None,
+        )
+        .expect("valid");
+        let p = c.engine.policies.resolve(&"lobby".into(), &"docs".into());
+        assert_eq!(&*p.pre_gate.phrases, [std::sync::Arc::<str>::from("ack it")]);
+        assert_eq!(p.pre_gate.max_chars, 0);
+        let e = Config::parse(&cfg("{ phrases = [\"ok?\"] }"), Path::new("t.toml"), &|_| None)
+            .expect_err("a question")
+            .to_string();
+        assert!(
+            e.starts_with("t.toml:11:") && e.contains("pre_gate.phrases"),
             "{e}"
         );
     }

@@ -865,3 +865,54 @@ mod invariants {
         }
     }
 }
+
+#[test]
+fn an_ambient_agent_reads_the_batches_and_the_main_agent_answers_when_addressed() {
+    let cfg = r#"
+[[persona]]
+id = "guide"
+agent = "main"
+ambient_agent = "listener"
+
+[agents.main]
+kind = "script"
+rules = [{ when = "", reply = "main answers" }]
+
+[agents.listener]
+kind = "script"
+rules = [{ when = "", reply = "NO_REPLY" }]
+
+[rooms.default]
+mode = "ambient"
+ambient = { flush_messages = 1, cooldown_seconds = 0 }
+"#;
+    let t = replay(
+        cfg,
+        &[
+            line(0.0, "alice", "nice weather today", r#", "id": "a""#),
+            line(10.0, "alice", "@guide where is room 4?", r#", "id": "b""#),
+        ],
+    );
+    let calls = of_type(&t, "agent_call");
+    let by_kind: Vec<(&str, &str)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["kind"].as_str().unwrap_or(""),
+                c["agent"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(by_kind, [("ambient", "listener"), ("reply", "main")], "{calls:?}");
+    use crate::config::Config;
+    use std::path::Path;
+    let bad = cfg.replace("ambient_agent = \"listener\"", "ambient_agent = \"nope\"");
+    let e = Config::parse(&bad, Path::new("t.toml"), &|_| None)
+        .expect_err("unknown agent")
+        .to_string();
+    assert!(
+        e.starts_with("t.toml:5:")
+            && e.contains("`persona[0].ambient_agent` = \"nope\" names no [agents.nope] table"),
+        "{e}"
+    );
+}
