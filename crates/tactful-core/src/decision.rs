@@ -94,11 +94,14 @@ pub enum Reason {
     /// Record: unaddressed small talk ("ok", "thanks!", "👍"), which the
     /// pre-gate keeps from costing a call.
     PreGate,
+    /// Skip: the room's budget for replies nobody asked for is spent
+    /// (`unprompted`).
+    UnpromptedBudget,
 }
 
 impl Reason {
     /// Every reason, for documentation and coverage checks.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::Dm,
         Reason::Mention,
         Reason::Command,
@@ -122,6 +125,7 @@ impl Reason {
         Reason::Hook,
         Reason::Schedule,
         Reason::PreGate,
+        Reason::UnpromptedBudget,
     ];
 
     /// The reason of this trace name (as the store keeps it).
@@ -155,6 +159,7 @@ impl Reason {
             Reason::Hook => "hook",
             Reason::Schedule => "schedule",
             Reason::PreGate => "pre_gate",
+            Reason::UnpromptedBudget => "unprompted_budget",
         }
     }
 }

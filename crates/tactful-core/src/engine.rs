@@ -197,6 +197,9 @@ struct Turn {
     /// Whether it holds (or held) the floor of its message, passed to it
     /// (see `floor.rs`): its end passes the floor on.
     floor_pass: bool,
+    /// Whether it holds a slot of the room's unprompted budget (committed
+    /// when it replies, given back otherwise).
+    unprompted: bool,
 }
 
 impl Turn {
@@ -375,6 +378,13 @@ impl Engine {
             .as_deref_mut()
     }
 
+    /// Marks turn `t` as holding a slot of its room's unprompted budget.
+    fn hold_unprompted(&mut self, t: TurnId) {
+        if let Some(turn) = self.turns.get_mut(&t) {
+            turn.unprompted = true;
+        }
+    }
+
     fn arm(&mut self, at: Timestamp, timer: Timer) -> (Timestamp, u64) {
         let key = (at, self.timer_seq);
         self.timers.insert(key, timer);
@@ -544,10 +554,13 @@ impl Engine {
                 Action::Buffer => self.buffer(now, room_id, p, entry.clone()),
                 Action::None => {}
             }
-            if let Some(t) = turn
-                && first.as_ref() == Some(&self.personas[p.0 as usize].id)
-            {
-                self.floor_offered(now, room_id, &msg.id, t);
+            if let Some(t) = turn {
+                if v.unprompted {
+                    self.hold_unprompted(t);
+                }
+                if first.as_ref() == Some(&self.personas[p.0 as usize].id) {
+                    self.floor_offered(now, room_id, &msg.id, t);
+                }
             }
         }
     }
@@ -657,6 +670,7 @@ impl Engine {
                 held: None,
                 schedule: None,
                 floor_pass: false,
+                unprompted: false,
             },
         );
         self.out.push_back(Output::CallAgent(Box::new(request)));
@@ -683,6 +697,9 @@ impl Engine {
             self.schedule_ended(i, turn_id);
         }
         if let Some(room) = self.rooms.get_mut(&turn.room) {
+            if turn.unprompted && !sent {
+                room.unprompted.release();
+            }
             let member = &mut room.members[turn.persona.0 as usize];
             if turn.reserved && !sent {
                 member.rate.release();

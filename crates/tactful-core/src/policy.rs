@@ -155,6 +155,10 @@ pub struct RoomPolicy {
     pub allowed_users: Arc<FxHashSet<Arc<str>>>,
     /// Per room and persona reply budget; `None` means unlimited.
     pub rate_limit: Option<RateLimit>,
+    /// The room's budget for replies nobody asked for (`all` and ambient
+    /// turns), shared by every persona there: how much unasked bot talk the
+    /// room tolerates. `None` means unlimited.
+    pub unprompted: Option<RateLimit>,
     /// Ambient-mode timing.
     pub ambient: AmbientPolicy,
     /// The reply-decision gate, when enabled.
@@ -248,6 +252,7 @@ impl Default for RoomPolicy {
                 replies: 6,
                 per: Duration::from_secs(120),
             }),
+            unprompted: None,
             ambient: AmbientPolicy::default(),
             reply_gate: None,
             floor_max_speakers: 1,
@@ -332,6 +337,8 @@ pub struct PolicyPatch {
     pub allowed_users: Option<Vec<String>>,
     /// See [`RoomPolicy::rate_limit`]; `Some(None)` switches the limit off.
     pub rate_limit: Option<Option<RateLimit>>,
+    /// See [`RoomPolicy::unprompted`]; `Some(None)` switches it off.
+    pub unprompted: Option<Option<RateLimit>>,
     /// Ambient keys.
     pub ambient: AmbientPatch,
     /// Gate keys.
@@ -387,6 +394,9 @@ impl PolicyPatch {
         }
         if let Some(v) = self.floor_max_speakers {
             p.floor_max_speakers = v;
+        }
+        if let Some(v) = self.unprompted {
+            p.unprompted = v;
         }
         if let Some(v) = self.floor_strategy {
             p.floor_strategy = v;

@@ -211,6 +211,7 @@ fn reason_words(r: Reason) -> &'static str {
         Reason::Hook => "a before-send hook stopped it",
         Reason::Schedule => "its schedule is due",
         Reason::PreGate => "small talk, nothing to answer",
+        Reason::UnpromptedBudget => "the room has had enough unasked bot replies for now",
     }
 }
 

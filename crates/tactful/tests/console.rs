@@ -56,7 +56,7 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
     say(
         &mut ws,
-        json!({ "type": "say", "room": "lobby", "text": "hello all" }),
+        json!({ "type": "say", "room": "lobby", "text": "the build is red again" }),
     )
     .await;
     say(
@@ -110,7 +110,7 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
             .unwrap_or_else(|| panic!("{text:?} in {rows:?}"))
             .clone()
     };
-    let quiet = of("hello all");
+    let quiet = of("the build is red again");
     assert_eq!(
         (quiet["outcome"].as_str(), quiet["reason"].as_str()),
         (Some("record"), Some("not_addressed"))
@@ -138,7 +138,7 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
     );
     assert!(second["decisions"][0]["seq"].as_i64() < Some(next), "{second}");
 
-    // Try before applying: all mode would answer "hello all" too, at one
+    // Try before applying: all mode would answer "the build is red again" too, at one
     // more model call; nothing is applied.
     let (status, body) = request(
         server,
@@ -155,7 +155,7 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
     );
     let changed = run["changed"].as_array().expect("changed");
     assert!(
-        changed.iter().any(|c| c["text"] == "hello all"
+        changed.iter().any(|c| c["text"] == "the build is red again"
             && c["now"]["reason"] == "not_addressed"
             && c["proposed"]["reason"] == "all"),
         "{run}"
@@ -237,7 +237,7 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
     assert!(
         again["decisions"]
             .as_array()
-            .is_some_and(|d| d.iter().any(|d| d["text"] == "hello all")),
+            .is_some_and(|d| d.iter().any(|d| d["text"] == "the build is red again")),
         "{again}"
     );
 }

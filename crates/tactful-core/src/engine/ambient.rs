@@ -141,6 +141,18 @@ impl Engine {
             }
             reserved = true;
         }
+        // A batch nobody asked for spends the room's unprompted budget.
+        if let Some(limit) = policy.unprompted
+            && !room.unprompted.try_reserve(now, &limit)
+        {
+            if reserved {
+                room.members[p.0 as usize].rate.release();
+            }
+            let msgs = fresh.iter().map(|e| e.id.clone()).collect();
+            self.out
+                .push_back(Output::Ambient(skip(Reason::UnpromptedBudget, msgs)));
+            return;
+        }
         let answers_bot = fresh.iter().any(|e| e.is_bot);
         let turn = self.new_turn_id();
         self.flushes_running += 1;
@@ -163,6 +175,9 @@ impl Engine {
             answers_bot,
             Some(GateFor::Ambient(trigger)),
         );
+        if policy.unprompted.is_some() {
+            self.hold_unprompted(turn);
+        }
     }
 
     /// After a flush of (room, p) ended: a trigger that waited for it, or a

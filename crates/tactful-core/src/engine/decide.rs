@@ -33,6 +33,8 @@ pub(super) struct Verdict {
     pub(super) action: Action,
     /// Whether a rate-limit slot was reserved.
     pub(super) reserved: bool,
+    /// Whether a slot of the room's unprompted budget was reserved.
+    pub(super) unprompted: bool,
 }
 
 impl Verdict {
@@ -42,6 +44,7 @@ impl Verdict {
             reason,
             action: Action::None,
             reserved: false,
+            unprompted: false,
         }
     }
 }
@@ -122,10 +125,25 @@ pub(super) fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Fac
         }
         reserved = true;
     }
+    // Nobody asked: the room's budget for unasked replies, shared by all
+    // its personas.
+    let mut unprompted = false;
+    if reason == Reason::All
+        && let Some(limit) = policy.unprompted
+    {
+        if !room.unprompted.try_reserve(f.now, &limit) {
+            if reserved {
+                room.members[p.0 as usize].rate.release();
+            }
+            return Verdict::new(Outcome::Skip, Reason::UnpromptedBudget);
+        }
+        unprompted = true;
+    }
     Verdict {
         outcome: Outcome::Reply,
         reason,
         action: if gated { Action::Gate } else { Action::Turn },
         reserved,
+        unprompted,
     }
 }

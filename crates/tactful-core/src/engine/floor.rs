@@ -35,6 +35,11 @@ pub(super) struct Pass {
     max: u32,
 }
 
+/// The room's unprompted budget as persona `p`'s policy there has it.
+fn policy_unprompted(room: &Room, p: PersonaIdx) -> Option<crate::policy::RateLimit> {
+    room.policies[p.0 as usize].unprompted
+}
+
 impl Pass {
     /// Removes its timeout timer (the pass is dropped).
     pub(super) fn disarm(&self, timers: &mut BTreeMap<(Timestamp, u64), Timer>) {
@@ -122,6 +127,9 @@ impl Engine {
             held.insert(p);
             if verdicts.iter().any(|(q, v, _)| *q == p && v.reserved) {
                 room.members[p.0 as usize].rate.release();
+            }
+            if verdicts.iter().any(|(q, v, _)| *q == p && v.unprompted) {
+                room.unprompted.release();
             }
         }
         let max = room.policies[first.0 as usize].floor_max_speakers;
@@ -267,6 +275,17 @@ impl Engine {
                 Some(_) => true,
                 None => false,
             };
+            let unprompted = policy_unprompted(room, p);
+            if let Some(limit) = unprompted
+                && !room.unprompted.try_reserve(now, &limit)
+            {
+                if reserved {
+                    room.members[p.0 as usize].rate.release();
+                }
+                self.out
+                    .push_back(decision(Outcome::Skip, Reason::UnpromptedBudget, None));
+                continue;
+            }
             self.out.push_back(Output::Floor(FloorNote {
                 at: now,
                 room: room_id.clone(),
@@ -305,6 +324,9 @@ impl Engine {
                 is_bot,
                 None,
             );
+            if unprompted.is_some() {
+                self.hold_unprompted(turn);
+            }
             self.floor_offered(now, room_id, msg, turn);
             return;
         }

@@ -34,7 +34,8 @@ impl Engine {
                     self.finish(now, gate_id, gate, false);
                     return;
                 }
-                // The flush goes ahead with the gate's slot and batch.
+                // The flush goes ahead with the gate's slots and batch.
+                let unprompted = gate.unprompted;
                 let turn = self.new_turn_id();
                 self.replace_in_flight(&room_id, p, gate_id, turn);
                 self.start_turn(
@@ -49,6 +50,9 @@ impl Engine {
                     gate.answers_bot,
                     Some(GateFor::Ambient(trigger)),
                 );
+                if unprompted {
+                    self.hold_unprompted(turn);
+                }
             }
             _ => {
                 let msg = gate.triggers[0].id.clone();
@@ -73,7 +77,7 @@ impl Engine {
                 }));
                 match turn {
                     Some(t) => {
-                        let passed = gate.floor_pass;
+                        let (passed, unprompted) = (gate.floor_pass, gate.unprompted);
                         self.start_turn(
                             now,
                             t,
@@ -88,6 +92,9 @@ impl Engine {
                         );
                         if passed {
                             self.floor_moved(&room_id, &msg, t);
+                        }
+                        if unprompted {
+                            self.hold_unprompted(t);
                         }
                     }
                     None => self.finish(now, gate_id, gate, false),

@@ -57,6 +57,10 @@ pub struct RoomSnapshot {
     pub floor: Vec<(MsgId, u32)>,
     /// Personas with state in the room.
     pub members: Vec<MemberSnapshot>,
+    /// When the replies the room's unprompted budget still counts were
+    /// sent (absent in snapshots from before the budget existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprompted: Vec<Timestamp>,
 }
 
 /// What the engine keeps about one persona in one room.
@@ -143,6 +147,7 @@ impl Engine {
             is_dm: r.is_dm,
             floor: r.floor.iter().map(|(id, n)| (id.clone(), *n)).collect(),
             members,
+            unprompted: r.unprompted.sent_times().collect(),
         })
     }
 
@@ -221,6 +226,7 @@ impl Engine {
         room.bot_streak = snapshot.bot_streak;
         room.bots = snapshot.bots;
         room.is_dm = snapshot.is_dm;
+        room.unprompted = RateLedger::from_sent(snapshot.unprompted);
         room.floor = snapshot
             .floor
             .into_iter()

@@ -142,6 +142,9 @@ impl Engine {
                 *room.floor.entry(e.id.clone()).or_default() += 1;
             }
         }
+        if turn.unprompted && !notice {
+            room.unprompted.commit(now);
+        }
         let member = &mut room.members[turn.persona.0 as usize];
         // The notice is tactful's word, not the agent's answer: a failing
         // backend must not spend the room's reply budget.

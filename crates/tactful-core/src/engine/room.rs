@@ -61,6 +61,8 @@ pub(super) struct Room {
     pub(super) members: Vec<PersonaRoom>,
     /// How many personas have answered each unaddressed message.
     pub(super) floor: FxHashMap<MsgId, u32>,
+    /// The room's budget for replies nobody asked for (`unprompted`).
+    pub(super) unprompted: RateLedger,
     /// Unaddressed messages whose floor is being passed (see `floor.rs`).
     pub(super) passes: FxHashMap<MsgId, super::floor::Pass>,
     /// Whether the room is a direct conversation (as its messages say).
@@ -91,6 +93,7 @@ impl Room {
             members: (0..personas.len()).map(|_| PersonaRoom::default()).collect(),
             floor: FxHashMap::default(),
             passes: FxHashMap::default(),
+            unprompted: RateLedger::default(),
             is_dm: false,
         }
     }

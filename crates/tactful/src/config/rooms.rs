@@ -44,6 +44,7 @@ pub(super) struct RawRoom {
     pub(super) max_bot_turns: Option<Spanned<u32>>,
     pub(super) allowed_users: Option<Vec<EnvString>>,
     pub(super) rate_limit: Option<Spanned<RawRateLimit>>,
+    pub(super) unprompted: Option<Spanned<RawRateLimit>>,
     pub(super) ambient: Option<RawAmbient>,
     pub(super) reply_gate: Option<RawGate>,
     pub(super) floor: Option<RawFloor>,
@@ -261,15 +262,15 @@ pub(super) fn patch(
             p.pre_gate_phrases = Some(phrases.into());
         }
     }
-    if let Some(rl) = t.rate_limit {
-        p.rate_limit = Some(match rl.into_inner() {
-            RawRateLimit::Off => None,
-            RawRateLimit::Limit { replies, per_seconds } => Some(RateLimit {
-                replies,
-                per: Duration::from_secs(per_seconds),
-            }),
-        });
-    }
+    let budget = |rl: Spanned<RawRateLimit>| match rl.into_inner() {
+        RawRateLimit::Off => None,
+        RawRateLimit::Limit { replies, per_seconds } => Some(RateLimit {
+            replies,
+            per: Duration::from_secs(per_seconds),
+        }),
+    };
+    p.rate_limit = t.rate_limit.map(budget);
+    p.unprompted = t.unprompted.map(budget);
     let mut flushes = None;
     if let Some(a) = t.ambient {
         let k = |name: &str| format!("{key}.ambient.{name}");
