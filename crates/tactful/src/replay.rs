@@ -84,6 +84,31 @@ pub struct Summary {
     pub end: Timestamp,
     /// Per persona, in id order.
     pub personas: std::collections::BTreeMap<String, PersonaStats>,
+    /// Scenario messages with a `?`, by (room, id): whether a persona was
+    /// addressed by it, the reply calls made for it, the replies it got.
+    questions: std::collections::BTreeMap<(String, String), Question>,
+}
+
+/// The scenario's unaddressed questions: messages with a `?` that address
+/// no persona (what floor passing is measured on).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct QuestionStats {
+    /// How many.
+    pub count: usize,
+    /// Reply calls made for them.
+    pub calls: usize,
+    /// How many got exactly one reply.
+    pub answered_once: usize,
+    /// How many got none.
+    pub unanswered: usize,
+}
+
+/// One scenario question, for the calls-per-question figure.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct Question {
+    addressed: bool,
+    calls: usize,
+    replies: usize,
 }
 
 impl Summary {
@@ -91,8 +116,22 @@ impl Summary {
         self.personas.entry(id.to_owned()).or_default()
     }
 
+    fn note_message(&mut self, m: &tactful_core::Message) {
+        self.messages += 1;
+        if m.text.contains('?') {
+            self.questions
+                .insert((m.room.to_string(), m.id.to_string()), Question::default());
+        }
+    }
+
     fn note_decision(&mut self, d: &Decision, from_scenario: bool) {
         use tactful_core::Reason::*;
+        if from_scenario
+            && matches!(d.reason, Dm | Mention | Command | ReplyToMe)
+            && let Some(q) = self.questions.get_mut(&(d.room.to_string(), d.msg.to_string()))
+        {
+            q.addressed = true;
+        }
         if from_scenario && matches!(d.reason, Dm | Mention | Command | ReplyToMe) && d.turn.is_some() {
             let key = (d.room.to_string(), d.msg.to_string());
             let s = self.persona(d.persona.as_str());
@@ -103,6 +142,12 @@ impl Summary {
 
     fn note_call(&mut self, req: &TurnRequest) {
         let room = req.room.to_string();
+        if req.kind == tactful_core::TurnKind::Reply
+            && let [trigger] = req.triggers.as_slice()
+            && let Some(q) = self.questions.get_mut(&(room.clone(), trigger.id.to_string()))
+        {
+            q.calls += 1;
+        }
         let s = self.persona(req.persona.as_str());
         s.calls += 1;
         match req.kind {
@@ -123,6 +168,13 @@ impl Summary {
 
     fn note_send(&mut self, o: &Outgoing) {
         let room = o.room.to_string();
+        if !o.notice {
+            for m in &o.msgs {
+                if let Some(q) = self.questions.get_mut(&(room.clone(), m.to_string())) {
+                    q.replies += 1;
+                }
+            }
+        }
         let s = self.persona(o.persona.as_str());
         s.sent += 1;
         for m in &o.msgs {
@@ -167,7 +219,29 @@ impl Summary {
             ));
         }
         out.push_str(&format!("\n{} scenario messages.\n", self.messages));
+        let q = self.questions();
+        if q.count > 0 {
+            out.push_str(&format!(
+                "{} unaddressed questions (messages with a `?` that address no persona): {:.2} reply calls per question; {} answered once, {} not answered, {} answered more than once.\n",
+                q.count,
+                q.calls as f64 / q.count as f64,
+                q.answered_once,
+                q.unanswered,
+                q.count - q.answered_once - q.unanswered,
+            ));
+        }
         out
+    }
+
+    /// What the unaddressed questions of the scenario cost and got.
+    pub fn questions(&self) -> QuestionStats {
+        let open: Vec<&Question> = self.questions.values().filter(|q| !q.addressed).collect();
+        QuestionStats {
+            count: open.len(),
+            calls: open.iter().map(|q| q.calls).sum(),
+            answered_once: open.iter().filter(|q| q.replies == 1).count(),
+            unanswered: open.iter().filter(|q| q.replies == 0).count(),
+        }
     }
 }
 
@@ -286,7 +360,7 @@ pub fn run(
                 let (now, event) = queue.pop().expect("peeked");
                 match event {
                     Event::Message(e) => {
-                        summary.messages += 1;
+                        summary.note_message(&e.message);
                         engine.handle_message(now, e.message);
                     }
                     Event::AgentDone(turn, result) => engine.handle_agent_result(now, turn, result),

@@ -184,3 +184,23 @@ fn busy_room_ambient_is_cheap_and_nothing_addressed_is_missed() {
     // And the other modes really are dearer: the comparison means something.
     assert!(summary.personas["chatty"].calls > 4 * guide.calls);
 }
+
+/// The busy floor: three `all` personas in one busy room, floor passing on.
+/// Goal: at most 1.1 reply calls per unaddressed question, and every such
+/// question answered exactly once.
+#[test]
+fn busy_floor_asks_one_persona_per_question_and_answers_each_once() {
+    let dir = examples_dir().join("busy-floor");
+    let (_, summary, _) = replay_dir(
+        &dir,
+        ReplayOptions {
+            stats: true,
+            ..Default::default()
+        },
+    );
+    let q = summary.questions();
+    assert!(q.count >= 40, "{q:?}");
+    let per_question = q.calls as f64 / q.count as f64;
+    assert!(per_question <= 1.1, "{per_question:.2} calls per question: {q:?}");
+    assert_eq!(q.answered_once, q.count, "{q:?}");
+}
