@@ -179,23 +179,30 @@ pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
     final_turn.push_str("\n\n");
     final_turn.push_str(&sender_context(req));
 
-    let mut budget = req.max_chars.saturating_sub(final_turn.chars().count());
-    let mut kept: Vec<(Role, String)> = Vec::new();
-    for e in req.history.iter().rev() {
-        let (role, content) = if e.persona == Some(req.persona_idx) {
-            (Role::Assistant, e.text.to_string())
-        } else {
-            (Role::User, tagged(e))
-        };
-        let cost = content.chars().count() + 1;
-        if cost > budget {
-            break;
-        }
-        budget -= cost;
-        kept.push((role, content));
+    let budget = req.max_chars.saturating_sub(final_turn.chars().count());
+    let mut kept: Vec<(Role, String, usize)> = req
+        .history
+        .iter()
+        .map(|e| {
+            let (role, content) = if e.persona == Some(req.persona_idx) {
+                (Role::Assistant, e.text.to_string())
+            } else {
+                (Role::User, tagged(e))
+            };
+            let cost = content.chars().count() + 1;
+            (role, content, cost)
+        })
+        .collect();
+    // Over the budget, the older half goes at once (and again if need be),
+    // not one message per turn: the prompt's start stays the same from one
+    // turn to the next, which providers' prompt caches reward.
+    let mut total: usize = kept.iter().map(|k| k.2).sum();
+    while total > budget && !kept.is_empty() {
+        let drop = kept.len().div_ceil(2);
+        total -= kept.drain(..drop).map(|k| k.2).sum::<usize>();
     }
     let mut messages = Vec::with_capacity(kept.len() + 1);
-    for (role, content) in kept.into_iter().rev() {
+    for (role, content, _) in kept {
         push(&mut messages, role, content);
     }
     push(&mut messages, Role::User, final_turn);

@@ -121,6 +121,9 @@ pub struct History {
     /// Platform ids of messages the engine named first, by engine id.
     aliases: FxHashMap<MsgId, MsgId>,
     limit: usize,
+    /// Messages ever recorded: the place of the oldest retained one is
+    /// `pushed - entries.len()`, so a window can start at a fixed place.
+    pushed: u64,
 }
 
 impl History {
@@ -131,6 +134,7 @@ impl History {
             by_id: FxHashMap::default(),
             aliases: FxHashMap::default(),
             limit: limit.max(1),
+            pushed: 0,
         }
     }
 
@@ -149,7 +153,15 @@ impl History {
         };
         self.by_id.insert(entry.id.clone(), entry.clone());
         self.entries.push_back(entry);
+        self.pushed += 1;
         evicted
+    }
+
+    /// Every retained message with its place in the room's whole history
+    /// (0 for the first message ever recorded), oldest first.
+    pub fn iter_placed(&self) -> impl Iterator<Item = (u64, &Arc<Entry>)> {
+        let first = self.pushed - self.entries.len() as u64;
+        (first..).zip(self.entries.iter())
     }
 
     /// Every retained message, oldest first.

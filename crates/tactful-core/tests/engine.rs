@@ -667,3 +667,46 @@ fn small_talk_is_recorded_without_a_call_and_addressed_messages_are_untouched() 
     );
     assert_eq!(turns(&drain(&mut e)).len(), 1);
 }
+
+/// The history a turn sees moves in blocks of half its size, so
+/// consecutive prompts start the same (a provider's prompt cache serves
+/// that part): with 30 turns of history, the oldest message shown changes
+/// once every 15 messages, never by one each time.
+#[test]
+fn the_history_window_moves_in_blocks() {
+    let limits = ContextLimits {
+        max_turns: 30,
+        ..Default::default()
+    };
+    let mut e = engine(&["docs"], limits);
+    let mut oldest = Vec::new();
+    for i in 0..100u64 {
+        e.handle_message(
+            Timestamp(i),
+            Message::new(
+                format!("m{i}").as_str(),
+                "room",
+                "alice",
+                "@docs hi",
+                Timestamp(i),
+            ),
+        );
+        for o in drain(&mut e) {
+            if let Output::CallAgent(r) = o {
+                assert!(
+                    r.history.len() <= 30 && (i < 30 || r.history.len() >= 15),
+                    "{}",
+                    r.history.len()
+                );
+                oldest.push(r.history.first().map(|h| h.id.to_string()));
+                e.handle_agent_result(Timestamp(i), r.turn, AgentResult::Output("NO_REPLY".into()));
+            }
+        }
+        drain(&mut e);
+    }
+    let changes = oldest.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(
+        (5..=7).contains(&changes),
+        "the start moved {changes} times in 100 turns: {oldest:?}"
+    );
+}

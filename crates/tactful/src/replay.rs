@@ -87,6 +87,12 @@ pub struct Summary {
     /// Scenario messages with a `?`, by (room, id): whether a persona was
     /// addressed by it, the reply calls made for it, the replies it got.
     questions: std::collections::BTreeMap<(String, String), Question>,
+    /// The last reply or batch prompt of each (persona, room), flattened.
+    last_prompt: std::collections::BTreeMap<(String, String), String>,
+    /// Over consecutive prompts of one (persona, room): characters the
+    /// later one shares as an identical prefix with the one before, and
+    /// its length.
+    prefix: (u64, u64),
 }
 
 /// The scenario's unaddressed questions: messages with a `?` that address
@@ -166,6 +172,44 @@ impl Summary {
         }
     }
 
+    /// How much of this prompt repeats the start of the persona's previous
+    /// one in the room: what a provider's prompt cache can serve.
+    fn note_prompt(&mut self, req: &TurnRequest, contract: &str) {
+        if !matches!(
+            req.kind,
+            tactful_core::TurnKind::Reply | tactful_core::TurnKind::Ambient
+        ) {
+            return;
+        }
+        let prompt = tactful_core::prompt::render(req, contract);
+        let mut flat = prompt.system;
+        for m in &prompt.messages {
+            flat.push('\u{0}');
+            flat.push_str(match m.role {
+                tactful_core::prompt::Role::User => "user:",
+                tactful_core::prompt::Role::Assistant => "assistant:",
+            });
+            flat.push_str(&m.content);
+        }
+        let key = (req.persona.to_string(), req.room.to_string());
+        if let Some(before) = self.last_prompt.get(&key) {
+            let shared = before
+                .chars()
+                .zip(flat.chars())
+                .take_while(|(a, b)| a == b)
+                .count();
+            self.prefix.0 += shared as u64;
+            self.prefix.1 += flat.chars().count() as u64;
+        }
+        self.last_prompt.insert(key, flat);
+    }
+
+    /// The share of consecutive prompts (per persona and room) that
+    /// repeats the previous prompt's start, in percent; `None` before two.
+    pub fn prefix_reuse(&self) -> Option<f64> {
+        (self.prefix.1 > 0).then(|| self.prefix.0 as f64 * 100.0 / self.prefix.1 as f64)
+    }
+
     fn note_send(&mut self, o: &Outgoing) {
         let room = o.room.to_string();
         if !o.notice {
@@ -219,6 +263,11 @@ impl Summary {
             ));
         }
         out.push_str(&format!("\n{} scenario messages.\n", self.messages));
+        if let Some(p) = self.prefix_reuse() {
+            out.push_str(&format!(
+                "Prompt prefix reuse: {p:.1} % of each reply or batch prompt repeats the start of the same persona's previous prompt in the room (what a provider's prompt cache can serve).\n"
+            ));
+        }
         let q = self.questions();
         if q.count > 0 {
             out.push_str(&format!(
@@ -388,6 +437,9 @@ pub fn run(
                 Output::CallAgent(req) => {
                     summary.agent_calls += 1;
                     summary.note_call(req);
+                    if options.stats {
+                        summary.note_prompt(req, &config.contract);
+                    }
                 }
                 Output::Send(s) => {
                     summary.sends += 1;

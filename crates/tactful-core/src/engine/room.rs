@@ -160,17 +160,26 @@ impl Room {
     pub(super) fn snapshot(&self, triggers: &[Arc<Entry>], max_turns: usize) -> Vec<Arc<Entry>> {
         let is_trigger = |e: &Arc<Entry>| triggers.iter().any(|t| t.id == e.id);
         let last = triggers.last().map(|t| &t.id);
-        let mut out: Vec<Arc<Entry>> = Vec::new();
-        for e in self.history.iter() {
+        let mut out: Vec<(u64, Arc<Entry>)> = Vec::new();
+        for (place, e) in self.history.iter_placed() {
             if Some(&e.id) == last {
                 break;
             }
             if !is_trigger(e) {
-                out.push(e.clone());
+                out.push((place, e.clone()));
             }
         }
-        let excess = out.len().saturating_sub(max_turns);
-        out.drain(..excess);
-        out
+        // The window starts at a multiple of half its size, so it moves in
+        // blocks: consecutive turns see the same oldest messages and their
+        // prompts share a long identical prefix, which providers bill at a
+        // fraction of the price (cached input). It holds between half of
+        // `max_turns` and `max_turns` messages.
+        if out.len() > max_turns {
+            let half = (max_turns / 2).max(1) as u64;
+            let earliest = out[out.len() - max_turns].0;
+            let start = earliest.div_ceil(half) * half;
+            out.retain(|(place, _)| *place >= start);
+        }
+        out.into_iter().map(|(_, e)| e).collect()
     }
 }

@@ -714,13 +714,15 @@ fn context_is_bounded_in_turns_and_characters() {
         .as_str()
         .expect("content")
         .to_owned();
+    // The window starts at a multiple of half its size (blocks of 2 here):
+    // messages 16 to 19, between 3 and 5 of them.
     assert!(
-        convo.contains("chatter number 19") && convo.contains("chatter number 15"),
+        convo.contains("chatter number 19") && convo.contains("chatter number 16"),
         "{convo}"
     );
     assert!(
-        !convo.contains("chatter number 14"),
-        "at most 5 earlier turns: {convo}"
+        !convo.contains("chatter number 15") && !convo.contains("chatter number 14"),
+        "at most 5 earlier turns, in blocks: {convo}"
     );
     let long = "x".repeat(300);
     let mut scenario: Vec<String> = (0..5)
