@@ -229,6 +229,8 @@ pub struct Engine {
     personas: Vec<PersonaSpec>,
     /// The slots a reload removed.
     retired: PersonaSet,
+    /// The verdicts of the message being decided, kept for the next.
+    scratch: Vec<(PersonaIdx, Verdict)>,
     policies: PolicyTable,
     shared_policies: Vec<Arc<RoomPolicy>>,
     limits: ContextLimits,
@@ -281,6 +283,7 @@ impl Engine {
             sent_count: vec![0; n],
             personas: config.personas,
             retired: PersonaSet::default(),
+            scratch: Vec::new(),
             policies: config.policies,
             shared_policies,
             limits: config.context,
@@ -408,6 +411,7 @@ impl Engine {
             out,
             dirty,
             timers,
+            scratch,
             ..
         } = self;
         let limits = *limits;
@@ -441,7 +445,11 @@ impl Engine {
         };
         let entry = Arc::new(Entry::of(&msg, author, is_bot));
 
-        let mut verdicts: Vec<(PersonaIdx, Verdict, Option<LimitNote>)> = Vec::new();
+        // Reused from message to message: no allocation per message.
+        let mut verdicts = std::mem::take(scratch);
+        verdicts.clear();
+        // Rate-limit notes, rare: no allocation unless there is one.
+        let mut limited: Vec<(PersonaIdx, LimitNote)> = Vec::new();
         let mut recorded = false;
         for (i, spec) in personas.iter().enumerate() {
             let p = PersonaIdx(i as u8);
@@ -450,7 +458,7 @@ impl Engine {
             }
             let v = decide(spec, p, room, &facts);
             recorded |= v.reason != Reason::DmForOther;
-            let limited = room.policies[i]
+            if let Some(note) = room.policies[i]
                 .rate_limit
                 .filter(|_| v.reason == Reason::RateLimited)
                 .map(|limit| LimitNote {
@@ -461,8 +469,11 @@ impl Engine {
                     replies: limit.replies,
                     per: limit.per,
                     frees_at: room.members[i].rate.frees_at(&limit),
-                });
-            verdicts.push((p, v, limited));
+                })
+            {
+                limited.push((p, note));
+            }
+            verdicts.push((p, v));
         }
         if recorded && let Some(evicted) = room.history.push(entry.clone()) {
             room.floor.remove(&evicted.id);
@@ -488,7 +499,7 @@ impl Engine {
         // message goes to one persona at a time (see `floor.rs`).
         let (held, offer) = self.hold_floor(now, &msg.room, &entry, is_bot, &verdicts);
         let mut actions: Vec<(PersonaIdx, Verdict, Option<TurnId>)> = Vec::new();
-        for (p, v, limited) in verdicts {
+        for (p, v) in verdicts.drain(..) {
             if held.contains(p) {
                 continue;
             }
@@ -505,11 +516,14 @@ impl Engine {
                     turn,
                 }));
             }
-            self.out.extend(limited.map(Output::Limited));
+            if let Some(i) = limited.iter().position(|(q, _)| *q == p) {
+                self.out.push_back(Output::Limited(limited.swap_remove(i).1));
+            }
             if v.action != Action::None {
                 actions.push((p, v, turn));
             }
         }
+        self.scratch = verdicts;
         let first = offer.as_ref().map(|note| note.persona.clone());
         self.out.extend(offer.map(Output::Floor));
 

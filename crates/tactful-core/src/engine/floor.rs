@@ -103,17 +103,24 @@ impl Engine {
         room_id: &RoomId,
         entry: &Arc<Entry>,
         is_bot: bool,
-        verdicts: &[(PersonaIdx, Verdict, Option<LimitNote>)],
+        verdicts: &[(PersonaIdx, Verdict)],
     ) -> (PersonaSet, Option<FloorNote>) {
+        // The common case, on every message: nobody or one could answer it
+        // unaddressed. Decided without touching the room.
+        let unaddressed =
+            |v: &Verdict| v.reason == Reason::All && matches!(v.action, Action::Turn | Action::Gate);
+        if verdicts.iter().filter(|(_, v)| unaddressed(v)).nth(1).is_none() {
+            return (PersonaSet::default(), None);
+        }
         let room = self.rooms.get_mut(room_id).expect("room exists");
         let mut eligible: Vec<(PersonaIdx, Action)> = verdicts
             .iter()
-            .filter(|(p, v, _)| {
+            .filter(|(p, v)| {
                 v.reason == Reason::All
                     && matches!(v.action, Action::Turn | Action::Gate)
                     && room.policies[p.0 as usize].floor_strategy == FloorStrategy::Pass
             })
-            .map(|(p, v, _)| (*p, v.action))
+            .map(|(p, v)| (*p, v.action))
             .collect();
         let mut held = PersonaSet::default();
         if eligible.len() < 2 {
@@ -125,10 +132,10 @@ impl Engine {
         let first = eligible.remove(0).0;
         for &(p, _) in &eligible {
             held.insert(p);
-            if verdicts.iter().any(|(q, v, _)| *q == p && v.reserved) {
+            if verdicts.iter().any(|(q, v)| *q == p && v.reserved) {
                 room.members[p.0 as usize].rate.release();
             }
-            if verdicts.iter().any(|(q, v, _)| *q == p && v.unprompted) {
+            if verdicts.iter().any(|(q, v)| *q == p && v.unprompted) {
                 room.unprompted.release();
             }
         }
