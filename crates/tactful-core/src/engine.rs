@@ -461,14 +461,16 @@ impl Engine {
             if let Some(note) = room.policies[i]
                 .rate_limit
                 .filter(|_| v.reason == Reason::RateLimited)
-                .map(|limit| LimitNote {
-                    at: now,
-                    persona: spec.id.clone(),
-                    room: msg.room.clone(),
-                    msg: msg.id.clone(),
-                    replies: limit.replies,
-                    per: limit.per,
-                    frees_at: room.members[i].rate.frees_at(&limit),
+                .map(|limit| {
+                    let ledger = &room.members[i].rate;
+                    LimitNote::of(
+                        now,
+                        spec.id.clone(),
+                        msg.room.clone(),
+                        msg.id.clone(),
+                        &limit,
+                        ledger,
+                    )
                 })
             {
                 limited.push((p, note));
@@ -477,7 +479,7 @@ impl Engine {
         }
         if recorded && let Some(evicted) = room.history.push(entry.clone()) {
             room.floor.remove(&evicted.id);
-            if let Some(pass) = room.passes.remove(&evicted.id) {
+            if let Some(mut pass) = room.passes.remove(&evicted.id) {
                 pass.disarm(timers);
             }
             // A message that leaves the context window leaves the ambient

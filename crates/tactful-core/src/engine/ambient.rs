@@ -142,17 +142,12 @@ impl Engine {
             reserved = true;
         }
         // A batch nobody asked for spends the room's unprompted budget.
-        if let Some(limit) = policy.unprompted
-            && !room.unprompted.try_reserve(now, &limit)
-        {
-            if reserved {
-                room.members[p.0 as usize].rate.release();
-            }
+        let Ok(unprompted) = room.reserve_unprompted(now, p, reserved) else {
             let msgs = fresh.iter().map(|e| e.id.clone()).collect();
             self.out
                 .push_back(Output::Ambient(skip(Reason::UnpromptedBudget, msgs)));
             return;
-        }
+        };
         let answers_bot = fresh.iter().any(|e| e.is_bot);
         let turn = self.new_turn_id();
         self.flushes_running += 1;
@@ -175,7 +170,7 @@ impl Engine {
             answers_bot,
             Some(GateFor::Ambient(trigger)),
         );
-        if policy.unprompted.is_some() {
+        if unprompted {
             self.hold_unprompted(turn);
         }
     }

@@ -127,18 +127,11 @@ pub(super) fn decide(spec: &PersonaSpec, p: PersonaIdx, room: &mut Room, f: &Fac
     }
     // Nobody asked: the room's budget for unasked replies, shared by all
     // its personas.
-    let mut unprompted = false;
-    if reason == Reason::All
-        && let Some(limit) = policy.unprompted
-    {
-        if !room.unprompted.try_reserve(f.now, &limit) {
-            if reserved {
-                room.members[p.0 as usize].rate.release();
-            }
-            return Verdict::new(Outcome::Skip, Reason::UnpromptedBudget);
-        }
-        unprompted = true;
-    }
+    let unprompted = reason == Reason::All
+        && match room.reserve_unprompted(f.now, p, reserved) {
+            Ok(taken) => taken,
+            Err(()) => return Verdict::new(Outcome::Skip, Reason::UnpromptedBudget),
+        };
     Verdict {
         outcome: Outcome::Reply,
         reason,

@@ -35,15 +35,10 @@ pub(super) struct Pass {
     max: u32,
 }
 
-/// The room's unprompted budget as persona `p`'s policy there has it.
-fn policy_unprompted(room: &Room, p: PersonaIdx) -> Option<crate::policy::RateLimit> {
-    room.policies[p.0 as usize].unprompted
-}
-
 impl Pass {
     /// Removes its timeout timer (the pass is dropped).
-    pub(super) fn disarm(&self, timers: &mut BTreeMap<(Timestamp, u64), Timer>) {
-        if let Some(key) = self.timer {
+    pub(super) fn disarm(&mut self, timers: &mut BTreeMap<(Timestamp, u64), Timer>) {
+        if let Some(key) = self.timer.take() {
             timers.remove(&key);
         }
     }
@@ -168,27 +163,19 @@ impl Engine {
 
     /// The first offer's turn started: it holds the floor.
     pub(super) fn floor_offered(&mut self, now: Timestamp, room_id: &RoomId, msg: &MsgId, turn: TurnId) {
-        let Some(room) = self.rooms.get_mut(room_id) else {
-            return;
-        };
-        let Some(pass) = room.passes.get_mut(msg) else {
+        let Some(room) = self.rooms.get(room_id).filter(|r| r.passes.contains_key(msg)) else {
             return;
         };
         let timeout = room.policies[self.turns[&turn].persona.0 as usize].floor_pass_timeout;
-        pass.current = Some(turn);
-        if let Some(key) = pass.timer.take() {
-            self.timers.remove(&key);
-        }
         let key = self.arm(now + timeout, Timer::FloorPass(room_id.clone(), msg.clone()));
         if let Some(pass) = self.rooms.get_mut(room_id).and_then(|r| r.passes.get_mut(msg)) {
             pass.timer = Some(key);
         }
-        if let Some(t) = self.turns.get_mut(&turn) {
-            t.floor_pass = true;
-        }
+        self.floor_moved(room_id, msg, turn);
     }
 
-    /// A gate said REPLY for the offer: its reply turn holds the floor now.
+    /// Turn `turn` holds the floor of `msg` now (an offer, or the reply
+    /// turn of an offered gate that said REPLY).
     pub(super) fn floor_moved(&mut self, room_id: &RoomId, msg: &MsgId, turn: TurnId) {
         if let Some(pass) = self.rooms.get_mut(room_id).and_then(|r| r.passes.get_mut(msg)) {
             pass.current = Some(turn);
@@ -235,9 +222,7 @@ impl Engine {
         let Some(mut pass) = room.passes.remove(msg) else {
             return;
         };
-        if let Some(key) = pass.timer.take() {
-            self.timers.remove(&key);
-        }
+        pass.disarm(&mut self.timers);
         let taken = room.floor_taken(std::slice::from_ref(&pass.entry), pass.max);
         while let Some((p, action)) = pass.queue.pop_front() {
             if self.retired.contains(p) {
@@ -265,34 +250,27 @@ impl Engine {
             let member = &mut room.members[p.0 as usize];
             let reserved = match &limit {
                 Some(limit) if !member.rate.try_reserve(now, limit) => {
-                    let frees_at = member.rate.frees_at(limit);
+                    let note = LimitNote::of(
+                        now,
+                        persona.clone(),
+                        room_id.clone(),
+                        msg.clone(),
+                        limit,
+                        &member.rate,
+                    );
                     self.out
                         .push_back(decision(Outcome::Skip, Reason::RateLimited, None));
-                    self.out.push_back(Output::Limited(LimitNote {
-                        at: now,
-                        persona: persona.clone(),
-                        room: room_id.clone(),
-                        msg: msg.clone(),
-                        replies: limit.replies,
-                        per: limit.per,
-                        frees_at,
-                    }));
+                    self.out.push_back(Output::Limited(note));
                     continue;
                 }
                 Some(_) => true,
                 None => false,
             };
-            let unprompted = policy_unprompted(room, p);
-            if let Some(limit) = unprompted
-                && !room.unprompted.try_reserve(now, &limit)
-            {
-                if reserved {
-                    room.members[p.0 as usize].rate.release();
-                }
+            let Ok(unprompted) = room.reserve_unprompted(now, p, reserved) else {
                 self.out
                     .push_back(decision(Outcome::Skip, Reason::UnpromptedBudget, None));
                 continue;
-            }
+            };
             self.out.push_back(Output::Floor(FloorNote {
                 at: now,
                 room: room_id.clone(),
@@ -331,7 +309,7 @@ impl Engine {
                 is_bot,
                 None,
             );
-            if unprompted.is_some() {
+            if unprompted {
                 self.hold_unprompted(turn);
             }
             self.floor_offered(now, room_id, msg, turn);

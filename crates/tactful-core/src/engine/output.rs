@@ -214,6 +214,28 @@ pub struct LimitNote {
     pub frees_at: Option<Timestamp>,
 }
 
+impl LimitNote {
+    /// The note for message `msg` skipped under `limit`, as `ledger` stands.
+    pub fn of(
+        at: Timestamp,
+        persona: PersonaId,
+        room: RoomId,
+        msg: MsgId,
+        limit: &crate::policy::RateLimit,
+        ledger: &RateLedger,
+    ) -> LimitNote {
+        LimitNote {
+            at,
+            persona,
+            room,
+            msg,
+            replies: limit.replies,
+            per: limit.per,
+            frees_at: ledger.frees_at(limit),
+        }
+    }
+}
+
 /// An [`AmbientEvent`] for one persona in one room.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AmbientNote {

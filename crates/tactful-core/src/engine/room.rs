@@ -155,6 +155,28 @@ impl Room {
             .any(|e| self.floor.get(&e.id).copied().unwrap_or(0) >= max)
     }
 
+    /// Takes a slot of the room's unprompted budget for persona `p`'s
+    /// turn: `Ok(true)` when taken, `Ok(false)` when the room has no such
+    /// budget. When it is spent, the rate-limit slot the turn held
+    /// (`reserved`) is given back and `Err(())` says the turn must not run.
+    pub(super) fn reserve_unprompted(
+        &mut self,
+        now: Timestamp,
+        p: PersonaIdx,
+        reserved: bool,
+    ) -> Result<bool, ()> {
+        let Some(limit) = self.policies[p.0 as usize].unprompted else {
+            return Ok(false);
+        };
+        if self.unprompted.try_reserve(now, &limit) {
+            return Ok(true);
+        }
+        if reserved {
+            self.members[p.0 as usize].rate.release();
+        }
+        Err(())
+    }
+
     /// The history a turn about `triggers` sees: the retained messages up to
     /// the last trigger, triggers excluded, at most `max_turns` of them.
     pub(super) fn snapshot(&self, triggers: &[Arc<Entry>], max_turns: usize) -> Vec<Arc<Entry>> {
