@@ -45,12 +45,23 @@ pub struct Prompt {
     pub messages: Vec<ChatMessage>,
 }
 
-/// The silence paragraph of the contract for `token`.
+/// The silence paragraph of the contract for `token`, with what an
+/// ambient batch means: it is said once, in the system text that stays the
+/// same from call to call (what a provider's prompt cache serves), rather
+/// than with every batch.
 pub fn silence_paragraph(token: &str) -> String {
     format!(
-        "- If nothing needs saying from you (the message is meant for someone else, it is small talk, or it has been answered already), reply with exactly {token} and nothing else. Then nothing is posted."
+        "- If nothing needs saying from you (the message is meant for someone else, it is small talk, or it has been answered already), reply with exactly {token} and nothing else. Then nothing is posted.\n\
+         - {AMBIENT_NOTE} Speak then only if you can add something the room needs, such as an answer nobody has given; otherwise reply with exactly {token}."
     )
 }
+
+/// How the contract explains an ambient batch; a batch's sender context
+/// is headed with [`AMBIENT_MARK`].
+const AMBIENT_NOTE: &str = "When the sender context says \"batch\", you are listening to the room in the background: nobody addressed you in the messages it lists, they reach you together.";
+
+/// What heads an ambient batch's sender context (see [`AMBIENT_NOTE`]).
+pub const AMBIENT_MARK: &str = "batch, nobody addressed you";
 
 /// The system text for a turn, from a contract template.
 pub fn system_text(req: &TurnRequest, contract: &str) -> String {
@@ -70,22 +81,36 @@ pub fn system_text(req: &TurnRequest, contract: &str) -> String {
     }
 }
 
-/// The sender-context block for the triggering messages: one JSON object a
-/// line, so an agent can read ids exactly.
+/// The sender-context block for the triggering messages: the room once,
+/// then one JSON object a line, so an agent can read ids exactly. Fields
+/// that say nothing are left out (`sender_name` when it is the id,
+/// `is_bot` unless true, `thread` unless set): the block is new text in
+/// every prompt, never served from a provider's cache, and a batch of ten
+/// messages made it a third of the prompt.
 pub fn sender_context(req: &TurnRequest) -> String {
-    let mut out = String::from("sender context:");
+    let mut out = format!("sender context (room {}", req.room.as_str());
+    if req.kind == TurnKind::Ambient {
+        out.push_str("; ");
+        out.push_str(AMBIENT_MARK);
+    }
+    out.push_str("):");
     for e in &req.triggers {
-        let ctx = serde_json::json!({
-            "message_id": e.id.as_str(),
-            "sender_id": e.author.as_str(),
-            "sender_name": sanitize_name(&e.author_name),
-            "is_bot": e.is_bot,
-            "room": req.room.as_str(),
-            "thread": e.thread.as_ref().map(|t| t.as_str()),
-            "time": e.time.to_rfc3339(),
-        });
+        let mut ctx = serde_json::Map::new();
+        ctx.insert("message_id".into(), e.id.as_str().into());
+        ctx.insert("sender_id".into(), e.author.as_str().into());
+        let name = sanitize_name(&e.author_name);
+        if name != e.author.as_str() {
+            ctx.insert("sender_name".into(), name.into());
+        }
+        if e.is_bot {
+            ctx.insert("is_bot".into(), true.into());
+        }
+        if let Some(t) = &e.thread {
+            ctx.insert("thread".into(), t.as_str().into());
+        }
+        ctx.insert("time".into(), e.time.to_rfc3339().into());
         out.push('\n');
-        out.push_str(&ctx.to_string());
+        out.push_str(&serde_json::Value::Object(ctx).to_string());
     }
     out
 }
@@ -109,13 +134,6 @@ fn clip_chars(s: &str, max: usize) -> String {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_owned(),
     }
-}
-
-/// The note that opens an ambient batch: the agent was not asked anything.
-pub fn ambient_preface(token: &str) -> String {
-    format!(
-        "(You are listening to this room in the background. Nobody addressed you in the messages below; they are shown in a batch. Speak only if you can add something the room needs, such as an answer nobody has given. Otherwise reply with exactly {token}.)"
-    )
 }
 
 /// How many recent messages the gate's classifier sees, and how long each
@@ -154,41 +172,33 @@ pub fn gate_system(req: &TurnRequest) -> String {
 /// Renders a turn request with the given contract template: the reply
 /// prompt, the ambient variant, or the gate variant, by the request's kind.
 ///
-/// The character budget keeps the newest history: older entries are left
-/// out until the conversation fits, and a trigger longer than the whole
-/// budget is clipped rather than dropped.
+/// The conversation is shown in the order it happened, the triggering
+/// messages included (an ambient batch's messages sit among the others
+/// that arrived meanwhile, as they will when the next prompt shows them as
+/// history); then, last, the ambient note and the sender context. The
+/// character budget keeps the newest history: older entries are left out
+/// until the conversation fits, and a trigger longer than the whole budget
+/// is clipped rather than dropped.
 pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
     if req.kind == TurnKind::Gate {
         return render_gate(req);
     }
-    let mut final_turn = String::new();
-    if req.kind == TurnKind::Ambient {
-        let token = req
-            .silence_token
-            .as_deref()
-            .unwrap_or(crate::silence::DEFAULT_TOKEN);
-        final_turn.push_str(&ambient_preface(token));
-        final_turn.push('\n');
-    }
-    for e in &req.triggers {
-        if !final_turn.is_empty() {
-            final_turn.push('\n');
-        }
-        final_turn.push_str(&clip_chars(&tagged(e), req.max_chars));
-    }
-    final_turn.push_str("\n\n");
-    final_turn.push_str(&sender_context(req));
-
-    let budget = req.max_chars.saturating_sub(final_turn.chars().count());
-    let mut kept: Vec<(Role, String, usize)> = req
-        .history
-        .iter()
+    let (older, newer) = split_at_triggers(req);
+    let closing = sender_context(req);
+    let newer: Vec<(Role, String)> = newer
+        .into_iter()
         .map(|e| {
-            let (role, content) = if e.persona == Some(req.persona_idx) {
-                (Role::Assistant, e.text.to_string())
-            } else {
-                (Role::User, tagged(e))
-            };
+            let (role, content) = as_chat(req, e);
+            (role, clip_chars(&content, req.max_chars))
+        })
+        .collect();
+    let fixed: usize =
+        newer.iter().map(|(_, c)| c.chars().count() + 1).sum::<usize>() + closing.chars().count() + 2;
+    let budget = req.max_chars.saturating_sub(fixed);
+    let mut kept: Vec<(Role, String, usize)> = older
+        .into_iter()
+        .map(|e| {
+            let (role, content) = as_chat(req, e);
             let cost = content.chars().count() + 1;
             (role, content, cost)
         })
@@ -201,15 +211,71 @@ pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
         let drop = kept.len().div_ceil(2);
         total -= kept.drain(..drop).map(|k| k.2).sum::<usize>();
     }
-    let mut messages = Vec::with_capacity(kept.len() + 1);
+    let mut messages = Vec::with_capacity(kept.len() + newer.len() + 1);
     for (role, content, _) in kept {
         push(&mut messages, role, content);
     }
-    push(&mut messages, Role::User, final_turn);
+    for (role, content) in newer {
+        push(&mut messages, role, content);
+    }
+    match messages.last_mut() {
+        Some(last) if last.role == Role::User => {
+            last.content.push_str("\n\n");
+            last.content.push_str(&closing);
+        }
+        _ => messages.push(ChatMessage {
+            role: Role::User,
+            content: closing,
+        }),
+    }
     Prompt {
         system: system_text(req, contract),
         messages,
     }
+}
+
+/// A history entry as a chat message: the persona's own as an assistant
+/// turn, anyone else's speaker-tagged.
+fn as_chat(req: &TurnRequest, e: &Entry) -> (Role, String) {
+    if e.persona == Some(req.persona_idx) {
+        (Role::Assistant, e.text.to_string())
+    } else {
+        (Role::User, tagged(e))
+    }
+}
+
+/// The conversation in order, cut before the first trigger: the part the
+/// character budget may shorten, and the rest (triggers and what arrived
+/// among them), always shown. A reply turn's history all precedes its
+/// trigger; an ambient batch's triggers are put back among the history by
+/// their time (the engine hands them over separately), earlier history
+/// first on a tie.
+fn split_at_triggers(req: &TurnRequest) -> (Vec<&Entry>, Vec<&Entry>) {
+    let Some(first) = req.triggers.first() else {
+        return (req.history.iter().map(|e| &**e).collect(), Vec::new());
+    };
+    if req.kind != TurnKind::Ambient {
+        return (
+            req.history.iter().map(|e| &**e).collect(),
+            req.triggers.iter().map(|e| &**e).collect(),
+        );
+    }
+    let cut = req
+        .history
+        .iter()
+        .position(|e| e.time > first.time)
+        .unwrap_or(req.history.len());
+    let older = req.history[..cut].iter().map(|e| &**e).collect();
+    let mut newer = Vec::with_capacity(req.history.len() - cut + req.triggers.len());
+    let mut triggers = req.triggers.iter().peekable();
+    for e in &req.history[cut..] {
+        while let Some(t) = triggers.next_if(|t| t.time < e.time) {
+            newer.push(&**t);
+        }
+        newer.push(&**e);
+    }
+    newer.extend(triggers.map(|t| &**t));
+    (older, newer)
 }
 
 /// The gate variant: one user message with the recent turns (few, each

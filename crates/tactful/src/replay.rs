@@ -580,3 +580,5 @@ pub fn replay_str(config: &str, scenario: &str, options: ReplayOptions) -> Vec<V
 mod tests;
 #[cfg(test)]
 mod tests_ambient;
+#[cfg(test)]
+mod tests_prompts;
