@@ -97,11 +97,14 @@ pub enum Reason {
     /// Skip: the room's budget for replies nobody asked for is spent
     /// (`unprompted`).
     UnpromptedBudget,
+    /// Skip: the persona's spend budget (`budget`) cannot pay for the call.
+    /// An addressed message gets the budget's notice.
+    BudgetExhausted,
 }
 
 impl Reason {
     /// Every reason, for documentation and coverage checks.
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 25] = [
         Reason::Dm,
         Reason::Mention,
         Reason::Command,
@@ -126,6 +129,7 @@ impl Reason {
         Reason::Schedule,
         Reason::PreGate,
         Reason::UnpromptedBudget,
+        Reason::BudgetExhausted,
     ];
 
     /// The reason of this trace name (as the store keeps it).
@@ -160,6 +164,7 @@ impl Reason {
             Reason::Schedule => "schedule",
             Reason::PreGate => "pre_gate",
             Reason::UnpromptedBudget => "unprompted_budget",
+            Reason::BudgetExhausted => "budget_exhausted",
         }
     }
 }

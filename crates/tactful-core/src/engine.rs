@@ -15,7 +15,8 @@
 //!    bot streak is updated;
 //! 3. mentions and `/command@` are classified once ([`Targets`]);
 //! 4. each persona gets a verdict ([`decide`]): room mode, bot rules,
-//!    allowlist and rate limit, in that order;
+//!    allowlist and rate limit, in that order, then its spend budget
+//!    (`budget.rs`);
 //! 5. the message is recorded in the room transcript;
 //! 6. verdicts are acted on: a turn starts, the reply-decision gate is
 //!    asked, or the message joins an ambient buffer.
@@ -47,6 +48,7 @@ use crate::silence;
 use crate::time::Timestamp;
 use crate::transcript::{Entry, History};
 mod ambient;
+mod budget;
 mod decide;
 mod floor;
 mod gate;
@@ -62,10 +64,12 @@ mod scheduled;
 
 use decide::{Action, Facts, ReplyAuthor, Verdict, decide};
 pub use output::{
-    AmbientEvent, AmbientNote, CancelReason, LimitNote, Outgoing, Output, SilenceKind, TurnEnd, WaitReason,
+    AmbientEvent, AmbientNote, BudgetNote, CancelReason, LimitNote, Outgoing, Output, SilenceKind, TurnEnd,
+    WaitReason,
 };
 use room::{AmbientState, PersonaRoom, Room};
 
+pub use budget::{BUDGET_NOTICE_GAP, BudgetLeft};
 pub use floor::{FloorNote, FloorWhy};
 pub use live_personas::PersonasChanged;
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
@@ -200,6 +204,13 @@ struct Turn {
     /// Whether it holds a slot of the room's unprompted budget (committed
     /// when it replies, given back otherwise).
     unprompted: bool,
+    /// Its hold on a spend budget, settled when it ends (`budget.rs`).
+    budget: Option<budget::Hold>,
+    /// Tokens its backend reported ([`Engine::handle_usage`]).
+    used: Option<u64>,
+    /// Whether its agent answered (a failed call costs its estimate only
+    /// when it answered).
+    answered: bool,
 }
 
 impl Turn {
@@ -256,6 +267,8 @@ pub struct Engine {
     schedules: Vec<Schedule>,
     /// Each schedule's run in flight.
     runs: Vec<scheduled::Runs>,
+    /// Each persona slot's spend against its own budget (`budget.rs`).
+    spend: Vec<crate::budget::SpendLedger>,
 }
 
 impl Engine {
@@ -281,6 +294,7 @@ impl Engine {
             .collect();
         Ok(Engine {
             sent_count: vec![0; n],
+            spend: vec![crate::budget::SpendLedger::default(); n],
             personas: config.personas,
             retired: PersonaSet::default(),
             scratch: Vec::new(),
@@ -497,6 +511,14 @@ impl Engine {
             room.members[a.0 as usize].remember_own(msg.id.clone(), limits.own_ids);
         }
 
+        // A reply the persona cannot pay for is not started (`budget.rs`).
+        for (p, v) in &mut verdicts {
+            if matches!(v.action, Action::Turn | Action::Gate)
+                && !self.affords(now, &msg.room, *p, entry.text.len())
+            {
+                *v = self.out_of_budget(now, &msg.room, *p, v);
+            }
+        }
         // With `floor.strategy = "pass"`, the floor of an unaddressed
         // message goes to one persona at a time (see `floor.rs`).
         let (held, offer) = self.hold_floor(now, &msg.room, &entry, is_bot, &verdicts);
@@ -505,7 +527,8 @@ impl Engine {
             if held.contains(p) {
                 continue;
             }
-            let turn = matches!(v.action, Action::Turn | Action::Gate).then(|| self.new_turn_id());
+            let turn =
+                matches!(v.action, Action::Turn | Action::Gate | Action::Notice).then(|| self.new_turn_id());
             // A gated message's decision waits for the gate's verdict.
             if v.action != Action::Gate {
                 self.out.push_back(Output::Decision(Decision {
@@ -520,6 +543,11 @@ impl Engine {
             }
             if let Some(i) = limited.iter().position(|(q, _)| *q == p) {
                 self.out.push_back(Output::Limited(limited.swap_remove(i).1));
+            }
+            if v.reason == Reason::BudgetExhausted
+                && let Some(note) = self.budget_note(now, &msg.room, p, msg.id.clone(), entry.text.len())
+            {
+                self.out.push_back(Output::OverBudget(note));
             }
             if v.action != Action::None {
                 actions.push((p, v, turn));
@@ -568,6 +596,10 @@ impl Engine {
                     );
                 }
                 Action::Buffer => self.buffer(now, room_id, p, entry.clone()),
+                Action::Notice => {
+                    let turn = turn.expect("notice actions carry an id");
+                    self.budget_notice(now, turn, room_id, p, &entry);
+                }
                 Action::None => {}
             }
             if let Some(t) = turn {
@@ -665,6 +697,10 @@ impl Engine {
                 .map_or(crate::policy::DEFAULT_GATE_TIMEOUT, |g| g.timeout);
             self.arm(now + timeout, Timer::Gate(turn))
         });
+        let trigger_bytes = triggers.iter().map(|e| e.text.len()).sum();
+        let budget = (kind != TurnKind::Gate)
+            .then(|| self.hold_budget(room_id, p, trigger_bytes))
+            .flatten();
         self.turns.insert(
             turn,
             Turn {
@@ -687,6 +723,9 @@ impl Engine {
                 schedule: None,
                 floor_pass: false,
                 unprompted: false,
+                budget,
+                used: None,
+                answered: false,
             },
         );
         self.out.push_back(Output::CallAgent(Box::new(request)));
@@ -709,6 +748,7 @@ impl Engine {
     /// came from, which may flush again.
     fn finish(&mut self, now: Timestamp, turn_id: TurnId, turn: Turn, sent: bool) {
         self.dirty.insert(turn.room.clone());
+        self.settle_budget(now, &turn);
         if let Some(i) = turn.schedule {
             self.schedule_ended(i, turn_id);
         }

@@ -54,6 +54,7 @@
 //! | decision trace | [`decision`] |
 
 pub mod addressing;
+pub mod budget;
 pub mod cause;
 pub mod decision;
 pub mod delivery;
@@ -78,9 +79,9 @@ pub mod turn;
 
 pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
-    AmbientEvent, AmbientNote, CancelReason, ContextLimits, Counters, Engine, EngineConfig, EngineError,
-    FloorNote, FloorWhy, LimitNote, MemberSnapshot, NotResumed, Outgoing, Output, PersonasChanged,
-    RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
+    AmbientEvent, AmbientNote, BudgetLeft, BudgetNote, CancelReason, ContextLimits, Counters, Engine,
+    EngineConfig, EngineError, FloorNote, FloorWhy, LimitNote, MemberSnapshot, NotResumed, Outgoing, Output,
+    PersonasChanged, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
 };
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};

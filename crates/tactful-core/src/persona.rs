@@ -27,6 +27,10 @@ pub struct PersonaSpec {
     /// [`PersonaSpec::agent`]: a cheap model can listen while the main one
     /// answers when the persona is addressed.
     pub ambient_agent: Option<Arc<str>>,
+    /// What it may spend on model calls across all rooms (a room's
+    /// [`crate::policy::RoomPolicy::budget`] may give it one of its own
+    /// there instead); `None` means no limit.
+    pub budget: Option<crate::budget::TokenBudget>,
 }
 
 impl PersonaSpec {
@@ -39,6 +43,7 @@ impl PersonaSpec {
             agent: Arc::from(agent),
             prompt: Arc::from(""),
             ambient_agent: None,
+            budget: None,
         }
     }
 

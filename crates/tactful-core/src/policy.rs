@@ -159,6 +159,8 @@ pub struct RoomPolicy {
     /// turns), shared by every persona there: how much unasked bot talk the
     /// room tolerates. `None` means unlimited.
     pub unprompted: Option<RateLimit>,
+    /// Which spend budget pays for the persona's calls here.
+    pub budget: BudgetScope,
     /// Ambient-mode timing.
     pub ambient: AmbientPolicy,
     /// The reply-decision gate, when enabled.
@@ -179,6 +181,20 @@ pub struct RoomPolicy {
     /// ends with [`TRUNCATED_MARK`]: a runaway agent must not flood the
     /// room (50 MB of output would be thousands of posts) or the store.
     pub max_reply_chars: usize,
+}
+
+/// Which spend budget pays for a persona's calls in a room.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum BudgetScope {
+    /// The persona's own (`budget` on the persona), shared by every room
+    /// that does not say otherwise; none if it has none.
+    #[default]
+    Persona,
+    /// One of the room's own for each persona, counted apart from the
+    /// persona's.
+    Room(crate::budget::TokenBudget),
+    /// None: calls here are not limited or counted.
+    Off,
 }
 
 /// The pre-gate (see [`crate::small_talk`]): an unaddressed message that
@@ -253,6 +269,7 @@ impl Default for RoomPolicy {
                 per: Duration::from_secs(120),
             }),
             unprompted: None,
+            budget: BudgetScope::Persona,
             ambient: AmbientPolicy::default(),
             reply_gate: None,
             floor_max_speakers: 1,
@@ -339,6 +356,8 @@ pub struct PolicyPatch {
     pub rate_limit: Option<Option<RateLimit>>,
     /// See [`RoomPolicy::unprompted`]; `Some(None)` switches it off.
     pub unprompted: Option<Option<RateLimit>>,
+    /// See [`RoomPolicy::budget`].
+    pub budget: Option<BudgetScope>,
     /// Ambient keys.
     pub ambient: AmbientPatch,
     /// Gate keys.
@@ -397,6 +416,9 @@ impl PolicyPatch {
         }
         if let Some(v) = self.unprompted {
             p.unprompted = v;
+        }
+        if let Some(v) = &self.budget {
+            p.budget = v.clone();
         }
         if let Some(v) = self.floor_strategy {
             p.floor_strategy = v;

@@ -120,7 +120,7 @@ pub fn is_secret_name(name: &str) -> bool {
 /// tactful's own settings whose names contain a secret word but whose
 /// values are not secret: masking `silence_token = "NO_REPLY"` would also
 /// redact every `NO_REPLY` from the logs.
-const NOT_SECRET: &[&str] = &["silence_token", "max_tokens", "max_completion_tokens"];
+const NOT_SECRET: &[&str] = &["silence_token", "max_tokens", "max_completion_tokens", "tokens"];
 
 /// The words that make a name secret-valued, for code that has to find such
 /// names in text (`tactful check` masks `key = value` pairs with them).

@@ -216,6 +216,9 @@ impl Sim {
                 }
                 Output::Ambient(note) => self.log.push(format!("ambient {} {}", note.persona, note.room)),
                 Output::Limited(note) => self.log.push(format!("limited {} {}", note.persona, note.msg)),
+                Output::OverBudget(note) => self
+                    .log
+                    .push(format!("over budget {} {}", note.persona, note.msg)),
                 Output::Floor(note) => self.log.push(format!("floor {} {}", note.persona, note.msg)),
                 // No hooks are configured here.
                 Output::RunHooks(_) | Output::Hook(_) | Output::Schedule(_) => {

@@ -62,6 +62,8 @@ pub(crate) struct Driver {
     busy: usize,
     /// Turns (running, queued) last traced.
     turns_traced: (usize, usize),
+    /// The spend budgets last traced.
+    budgets_traced: Vec<tactful_core::BudgetLeft>,
     /// Set once a message was refused: a platform's sync state saved after
     /// that would cover a message the store never took.
     state_frozen: bool,
@@ -110,6 +112,7 @@ impl Driver {
             deliveries: 0,
             busy: 0,
             turns_traced: (0, 0),
+            budgets_traced: Vec::new(),
             state_frozen: false,
             refusal_logged: false,
             calls: CallLog::default(),
@@ -328,6 +331,10 @@ impl Driver {
                 if let Some(event) = answered {
                     self.trace(event);
                 }
+                if let Some(u) = usage {
+                    self.engine
+                        .handle_usage(turn, u.prompt_tokens.saturating_add(u.completion_tokens));
+                }
                 self.engine.handle_agent_result(now, turn, result);
             }
             Event::Policies(policies) => {
@@ -424,6 +431,13 @@ impl Driver {
                 running: turns.0,
                 queued: turns.1,
             });
+        }
+        if self.engine.personas().iter().any(|p| p.budget.is_some()) {
+            let left = self.engine.budgets_left(wall_clock());
+            if left != self.budgets_traced {
+                self.budgets_traced = left.clone();
+                self.trace(TraceEvent::Budgets { left });
+            }
         }
         let busy = self.engine.pending_work() + self.deliveries;
         if busy != self.busy {
@@ -607,7 +621,7 @@ impl Driver {
                 self.running.insert(turn, task);
             }
             // Traced above; the decision before it was logged.
-            Output::Limited(_) | Output::Floor(_) => {}
+            Output::Limited(_) | Output::OverBudget(_) | Output::Floor(_) => {}
             Output::Schedule(note) => {
                 crate::schedules::log(&note);
                 if saving {

@@ -48,6 +48,7 @@ pub struct Metrics {
     store_failures: Counter,
     store: Mutex<Option<Arc<Health>>>,
     platform_connected: Family<Labels, Gauge>,
+    budget_remaining: Family<Labels, Gauge>,
     connections: Mutex<Option<Connections>>,
     decisions: Family<Labels, Counter>,
     agent_calls: Family<Labels, Counter>,
@@ -142,6 +143,12 @@ impl Metrics {
             "1 while the store writes, 0 while it cannot (messages are refused then)",
             store_healthy.clone(),
         );
+        let budget_remaining = Family::<Labels, Gauge>::default();
+        registry.register(
+            "budget_remaining",
+            "Tokens left of each persona's spend budget (`budget`), holds of running calls taken off",
+            budget_remaining.clone(),
+        );
         let platform_connected = Family::<Labels, Gauge>::default();
         registry.register(
             "platform_connected",
@@ -206,6 +213,7 @@ impl Metrics {
             store_failures,
             store: Mutex::new(None),
             platform_connected,
+            budget_remaining,
             connections: Mutex::new(None),
             decisions,
             agent_calls,
@@ -289,6 +297,13 @@ impl Metrics {
                     .set(i64::try_from(*running).unwrap_or(i64::MAX));
                 self.turns_queued.set(i64::try_from(*queued).unwrap_or(i64::MAX));
             }
+            TraceEvent::Budgets { left } => {
+                for b in left {
+                    self.budget_remaining
+                        .get_or_create(&labels(&[("persona", b.persona.as_str())]))
+                        .set(i64::try_from(b.remaining).unwrap_or(i64::MAX));
+                }
+            }
             TraceEvent::Refused { .. } => {
                 self.refused.inc();
             }
@@ -364,6 +379,7 @@ impl Metrics {
             }
             Output::Ambient(_)
             | Output::Limited(_)
+            | Output::OverBudget(_)
             | Output::Floor(_)
             | Output::Dropped { .. }
             | Output::RunHooks(_) => {}

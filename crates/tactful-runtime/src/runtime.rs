@@ -170,6 +170,12 @@ pub enum TraceEvent {
         /// How many pieces of work are in progress.
         work: usize,
     },
+    /// What is left of the personas' spend budgets changed (only personas
+    /// with a `budget`).
+    Budgets {
+        /// Each persona's budget.
+        left: Vec<tactful_core::BudgetLeft>,
+    },
     /// Agent turns running and waiting for a slot changed.
     Turns {
         /// Running now.

@@ -212,6 +212,7 @@ fn reason_words(r: Reason) -> &'static str {
         Reason::Schedule => "its schedule is due",
         Reason::PreGate => "small talk, nothing to answer",
         Reason::UnpromptedBudget => "the room has had enough unasked bot replies for now",
+        Reason::BudgetExhausted => "its spend budget is used up for now",
     }
 }
 

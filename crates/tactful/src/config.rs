@@ -10,6 +10,7 @@
 //! in errors, so an API key in the environment stays out of the output.
 
 mod agents;
+mod budget;
 mod hooks;
 mod live_rooms;
 mod paths;
@@ -256,6 +257,7 @@ struct RawPersona {
     #[serde(default)]
     aliases: Vec<EnvString>,
     ambient_agent: Option<Spanned<EnvString>>,
+    budget: Option<budget::RawBudget>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -625,6 +627,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
                 .ambient_agent
                 .as_ref()
                 .map(|a| Arc::from(a.get_ref().0.as_str())),
+            budget: budget::persona_budget(p.budget.clone()),
         });
     }
 

@@ -297,7 +297,7 @@ impl Summary {
 #[derive(Debug)]
 enum Event {
     Message(Box<ScenarioEvent>),
-    AgentDone(TurnId, AgentResult),
+    AgentDone(TurnId, AgentResult, Option<tactful_agents::Usage>),
     HooksDone(TurnId, Vec<HookOutcome>),
 }
 
@@ -412,7 +412,12 @@ pub fn run(
                         summary.note_message(&e.message);
                         engine.handle_message(now, e.message);
                     }
-                    Event::AgentDone(turn, result) => engine.handle_agent_result(now, turn, result),
+                    Event::AgentDone(turn, result, usage) => {
+                        if let Some(u) = usage {
+                            engine.handle_usage(turn, u.prompt_tokens.saturating_add(u.completion_tokens));
+                        }
+                        engine.handle_agent_result(now, turn, result);
+                    }
                     Event::HooksDone(turn, outcomes) => engine.handle_hook_result(now, turn, outcomes),
                 }
                 now
@@ -453,6 +458,7 @@ pub fn run(
                 | Output::Schedule(_)
                 | Output::Ambient(_)
                 | Output::Limited(_)
+                | Output::OverBudget(_)
                 | Output::Floor(_)
                 | Output::Dropped { .. } => {}
             }
@@ -465,7 +471,7 @@ pub fn run(
                         // usage is known when the call is traced.
                         line["usage"] = json!(u);
                     }
-                    queue.push(now + delay, Event::AgentDone(req.turn, result));
+                    queue.push(now + delay, Event::AgentDone(req.turn, result, usage));
                     line
                 }
                 other => match trace_lines::line(&other) {

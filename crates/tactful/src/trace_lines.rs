@@ -45,6 +45,19 @@ pub(crate) fn line(output: &Output) -> Option<Value> {
             "per_seconds": note.per.as_secs_f64(),
             "frees_at": note.frees_at.map(|t| t.as_secs_f64()),
         }),
+        Output::OverBudget(note) => json!({
+            "at": note.at.as_secs_f64(),
+            "type": "budget",
+            "persona": note.persona,
+            "room": note.room,
+            "msg": note.msg,
+            "scope": if note.room_budget { "room" } else { "persona" },
+            "used": note.used,
+            "estimate": note.estimate,
+            "tokens": note.tokens,
+            "per_seconds": note.per.as_secs_f64(),
+            "frees_at": note.frees_at.map(|t| t.as_secs_f64()),
+        }),
         Output::Withheld(end, reason) => {
             let mut v = end_fields(end, "withheld");
             v["reason"] = json!(reason.as_str());

@@ -131,6 +131,18 @@ impl Engine {
                 .push_back(Output::Ambient(skip(Reason::FloorTaken, msgs)));
             return;
         }
+        let bytes = fresh.iter().map(|e| e.text.len()).sum();
+        if !self.affords(now, room_id, p, bytes) {
+            let msgs: Vec<MsgId> = fresh.iter().map(|e| e.id.clone()).collect();
+            let newest = msgs.last().cloned();
+            self.out
+                .push_back(Output::Ambient(skip(Reason::BudgetExhausted, msgs)));
+            if let Some(note) = newest.and_then(|m| self.budget_note(now, room_id, p, m, bytes)) {
+                self.out.push_back(Output::OverBudget(note));
+            }
+            return;
+        }
+        let room = self.rooms.get_mut(room_id).expect("room exists");
         let mut reserved = false;
         if let Some(limit) = policy.rate_limit {
             if !room.members[p.0 as usize].rate.try_reserve(now, &limit) {

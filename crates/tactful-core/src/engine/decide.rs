@@ -23,6 +23,9 @@ pub(super) enum Action {
     Gate,
     /// Put it in the persona's ambient buffer.
     Buffer,
+    /// Send the spend budget's notice (an addressed message the persona
+    /// cannot pay to answer).
+    Notice,
 }
 
 /// One persona's verdict on one message.

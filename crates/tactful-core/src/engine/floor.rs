@@ -245,6 +245,14 @@ impl Engine {
                     .push_back(decision(Outcome::Skip, Reason::FloorTaken, None));
                 continue;
             }
+            if !self.affords(now, room_id, p, pass.entry.text.len()) {
+                self.out
+                    .push_back(decision(Outcome::Skip, Reason::BudgetExhausted, None));
+                if let Some(note) = self.budget_note(now, room_id, p, msg.clone(), pass.entry.text.len()) {
+                    self.out.push_back(Output::OverBudget(note));
+                }
+                continue;
+            }
             let room = self.rooms.get_mut(room_id).expect("room exists");
             let limit = room.policies[p.0 as usize].rate_limit;
             let member = &mut room.members[p.0 as usize];

@@ -99,6 +99,7 @@ impl Engine {
                     changed.added.push(spec.id.clone());
                     self.personas.push(spec);
                     self.sent_count.push(0);
+                    self.spend.push(crate::budget::SpendLedger::default());
                     for room in self.rooms.values_mut() {
                         room.members.push(PersonaRoom::default());
                     }

@@ -236,6 +236,33 @@ impl LimitNote {
     }
 }
 
+/// What a `budget_exhausted` skip was up against: shown as "budget 4,920
+/// of 5,000 tokens per 3600 s used, frees in 58 min".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetNote {
+    /// When.
+    pub at: Timestamp,
+    /// Whose budget.
+    pub persona: PersonaId,
+    /// Which room.
+    pub room: RoomId,
+    /// The message skipped (the newest of an ambient batch).
+    pub msg: MsgId,
+    /// Whether the room's own budget was spent (else the persona's).
+    pub room_budget: bool,
+    /// Tokens spent in the window, holds of running calls included.
+    pub used: u64,
+    /// The budget: this many tokens...
+    pub tokens: u64,
+    /// ...per this window.
+    pub per: Duration,
+    /// The call's estimate, which did not fit.
+    pub estimate: u64,
+    /// When the oldest spend leaves the window; `None` when all of it is
+    /// held by calls running (it frees when they end).
+    pub frees_at: Option<Timestamp>,
+}
+
 /// An [`AmbientEvent`] for one persona in one room.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AmbientNote {
@@ -283,6 +310,9 @@ pub enum Output {
     /// A message was skipped for the rate limit (right after its
     /// `rate_limited` decision): the limit, and when it frees a slot.
     Limited(LimitNote),
+    /// What a spend budget stood at when it could not pay for a call
+    /// (after the `budget_exhausted` decision or skip).
+    OverBudget(BudgetNote),
     /// A schedule's run fired or was skipped; drivers store its due time
     /// as the schedule's last run.
     Schedule(ScheduleNote),

@@ -80,6 +80,10 @@ pub struct MemberSnapshot {
     /// A flush that was due but waits for the cooldown to end: what made it
     /// due, and when the cooldown ends.
     pub ambient_cooldown: Option<(FlushTrigger, Timestamp)>,
+    /// Tokens it spent here that a spend budget still counts, as (end of
+    /// the bucket, tokens) (absent in snapshots from before budgets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spend: Vec<(Timestamp, u64)>,
 }
 
 /// The engine's id counters, saved so a restarted engine never reuses a
@@ -128,7 +132,8 @@ impl Engine {
                     };
                 }
                 let sent: Vec<Timestamp> = m.rate.sent_times().collect();
-                if sent.is_empty() && m.last_spoke.is_none() && ambient.is_empty() {
+                let spend = m.spend.records();
+                if sent.is_empty() && m.last_spoke.is_none() && ambient.is_empty() && spend.is_empty() {
                     return None;
                 }
                 Some(MemberSnapshot {
@@ -138,6 +143,7 @@ impl Engine {
                     ambient,
                     ambient_due,
                     ambient_cooldown,
+                    spend,
                 })
             })
             .collect();
@@ -243,9 +249,17 @@ impl Engine {
                 .iter()
                 .filter_map(|id| room.history.get(id.as_str()).cloned())
                 .collect();
+            // The room's share of a persona-wide budget adds up again.
+            let persona_wide = room.policies[p.0 as usize].budget == crate::policy::BudgetScope::Persona;
+            if persona_wide {
+                self.spend[p.0 as usize].restore(&m.spend);
+            }
+            let room = self.rooms.get_mut(room_id).expect("room_entry created it");
             let member = &mut room.members[p.0 as usize];
             member.rate = RateLedger::from_sent(m.sent);
             member.last_spoke = m.last_spoke;
+            member.spend = crate::budget::SpendLedger::default();
+            member.spend.restore(&m.spend);
             if entries.is_empty() {
                 continue;
             }

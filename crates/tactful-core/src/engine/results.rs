@@ -14,6 +14,7 @@ impl Engine {
         let Some(mut turn) = self.turns.remove(&turn_id) else {
             return;
         };
+        turn.answered = !matches!(result, AgentResult::Failed(_));
         let (text, beside) = match result {
             AgentResult::Output(text) => (Ok(text), 0),
             AgentResult::Reasoned {

@@ -30,6 +30,11 @@ pub(super) struct PersonaRoom {
     pub(super) rate: RateLedger,
     pub(super) last_spoke: Option<Timestamp>,
     pub(super) ambient: Option<Box<AmbientState>>,
+    /// Its spend here: the room's own budget when it has one, else the
+    /// room's share of the persona's (kept so a restart can add it up).
+    pub(super) spend: crate::budget::SpendLedger,
+    /// When it last told the room its budget was used up.
+    pub(super) budget_noticed: Option<Timestamp>,
 }
 
 impl PersonaRoom {

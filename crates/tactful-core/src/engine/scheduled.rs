@@ -134,6 +134,25 @@ impl Engine {
             &room_id,
         );
         let policy = room.policies[p.0 as usize].clone();
+        if !self.affords(now, &room_id, p, prompt.len()) {
+            self.out.push_back(Output::Decision(Decision {
+                at: now,
+                room: room_id.clone(),
+                msg: run_id(&name, due),
+                persona: persona.clone(),
+                outcome: Outcome::Skip,
+                reason: Reason::BudgetExhausted,
+                turn: None,
+            }));
+            self.out.push_back(note(ScheduleEvent::Skipped {
+                reason: "budget_exhausted",
+            }));
+            if let Some(n) = self.budget_note(now, &room_id, p, run_id(&name, due), prompt.len()) {
+                self.out.push_back(Output::OverBudget(n));
+            }
+            return;
+        }
+        let room = self.rooms.get_mut(&room_id).expect("room exists");
         let member = &mut room.members[p.0 as usize];
         let reserved = match &policy.rate_limit {
             Some(limit) if !member.rate.try_reserve(now, limit) => {

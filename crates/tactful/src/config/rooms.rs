@@ -45,6 +45,7 @@ pub(super) struct RawRoom {
     pub(super) allowed_users: Option<Vec<EnvString>>,
     pub(super) rate_limit: Option<Spanned<RawRateLimit>>,
     pub(super) unprompted: Option<Spanned<RawRateLimit>>,
+    pub(super) budget: Option<super::budget::RawBudget>,
     pub(super) ambient: Option<RawAmbient>,
     pub(super) reply_gate: Option<RawGate>,
     pub(super) floor: Option<RawFloor>,
@@ -271,6 +272,7 @@ pub(super) fn patch(
     };
     p.rate_limit = t.rate_limit.map(budget);
     p.unprompted = t.unprompted.map(budget);
+    p.budget = t.budget.map(super::budget::room_budget);
     let mut flushes = None;
     if let Some(a) = t.ambient {
         let k = |name: &str| format!("{key}.ambient.{name}");

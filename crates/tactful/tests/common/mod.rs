@@ -1,6 +1,8 @@
 //! Driving a `tactful` process and its web room from tests.
 #![allow(dead_code)] // each test file uses some of these
 
+pub mod model;
+
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,0 +1,264 @@
+//! Spend budgets (`budget = { tokens, per_seconds }`): held before the call
+//! from an estimate, settled with the usage the backend reports, so a burst
+//! of turns cannot spend the same tokens twice; over it, unaddressed
+//! messages and batches are skipped and an addressed one gets one notice;
+//! kept across a restart; a room may have its own or none.
+
+use std::time::Duration;
+
+use tactful_core::budget::{DEFAULT_BUDGET_NOTICE, TokenBudget};
+use tactful_core::policy::{BudgetScope, FloorStrategy, PolicyPatch};
+use tactful_core::{
+    AgentResult, AmbientEvent, Engine, EngineConfig, Message, Mode, Outcome, Output, PersonaSpec,
+    PolicyTable, Reason, Timestamp, TurnRequest,
+};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn budget(tokens: u64) -> TokenBudget {
+    TokenBudget {
+        tokens,
+        per: HOUR,
+        notice: DEFAULT_BUDGET_NOTICE.into(),
+    }
+}
+
+/// `docs` (and any other ids) in `all` mode, no rate limit; `docs` may
+/// spend `tokens` an hour.
+fn engine_with(ids: &[&str], tokens: u64, patch: PolicyPatch) -> Engine {
+    let mut policies = PolicyTable::default();
+    policies.default.all = PolicyPatch {
+        mode: patch.mode.or(Some(Mode::All)),
+        rate_limit: Some(None),
+        floor_strategy: Some(FloorStrategy::Race),
+        floor_max_speakers: Some(4),
+        ..patch
+    };
+    let personas = ids
+        .iter()
+        .map(|id| PersonaSpec {
+            budget: (*id == "docs").then(|| budget(tokens)),
+            ..PersonaSpec::new(id, "a")
+        })
+        .collect();
+    Engine::new(EngineConfig {
+        personas,
+        policies,
+        ..Default::default()
+    })
+    .expect("valid engine config")
+}
+
+fn engine(tokens: u64) -> Engine {
+    engine_with(&["docs"], tokens, PolicyPatch::default())
+}
+
+fn ms(n: u64) -> Timestamp {
+    Timestamp::from_millis(n)
+}
+
+fn ask(e: &mut Engine, at: u64, id: &str, text: &str) -> Vec<Output> {
+    e.handle_message(ms(at), Message::new(id, "lobby", "alice", text, ms(at)));
+    std::iter::from_fn(|| e.poll_output()).collect()
+}
+
+fn calls(out: &[Output]) -> Vec<TurnRequest> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::CallAgent(r) => Some((**r).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn reason(out: &[Output], msg: &str) -> Option<(Outcome, Reason)> {
+    out.iter().find_map(|o| match o {
+        Output::Decision(d) if d.msg.as_str() == msg && d.persona.as_str() == "docs" => {
+            Some((d.outcome, d.reason))
+        }
+        _ => None,
+    })
+}
+
+fn notices(out: &[Output]) -> Vec<(String, Option<String>)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send(s) if s.notice => {
+                Some((s.text.clone(), s.reply_to.as_ref().map(ToString::to_string)))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn answer(e: &mut Engine, at: u64, r: &TurnRequest, text: &str, usage: Option<u64>) -> Vec<Output> {
+    if let Some(tokens) = usage {
+        e.handle_usage(r.turn, tokens);
+    }
+    e.handle_agent_result(ms(at), r.turn, AgentResult::Output(text.into()));
+    std::iter::from_fn(|| e.poll_output()).collect()
+}
+
+fn left(e: &mut Engine, at: u64) -> u64 {
+    e.budgets_left(ms(at))[0].remaining
+}
+
+#[test]
+fn a_burst_sees_each_others_holds_and_the_rest_is_skipped_without_a_call() {
+    // One short call is estimated at about 1,200 tokens: 2,000 pay for one.
+    let mut e = engine(2_000);
+    let first = ask(&mut e, 0, "q1", "the build is red");
+    assert_eq!(reason(&first, "q1"), Some((Outcome::Reply, Reason::All)));
+    let held = 2_000 - left(&mut e, 0);
+    assert!(
+        (1_000..2_000).contains(&held),
+        "the call holds its estimate: {held}"
+    );
+    // While it runs, the next message cannot be paid for.
+    let second = ask(&mut e, 100, "q2", "still red");
+    assert_eq!(
+        reason(&second, "q2"),
+        Some((Outcome::Skip, Reason::BudgetExhausted))
+    );
+    assert!(calls(&second).is_empty(), "no call over budget");
+    assert!(notices(&second).is_empty(), "nobody asked docs: no notice");
+}
+
+#[test]
+fn the_reported_usage_settles_the_hold() {
+    let mut e = engine(2_000);
+    let c = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    answer(&mut e, 1_000, &c[0], "Looking.", Some(300));
+    assert_eq!(left(&mut e, 1_000), 1_700, "what it cost, not what was held");
+    let c = calls(&ask(&mut e, 2_000, "q2", "still red"));
+    assert_eq!(c.len(), 1, "300 spent: another call fits");
+    answer(&mut e, 3_000, &c[0], "Still looking.", Some(1_500));
+    assert_eq!(left(&mut e, 3_000), 200);
+    let out = ask(&mut e, 4_000, "q3", "red again");
+    assert_eq!(reason(&out, "q3"), Some((Outcome::Skip, Reason::BudgetExhausted)));
+    // An hour (and a bucket) after the spend, it is free again.
+    let later = 3_000 + 3_600_000 + 75_000;
+    assert_eq!(left(&mut e, later), 2_000);
+    assert_eq!(calls(&ask(&mut e, later, "q4", "red once more")).len(), 1);
+}
+
+#[test]
+fn without_usage_an_answer_costs_its_estimate_and_a_failure_nothing() {
+    let mut e = engine(10_000);
+    let c = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    let held = 10_000 - left(&mut e, 0);
+    e.handle_agent_result(
+        ms(500),
+        c[0].turn,
+        AgentResult::Failed("connection refused".into()),
+    );
+    while e.poll_output().is_some() {}
+    assert_eq!(left(&mut e, 500), 10_000, "a call that failed is not counted");
+    let c = calls(&ask(&mut e, 1_000, "q2", "still red"));
+    answer(&mut e, 2_000, &c[0], "NO_REPLY", None);
+    let spent = 10_000 - left(&mut e, 2_000);
+    assert!(
+        spent > 0 && spent.abs_diff(held) < 50,
+        "the estimate: {spent} vs {held}"
+    );
+}
+
+#[test]
+fn an_addressed_message_gets_one_notice_as_a_reply() {
+    let mut e = engine(2_000);
+    let c = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    answer(&mut e, 1_000, &c[0], "Looking.", Some(1_900));
+    let out = ask(&mut e, 2_000, "q2", "@docs are you there?");
+    assert_eq!(reason(&out, "q2"), Some((Outcome::Skip, Reason::BudgetExhausted)));
+    assert!(calls(&out).is_empty());
+    assert_eq!(
+        notices(&out),
+        [(DEFAULT_BUDGET_NOTICE.to_owned(), Some("q2".to_owned()))]
+    );
+    // Asking again a minute later: skipped, and not told twice.
+    let again = ask(&mut e, 62_000, "q3", "@docs hello??");
+    assert_eq!(
+        reason(&again, "q3"),
+        Some((Outcome::Skip, Reason::BudgetExhausted))
+    );
+    assert!(notices(&again).is_empty(), "{again:#?}");
+    // The notice cost nothing.
+    assert_eq!(left(&mut e, 62_000), 100);
+}
+
+#[test]
+fn the_spend_is_kept_across_a_restart() {
+    let mut e = engine(2_000);
+    let c = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    answer(&mut e, 1_000, &c[0], "Looking.", Some(1_500));
+    let snapshot = e.snapshot_room(&"lobby".into()).expect("a snapshot");
+    let json = serde_json::to_string(&snapshot).expect("json");
+    let mut fresh = engine(2_000);
+    fresh.restore_room(
+        ms(2_000),
+        &"lobby".into(),
+        serde_json::from_str(&json).expect("back"),
+    );
+    assert_eq!(left(&mut fresh, 2_000), 500);
+    let out = ask(&mut fresh, 3_000, "q2", "still red");
+    assert_eq!(reason(&out, "q2"), Some((Outcome::Skip, Reason::BudgetExhausted)));
+}
+
+#[test]
+fn a_room_budget_is_counted_apart_and_off_means_none() {
+    let own = PolicyPatch {
+        budget: Some(BudgetScope::Room(budget(1_500))),
+        ..PolicyPatch::default()
+    };
+    let mut e = engine_with(&["docs"], 100_000, own);
+    let c = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    answer(&mut e, 1_000, &c[0], "Looking.", Some(1_000));
+    assert_eq!(
+        left(&mut e, 1_000),
+        100_000,
+        "the persona's own budget is untouched"
+    );
+    let out = ask(&mut e, 2_000, "q2", "still red");
+    assert_eq!(reason(&out, "q2"), Some((Outcome::Skip, Reason::BudgetExhausted)));
+
+    let off = PolicyPatch {
+        budget: Some(BudgetScope::Off),
+        ..PolicyPatch::default()
+    };
+    let mut e = engine_with(&["docs"], 100, off);
+    for i in 0..5 {
+        let at = i * 10_000;
+        let c = calls(&ask(&mut e, at, &format!("q{i}"), "the build is red"));
+        assert_eq!(c.len(), 1, "no budget in this room");
+        answer(&mut e, at + 1_000, &c[0], "Looking.", Some(5_000));
+    }
+}
+
+#[test]
+fn an_ambient_batch_over_budget_is_skipped_and_a_persona_without_one_answers() {
+    let ambient = PolicyPatch {
+        mode: Some(Mode::Ambient),
+        allow_silence: Some(true),
+        ..PolicyPatch::default()
+    };
+    let mut e = engine_with(&["docs", "chef"], 150, ambient);
+    let mut out = ask(&mut e, 0, "m1", "the build is red");
+    // Both buffers flush within ten minutes.
+    while let Some(at) = e.poll_timeout().filter(|&t| t < ms(600_000)) {
+        e.handle_timeout(at);
+        out.extend(std::iter::from_fn(|| e.poll_output()));
+    }
+    let skipped: Vec<_> = out
+        .iter()
+        .filter_map(|o| match o {
+            Output::Ambient(n) if n.persona.as_str() == "docs" => match &n.event {
+                AmbientEvent::Skipped { reason, .. } => Some(*reason),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(skipped, [Reason::BudgetExhausted]);
+    let who: Vec<_> = calls(&out).iter().map(|r| r.persona.to_string()).collect();
+    assert_eq!(who, ["chef"], "chef has no budget");
+}
