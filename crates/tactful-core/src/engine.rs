@@ -269,6 +269,9 @@ pub struct Engine {
     runs: Vec<scheduled::Runs>,
     /// Each persona slot's spend against its own budget (`budget.rs`).
     spend: Vec<crate::budget::SpendLedger>,
+    /// Whether any budget is configured: without one, no turn looks its
+    /// room up again for it (`budget::in_use`).
+    budgets: bool,
 }
 
 impl Engine {
@@ -295,6 +298,7 @@ impl Engine {
         Ok(Engine {
             sent_count: vec![0; n],
             spend: vec![crate::budget::SpendLedger::default(); n],
+            budgets: budget::in_use(&config.personas, &config.policies),
             personas: config.personas,
             retired: PersonaSet::default(),
             scratch: Vec::new(),
@@ -513,7 +517,8 @@ impl Engine {
 
         // A reply the persona cannot pay for is not started (`budget.rs`).
         for (p, v) in &mut verdicts {
-            if matches!(v.action, Action::Turn | Action::Gate)
+            if self.budgets
+                && matches!(v.action, Action::Turn | Action::Gate)
                 && !self.affords(now, &msg.room, *p, entry.text.len())
             {
                 *v = self.out_of_budget(now, &msg.room, *p, v);
@@ -697,9 +702,8 @@ impl Engine {
                 .map_or(crate::policy::DEFAULT_GATE_TIMEOUT, |g| g.timeout);
             self.arm(now + timeout, Timer::Gate(turn))
         });
-        let trigger_bytes = triggers.iter().map(|e| e.text.len()).sum();
-        let budget = (kind != TurnKind::Gate)
-            .then(|| self.hold_budget(room_id, p, trigger_bytes))
+        let budget = (self.budgets && kind != TurnKind::Gate)
+            .then(|| self.hold_budget(room_id, p, triggers.iter().map(|e| e.text.len()).sum()))
             .flatten();
         self.turns.insert(
             turn,
@@ -748,7 +752,9 @@ impl Engine {
     /// came from, which may flush again.
     fn finish(&mut self, now: Timestamp, turn_id: TurnId, turn: Turn, sent: bool) {
         self.dirty.insert(turn.room.clone());
-        self.settle_budget(now, &turn);
+        if self.budgets || turn.budget.is_some() {
+            self.settle_budget(now, &turn);
+        }
         if let Some(i) = turn.schedule {
             self.schedule_ended(i, turn_id);
         }

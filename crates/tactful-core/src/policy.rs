@@ -490,6 +490,17 @@ pub struct PolicyTable {
 }
 
 impl PolicyTable {
+    /// Whether any layer gives a room a spend budget of its own.
+    pub fn any_room_budget(&self) -> bool {
+        let layers = std::iter::once(&self.default)
+            .chain(self.rooms.values())
+            .chain(self.live.values())
+            .chain(self.live_default.as_ref());
+        layers
+            .flat_map(|l| std::iter::once(&l.all).chain(l.personas.values()))
+            .any(|p| matches!(p.budget, Some(BudgetScope::Room(_))))
+    }
+
     /// The policy of `persona` in `room`, following the order in the module
     /// docs.
     ///

@@ -16,6 +16,11 @@ use crate::policy::BudgetScope;
 /// a person asking twice in a minute needs one notice, not two.
 pub const BUDGET_NOTICE_GAP: Duration = Duration::from_secs(600);
 
+/// Whether any spend budget is configured, on a persona or a room.
+pub(super) fn in_use(personas: &[PersonaSpec], policies: &PolicyTable) -> bool {
+    personas.iter().any(|p| p.budget.is_some()) || policies.any_room_budget()
+}
+
 /// A turn's hold on a spend budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Hold {
@@ -65,7 +70,7 @@ impl Engine {
     fn ledger(&mut self, room_id: &RoomId, p: PersonaIdx, room_scoped: bool) -> &mut SpendLedger {
         if room_scoped {
             let room = self.rooms.get_mut(room_id).expect("room exists");
-            &mut room.members[p.0 as usize].spend
+            &mut room.members[p.0 as usize].budget().spend
         } else {
             &mut self.spend[p.0 as usize]
         }
@@ -80,6 +85,9 @@ impl Engine {
         p: PersonaIdx,
         trigger_bytes: usize,
     ) -> bool {
+        if !self.budgets {
+            return true;
+        }
         let room = &self.rooms[room_id];
         let Some((budget, room_scoped)) = self.payer(room, p) else {
             return true;
@@ -163,7 +171,7 @@ impl Engine {
         if !room_scoped && let Some(room) = self.rooms.get_mut(&turn.room) {
             // The room keeps its share of the persona's spend: a restart
             // gets the persona's budget back from its rooms' snapshots.
-            room.members[p.0 as usize].spend.add(now, per, spent);
+            room.members[p.0 as usize].budget().spend.add(now, per, spent);
         }
     }
 
@@ -212,7 +220,9 @@ impl Engine {
             member.rate.release();
         }
         let noticed_lately = member
-            .budget_noticed
+            .budget
+            .as_ref()
+            .and_then(|b| b.noticed)
             .is_some_and(|t| now.saturating_since(t) < BUDGET_NOTICE_GAP);
         if v.unprompted {
             room.unprompted.release();
@@ -238,7 +248,7 @@ impl Engine {
         let Some(room) = self.rooms.get_mut(room_id) else {
             return;
         };
-        room.members[p.0 as usize].budget_noticed = Some(now);
+        room.members[p.0 as usize].budget().noticed = Some(now);
         let room = &self.rooms[room_id];
         let Some((budget, _)) = self.payer(room, p) else {
             return;

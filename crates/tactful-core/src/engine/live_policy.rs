@@ -34,6 +34,7 @@ impl Engine {
             self.dirty.insert(id.clone());
         }
         self.policies = policies;
+        self.budgets = super::budget::in_use(&self.personas, &self.policies);
     }
 
     /// Whether the engine has heard of room `id` (a message in it, or a

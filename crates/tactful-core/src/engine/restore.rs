@@ -132,7 +132,7 @@ impl Engine {
                     };
                 }
                 let sent: Vec<Timestamp> = m.rate.sent_times().collect();
-                let spend = m.spend.records();
+                let spend = m.budget.as_ref().map(|b| b.spend.records()).unwrap_or_default();
                 if sent.is_empty() && m.last_spoke.is_none() && ambient.is_empty() && spend.is_empty() {
                     return None;
                 }
@@ -258,8 +258,10 @@ impl Engine {
             let member = &mut room.members[p.0 as usize];
             member.rate = RateLedger::from_sent(m.sent);
             member.last_spoke = m.last_spoke;
-            member.spend = crate::budget::SpendLedger::default();
-            member.spend.restore(&m.spend);
+            member.budget = None;
+            if !m.spend.is_empty() {
+                member.budget().spend.restore(&m.spend);
+            }
             if entries.is_empty() {
                 continue;
             }

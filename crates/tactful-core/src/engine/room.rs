@@ -30,11 +30,19 @@ pub(super) struct PersonaRoom {
     pub(super) rate: RateLedger,
     pub(super) last_spoke: Option<Timestamp>,
     pub(super) ambient: Option<Box<AmbientState>>,
-    /// Its spend here: the room's own budget when it has one, else the
-    /// room's share of the persona's (kept so a restart can add it up).
+    /// Its spend here, once a budget applies (boxed: most rooms of most
+    /// configs have none, and every room holds one of these per persona).
+    pub(super) budget: Option<Box<MemberBudget>>,
+}
+
+/// A persona's spend in one room.
+#[derive(Debug, Default)]
+pub(super) struct MemberBudget {
+    /// The room's own budget when it has one, else the room's share of
+    /// the persona's (kept so a restart can add it up).
     pub(super) spend: crate::budget::SpendLedger,
     /// When it last told the room its budget was used up.
-    pub(super) budget_noticed: Option<Timestamp>,
+    pub(super) noticed: Option<Timestamp>,
 }
 
 impl PersonaRoom {
@@ -47,6 +55,10 @@ impl PersonaRoom {
                 self.own_set.remove(&old);
             }
         }
+    }
+
+    pub(super) fn budget(&mut self) -> &mut MemberBudget {
+        self.budget.get_or_insert_with(Box::default)
     }
 
     pub(super) fn ambient(&mut self) -> &mut AmbientState {
