@@ -56,6 +56,7 @@ mod hooked;
 mod live_personas;
 mod live_policy;
 mod more_replies;
+mod notices;
 mod output;
 mod restore;
 mod results;
@@ -71,6 +72,7 @@ use room::{AmbientState, PersonaRoom, Room};
 
 pub use budget::{BUDGET_NOTICE_GAP, BudgetLeft};
 pub use floor::{FloorNote, FloorWhy};
+pub use notices::ReactNote;
 pub use live_personas::PersonasChanged;
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
 pub use scheduled::{ScheduleEvent, ScheduleNote};

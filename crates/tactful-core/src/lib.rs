@@ -79,7 +79,7 @@ pub mod turn;
 
 pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
-    AmbientEvent, AmbientNote, BudgetLeft, BudgetNote, CancelReason, ContextLimits, Counters, Engine,
+    AmbientEvent, AmbientNote, BudgetLeft, BudgetNote, CancelReason, ReactNote, ContextLimits, Counters, Engine,
     EngineConfig, EngineError, FloorNote, FloorWhy, LimitNote, MemberSnapshot, NotResumed, Outgoing, Output,
     PersonasChanged, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
 };

@@ -133,6 +133,27 @@ pub enum OnError {
     Silent,
 }
 
+/// What a person who asked a persona directly sees when its agent
+/// answers `NO_REPLY`: without a sign, they cannot tell silence from a
+/// message nobody heard.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AddressedSilence {
+    /// A reaction on their message ([`RoomPolicy::silence_emoji`]); on a
+    /// platform without reactions (IRC), the notice instead.
+    #[default]
+    React,
+    /// A short notice, as a reply ([`RoomPolicy::silence_notice`]).
+    Notice,
+    /// Nothing.
+    Silent,
+}
+
+/// The reaction of an addressed silence.
+pub const DEFAULT_SILENCE_EMOJI: &str = "👀";
+
+/// The notice of an addressed silence.
+pub const DEFAULT_SILENCE_NOTICE: &str = "I read this, but I have nothing to add.";
+
 /// The text of the error notice.
 pub const ERROR_NOTICE: &str = "Sorry, I couldn't answer that just now.";
 
@@ -177,6 +198,13 @@ pub struct RoomPolicy {
     /// What the room sees when an addressed turn fails. Ambient, gate and
     /// unaddressed turns always fail silently.
     pub on_error: OnError,
+    /// What an addressed message answered `NO_REPLY` gets.
+    pub addressed_silence: AddressedSilence,
+    /// The reaction [`AddressedSilence::React`] puts on it.
+    pub silence_emoji: Arc<str>,
+    /// The notice [`AddressedSilence::Notice`] sends (and `React` where the
+    /// platform has no reactions).
+    pub silence_notice: Arc<str>,
     /// The longest reply sent, in characters. A longer answer is cut and
     /// ends with [`TRUNCATED_MARK`]: a runaway agent must not flood the
     /// room (50 MB of output would be thousands of posts) or the store.
@@ -277,6 +305,9 @@ impl Default for RoomPolicy {
             pre_gate: PreGate::default(),
             floor_pass_timeout: DEFAULT_FLOOR_PASS_TIMEOUT,
             on_error: OnError::Notice,
+            addressed_silence: AddressedSilence::React,
+            silence_emoji: Arc::from(DEFAULT_SILENCE_EMOJI),
+            silence_notice: Arc::from(DEFAULT_SILENCE_NOTICE),
             max_reply_chars: DEFAULT_MAX_REPLY_CHARS,
         }
     }
@@ -376,6 +407,12 @@ pub struct PolicyPatch {
     pub floor_pass_timeout: Option<Duration>,
     /// See [`RoomPolicy::on_error`].
     pub on_error: Option<OnError>,
+    /// See [`RoomPolicy::addressed_silence`].
+    pub addressed_silence: Option<AddressedSilence>,
+    /// See [`RoomPolicy::silence_emoji`].
+    pub silence_emoji: Option<Arc<str>>,
+    /// See [`RoomPolicy::silence_notice`].
+    pub silence_notice: Option<Arc<str>>,
     /// See [`RoomPolicy::max_reply_chars`].
     pub max_reply_chars: Option<usize>,
 }
@@ -437,6 +474,15 @@ impl PolicyPatch {
         }
         if let Some(v) = self.on_error {
             p.on_error = v;
+        }
+        if let Some(v) = self.addressed_silence {
+            p.addressed_silence = v;
+        }
+        if let Some(v) = &self.silence_emoji {
+            p.silence_emoji = v.clone();
+        }
+        if let Some(v) = &self.silence_notice {
+            p.silence_notice = v.clone();
         }
         if let Some(v) = self.max_reply_chars {
             p.max_reply_chars = v;

@@ -216,6 +216,7 @@ impl Sim {
                 }
                 Output::Ambient(note) => self.log.push(format!("ambient {} {}", note.persona, note.room)),
                 Output::Limited(note) => self.log.push(format!("limited {} {}", note.persona, note.msg)),
+                Output::React(note) => self.log.push(format!("react {} {}", note.persona, note.msg)),
                 Output::OverBudget(note) => self
                     .log
                     .push(format!("over budget {} {}", note.persona, note.msg)),

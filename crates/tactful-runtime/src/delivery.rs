@@ -127,6 +127,8 @@ pub enum DeliveryEvent {
         /// The turn.
         turn: TurnId,
     },
+    /// A reaction on a person's message (`addressed_silence = "react"`).
+    React(Box<tactful_core::ReactNote>),
     /// A placeholder left from before a restart whose turn has no reply.
     Discard {
         /// The turn it stood for.
@@ -302,6 +304,20 @@ impl RoomDelivery {
             DeliveryEvent::Send(out, resume) => self.send(*out, resume).await,
             DeliveryEvent::Quiet { turn } => {
                 self.quiet(turn).await;
+                None
+            }
+            DeliveryEvent::React(note) => {
+                match self
+                    .platform
+                    .react(&note.persona, &note.room, &note.msg, &note.emoji)
+                    .await
+                {
+                    Ok(()) => tracing::debug!(room = %self.room, persona = %note.persona, msg = %note.msg, "reacted"),
+                    // A reaction is a courtesy: losing one is logged, not retried.
+                    Err(e) => {
+                        tracing::warn!(room = %self.room, persona = %note.persona, msg = %note.msg, "could not react: {e}")
+                    }
+                }
                 None
             }
             DeliveryEvent::Discard { turn, persona, id } => {

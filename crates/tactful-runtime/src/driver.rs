@@ -483,17 +483,22 @@ impl Driver {
         tx
     }
 
+    /// The platform that serves `room`: the first that owns it, else the
+    /// last one (the web room, which takes any room).
+    fn platform_of(&self, room: &RoomId) -> &Arc<dyn Platform> {
+        let platforms = &self.p.platforms;
+        platforms
+            .iter()
+            .find(|p| p.owns(room))
+            .unwrap_or(&platforms[platforms.len() - 1])
+    }
+
     fn room(&mut self, room: &RoomId) -> mpsc::UnboundedSender<Job> {
         if let Some((tx, _)) = self.rooms.get(room) {
             return tx.clone();
         }
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-        let platforms = &self.p.platforms;
-        let platform = platforms
-            .iter()
-            .find(|p| p.owns(room))
-            .unwrap_or(&platforms[platforms.len() - 1])
-            .clone();
+        let platform = self.platform_of(room).clone();
         let engine = self.p.tx.clone();
         let mut delivery = RoomDelivery::new(
             room.clone(),
@@ -622,6 +627,16 @@ impl Driver {
             }
             // Traced above; the decision before it was logged.
             Output::Limited(_) | Output::OverBudget(_) | Output::Floor(_) => {}
+            Output::React(note) => {
+                if self.platform_of(&note.room).reacts() {
+                    let room = note.room.clone();
+                    self.deliver(&room, DeliveryEvent::React(Box::new(note)), None);
+                } else {
+                    // No reactions here (IRC): the notice instead, which
+                    // the engine emits as a reply the drain acts on next.
+                    self.engine.react_unsupported(wall_clock(), &note);
+                }
+            }
             Output::Schedule(note) => {
                 crate::schedules::log(&note);
                 if saving {

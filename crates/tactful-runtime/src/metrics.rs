@@ -380,6 +380,7 @@ impl Metrics {
             Output::Ambient(_)
             | Output::Limited(_)
             | Output::OverBudget(_)
+            | Output::React(_)
             | Output::Floor(_)
             | Output::Dropped { .. }
             | Output::RunHooks(_) => {}

@@ -206,6 +206,27 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Box::pin(async {})
     }
 
+    /// Whether [`Platform::react`] works here. Where it does not (IRC),
+    /// a persona that chose silence on an addressed message says a short
+    /// notice instead (see `addressed_silence`).
+    fn reacts(&self) -> bool {
+        false
+    }
+
+    /// Puts `emoji` (one Unicode emoji) on message `msg` of `room`, as
+    /// `persona`: the sign that it read a message addressed to it and
+    /// chose not to answer. Platforms without reactions keep the default.
+    fn react<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        msg: &'a MsgId,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        let _ = (persona, room, msg, emoji);
+        Box::pin(async { Err(PlatformError("there are no reactions here".into())) })
+    }
+
     /// Deletes a message this persona posted. Platforms without deletes
     /// keep the default.
     fn delete<'a>(

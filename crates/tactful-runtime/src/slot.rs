@@ -116,6 +116,21 @@ impl Platform for PlatformSlot {
         self.current().deduplicates_sends()
     }
 
+    fn reacts(&self) -> bool {
+        self.current().reacts()
+    }
+
+    fn react<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        msg: &'a MsgId,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        let p = self.current();
+        Box::pin(async move { p.react(persona, room, msg, emoji).await })
+    }
+
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         let p = self.current();
         Box::pin(async move { p.send(msg).await })

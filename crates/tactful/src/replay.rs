@@ -459,6 +459,7 @@ pub fn run(
                 | Output::Ambient(_)
                 | Output::Limited(_)
                 | Output::OverBudget(_)
+                | Output::React(_)
                 | Output::Floor(_)
                 | Output::Dropped { .. } => {}
             }

@@ -45,6 +45,15 @@ pub(crate) fn line(output: &Output) -> Option<Value> {
             "per_seconds": note.per.as_secs_f64(),
             "frees_at": note.frees_at.map(|t| t.as_secs_f64()),
         }),
+        Output::React(note) => json!({
+            "at": note.at.as_secs_f64(),
+            "type": "react",
+            "turn": note.turn.to_string(),
+            "persona": note.persona,
+            "room": note.room,
+            "msg": note.msg,
+            "emoji": note.emoji,
+        }),
         Output::OverBudget(note) => json!({
             "at": note.at.as_secs_f64(),
             "type": "budget",

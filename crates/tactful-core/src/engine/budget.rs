@@ -44,7 +44,7 @@ pub struct BudgetLeft {
 impl Engine {
     /// The budget that pays for `p`'s calls in `room`, and whether it is
     /// the room's own.
-    fn payer(&self, room: &Room, p: PersonaIdx) -> Option<(TokenBudget, bool)> {
+    pub(super) fn payer(&self, room: &Room, p: PersonaIdx) -> Option<(TokenBudget, bool)> {
         match &room.policies[p.0 as usize].budget {
             BudgetScope::Off => None,
             BudgetScope::Room(b) => Some((b.clone(), true)),
@@ -232,61 +232,5 @@ impl Engine {
             out.action = Action::Notice;
         }
         out
-    }
-
-    /// Sends the budget's notice for an addressed message `p` cannot pay
-    /// to answer, as a reply to it. The notice is tactful's word: it costs
-    /// no call and no slot of the rate limit.
-    pub(super) fn budget_notice(
-        &mut self,
-        now: Timestamp,
-        turn_id: TurnId,
-        room_id: &RoomId,
-        p: PersonaIdx,
-        entry: &Arc<Entry>,
-    ) {
-        let Some(room) = self.rooms.get_mut(room_id) else {
-            return;
-        };
-        room.members[p.0 as usize].budget().noticed = Some(now);
-        let room = &self.rooms[room_id];
-        let Some((budget, _)) = self.payer(room, p) else {
-            return;
-        };
-        let policy = room.policies[p.0 as usize].clone();
-        let turn = Turn {
-            kind: TurnKind::Reply,
-            persona: p,
-            room: room_id.clone(),
-            thread: entry.thread.clone(),
-            is_dm: room.is_dm,
-            triggers: vec![entry.clone()],
-            reserved: false,
-            policy,
-            answers_bot: entry.is_bot,
-            unaddressed: false,
-            holds_flush_slot: false,
-            gate_for: None,
-            gate_timer: None,
-            strip_reasoning: false,
-            reasoning_chars: 0,
-            held: None,
-            schedule: None,
-            floor_pass: false,
-            unprompted: false,
-            budget: None,
-            used: None,
-            answered: false,
-        };
-        let d = Directives {
-            reply_to: Some(entry.id.to_string()),
-            ..Directives::default()
-        };
-        let held = hooked::Held {
-            first: (d, budget.notice.to_string()),
-            more: Vec::new(),
-            notice: true,
-        };
-        self.release(now, turn_id, turn, held);
     }
 }

@@ -310,6 +310,10 @@ pub enum Output {
     /// A message was skipped for the rate limit (right after its
     /// `rate_limited` decision): the limit, and when it frees a slot.
     Limited(LimitNote),
+    /// A reaction to put on a person's message: the persona they asked
+    /// chose silence (`addressed_silence = "react"`). Where the platform
+    /// has no reactions the driver calls [`Engine::react_unsupported`].
+    React(super::ReactNote),
     /// What a spend budget stood at when it could not pay for a call
     /// (after the `budget_exhausted` decision or skip).
     OverBudget(BudgetNote),

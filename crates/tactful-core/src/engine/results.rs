@@ -88,6 +88,10 @@ impl Engine {
         let may_be_silent = turn.policy.allow_silence || turn.kind == TurnKind::Schedule;
         if may_be_silent && silence::is_silence(body, &turn.policy.silence_token) {
             self.out.push_back(Output::Silent(end, SilenceKind::Token));
+            // Someone asked this persona: they get a sign it was heard.
+            if turn.kind == TurnKind::Reply && !turn.unaddressed {
+                self.addressed_silence(now, turn_id, &turn);
+            }
             self.finish(now, turn_id, turn, false);
             return;
         }

@@ -4,10 +4,19 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use tactful_core::policy::AddressedSilence;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum OnErrorName {
+    Notice,
+    Silent,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum AddressedSilenceName {
+    React,
     Notice,
     Silent,
 }
@@ -51,6 +60,9 @@ pub(super) struct RawRoom {
     pub(super) floor: Option<RawFloor>,
     pub(super) pre_gate: Option<RawPreGate>,
     pub(super) on_error: Option<OnErrorName>,
+    pub(super) addressed_silence: Option<AddressedSilenceName>,
+    pub(super) silence_emoji: Option<Spanned<String>>,
+    pub(super) silence_notice: Option<Spanned<String>>,
     pub(super) max_reply_chars: Option<Spanned<usize>>,
     pub(super) personas: Option<BTreeMap<Spanned<String>, Spanned<RawRoom>>>,
 }
@@ -220,8 +232,38 @@ pub(super) fn patch(
             OnErrorName::Notice => OnError::Notice,
             OnErrorName::Silent => OnError::Silent,
         }),
+        addressed_silence: t.addressed_silence.map(|a| match a {
+            AddressedSilenceName::React => AddressedSilence::React,
+            AddressedSilenceName::Notice => AddressedSilence::Notice,
+            AddressedSilenceName::Silent => AddressedSilence::Silent,
+        }),
         ..Default::default()
     };
+    if let Some(e) = t.silence_emoji {
+        // One emoji, as Unicode: what every platform's reaction takes
+        // (Slack gets its shortcode from it).
+        let value = e.get_ref().trim();
+        if emojis::get(value).is_none() {
+            let hint = emojis::get_by_shortcode(value.trim_matches(':'))
+                .map(|found| format!(" (did you mean \"{}\"?)", found.as_str()))
+                .unwrap_or_default();
+            return Err(check.at(
+                e.span(),
+                format!("`{key}.silence_emoji` must be one emoji, such as \"👀\"{hint}"),
+            ));
+        }
+        p.silence_emoji = Some(Arc::from(value));
+    }
+    if let Some(n) = t.silence_notice {
+        let value = n.get_ref().trim();
+        if value.is_empty() || value.chars().count() > 500 {
+            return Err(check.at(
+                n.span(),
+                format!("`{key}.silence_notice` must be some text, at most 500 characters"),
+            ));
+        }
+        p.silence_notice = Some(Arc::from(value));
+    }
     if let Some(tok) = t.silence_token {
         let value = tok.get_ref().0.trim();
         if value.is_empty() {
