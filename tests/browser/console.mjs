@@ -63,6 +63,8 @@ try {
   // Why each persona spoke or not, live.
   await send(alice, "@Docs please stay quiet");
   check(await eventually(async () => /docs: stayed silent \(silence_token\)/.test(await live(con))), "a silent persona's reason is shown live");
+  check(await eventually(async () => /docs: reacted 👀/.test(await live(con))), "the reaction for a silence on a mention is shown live");
+  check(await eventually(async () => (await alice.locator(".msg.mine .reaction", { hasText: "👀" }).count()) === 1), "the person sees 👀 on the message they asked with");
   await send(alice, "@Broken status?");
   check(await eventually(async () => /broken: error: .*the tool crashed/.test(await live(con))), "a failed agent's error is shown, in its own words");
   await send(alice, "how is everyone");

@@ -16,6 +16,8 @@ Commands (all with "as": the acting user's localpart, except the first two):
             oldest first (edits applied): event_id, sender, body, reply_to,
             thread, redacted, mentions
   members   {as, room} -> joined user ids
+  reactions {as, room} -> the room's m.reaction annotations: sender,
+            target (the event reacted to), key (the emoji)
 """
 
 import asyncio
@@ -156,6 +158,25 @@ async def messages(cmd):
     return [m for m in out if not m["edit_of"]]
 
 
+async def reactions(cmd):
+    # The m.reaction events the homeserver holds, read like messages.
+    import urllib.parse
+    import urllib.request
+
+    client = clients[cmd["as"]]
+    room = urllib.parse.quote(cmd["room"], safe="")
+    url = f"{HOMESERVER}/_matrix/client/v3/rooms/{room}/messages?dir=b&limit=200"
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {client.access_token}"})
+    with urllib.request.urlopen(req) as r:
+        page = json.load(r)
+    out = []
+    for src in page.get("chunk", []):
+        rel = src.get("content", {}).get("m.relates_to", {})
+        if src.get("type") == "m.reaction" and rel.get("rel_type") == "m.annotation":
+            out.append({"sender": src["sender"], "target": rel.get("event_id"), "key": rel.get("key")})
+    return out
+
+
 async def members(cmd):
     resp = await clients[cmd["as"]].joined_members(cmd["room"])
     return [m.user_id for m in getattr(resp, "members", [])]
@@ -169,6 +190,7 @@ COMMANDS = {
     "send": send,
     "messages": messages,
     "members": members,
+    "reactions": reactions,
 }
 
 

@@ -72,8 +72,8 @@ use room::{AmbientState, PersonaRoom, Room};
 
 pub use budget::{BUDGET_NOTICE_GAP, BudgetLeft};
 pub use floor::{FloorNote, FloorWhy};
-pub use notices::ReactNote;
 pub use live_personas::PersonasChanged;
+pub use notices::ReactNote;
 pub use restore::{Counters, MemberSnapshot, NotResumed, RoomSnapshot};
 pub use scheduled::{ScheduleEvent, ScheduleNote};
 

@@ -79,9 +79,9 @@ pub mod turn;
 
 pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
-    AmbientEvent, AmbientNote, BudgetLeft, BudgetNote, CancelReason, ReactNote, ContextLimits, Counters, Engine,
+    AmbientEvent, AmbientNote, BudgetLeft, BudgetNote, CancelReason, ContextLimits, Counters, Engine,
     EngineConfig, EngineError, FloorNote, FloorWhy, LimitNote, MemberSnapshot, NotResumed, Outgoing, Output,
-    PersonasChanged, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
+    PersonasChanged, ReactNote, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
 };
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};

@@ -60,7 +60,9 @@ fn reactions(out: &[Output]) -> Vec<ReactNote> {
 fn notices(out: &[Output]) -> Vec<(String, Option<String>)> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Send(s) if s.notice => Some((s.text.clone(), s.reply_to.as_ref().map(ToString::to_string))),
+            Output::Send(s) if s.notice => {
+                Some((s.text.clone(), s.reply_to.as_ref().map(ToString::to_string)))
+            }
             _ => None,
         })
         .collect()
@@ -73,7 +75,10 @@ fn a_mention_answered_with_silence_gets_a_reaction_and_chatter_gets_nothing() {
     assert!(out.iter().any(|o| matches!(o, Output::Silent(..))), "{out:#?}");
     let r = reactions(&out);
     assert_eq!(r.len(), 1, "{out:#?}");
-    assert_eq!((r[0].msg.as_str(), &*r[0].emoji, r[0].persona.as_str()), ("q1", "👀", "docs"));
+    assert_eq!(
+        (r[0].msg.as_str(), &*r[0].emoji, r[0].persona.as_str()),
+        ("q1", "👀", "docs")
+    );
     assert!(notices(&out).is_empty());
 
     // Nobody asked docs: its silence is silent.

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
 use twilight_http::Client;
+use twilight_http::request::channel::reaction::RequestReactionType;
 use twilight_model::channel::message::{AllowedMentions, MentionType};
 use twilight_model::id::Id;
 use twilight_model::id::marker::{ChannelMarker, MessageMarker};
@@ -160,6 +161,29 @@ impl Platform for DiscordPlatform {
                 .content(Some(text))
                 .allowed_mentions(Some(&mentions));
             deadline(req).await.map(|_| ())
+        })
+    }
+
+    fn reacts(&self) -> bool {
+        true
+    }
+
+    fn react<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
+        msg: &'a MsgId,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let client = self.client(persona)?;
+            let target = snowflake(msg.as_str())
+                .ok_or_else(|| PlatformError(format!("{msg} is not a Discord message id")))?;
+            let reaction = RequestReactionType::Unicode { name: emoji };
+            deadline(client.create_reaction(Self::channel(room, thread)?, target, &reaction))
+                .await
+                .map(|_| ())
         })
     }
 

@@ -33,6 +33,7 @@
 pub mod config;
 pub mod event;
 pub mod format;
+mod send;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -43,23 +44,17 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use matrix_sdk::authentication::matrix::MatrixSession;
 use matrix_sdk::config::{SyncSettings, SyncToken};
-use matrix_sdk::room::edit::EditedContent;
-use matrix_sdk::room::reply::{EnforceThread, Reply};
 use matrix_sdk::ruma::api::client::filter::{FilterDefinition, RoomEventFilter};
 use matrix_sdk::ruma::api::client::sync::sync_events::v3::Filter;
 use matrix_sdk::ruma::events::room::member::MembershipState;
-use matrix_sdk::ruma::events::room::message::{AddMentions, Relation, RoomMessageEventContent};
 use matrix_sdk::ruma::events::{
-    AnySyncMessageLikeEvent, AnySyncStateEvent, AnySyncTimelineEvent, Mentions, SyncMessageLikeEvent,
-    SyncStateEvent,
+    AnySyncMessageLikeEvent, AnySyncStateEvent, AnySyncTimelineEvent, SyncMessageLikeEvent, SyncStateEvent,
 };
-use matrix_sdk::ruma::{OwnedEventId, OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
+use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
-use tactful_core::{MsgId, PersonaId, RoomId};
+use tactful_core::{PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce};
-use tactful_runtime::{
-    Capabilities, Connected, Connections, OutMessage, Platform, PlatformError, RuntimeHandle,
-};
+use tactful_runtime::{Connected, Connections, PlatformError, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
 
@@ -579,10 +574,6 @@ pub fn invited_by_allowed(invites_from: &[String], inviter: &str) -> bool {
     })
 }
 
-fn event_id(id: &MsgId) -> Result<OwnedEventId, PlatformError> {
-    OwnedEventId::try_from(id.as_str()).map_err(|_| PlatformError(format!("{id} is not a Matrix event id")))
-}
-
 /// Signs `client` in with an access token (as device `TACTFUL`) and asks
 /// the homeserver whose it is: the user id `whoami` gives.
 async fn token_whoami(client: &Client, user_id: &str, token: &str) -> Result<String, String> {
@@ -643,99 +634,6 @@ impl Connected for MatrixPlatform {
                 })
                 .collect();
             config::describe(s, &users)
-        })
-    }
-}
-
-impl Platform for MatrixPlatform {
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            can_edit: true,
-            can_delete: true,
-            native_replies: true,
-            // Events are capped at 64 KiB of JSON; this leaves room for the
-            // envelope and escaping.
-            max_message_chars: 16_000,
-        }
-    }
-
-    fn owns(&self, room: &RoomId) -> bool {
-        matrix_room(room).is_some()
-    }
-
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
-        Box::pin(async move {
-            let room = self.shared.room(msg.persona, msg.room).await?;
-            let body = format::content(msg.text);
-            let content: RoomMessageEventContent = match msg.reply_to {
-                Some(target) => {
-                    let reply = Reply {
-                        event_id: event_id(target)?,
-                        enforce_thread: EnforceThread::MaybeThreaded,
-                        add_mentions: AddMentions::Yes,
-                    };
-                    room.make_reply_event(body.add_mentions(Mentions::new()), reply)
-                        .await
-                        .map_err(|e| PlatformError(format!("cannot reply to {target}: {e}")))?
-                }
-                None => {
-                    let relation = match msg.thread {
-                        Some(root) => {
-                            let root = event_id(&MsgId::new(root.as_str()))?;
-                            Some(Relation::Thread(
-                                matrix_sdk::ruma::events::relation::Thread::plain(root.clone(), root),
-                            ))
-                        }
-                        None => None,
-                    };
-                    body.add_mentions(Mentions::new()).with_relation(relation)
-                }
-            };
-            let mut send = room.send(content);
-            // The part's key as the transaction id: a part sent again after a
-            // crash is the same event to the homeserver, not a second one.
-            if let Some(key) = msg.key {
-                send = send.with_transaction_id(matrix_sdk::ruma::OwnedTransactionId::from(key));
-            }
-            let sent = send
-                .await
-                .map_err(|e| PlatformError(format!("sending to {} failed: {e}", msg.room)))?;
-            Ok(MsgId::new(sent.response.event_id.as_str()))
-        })
-    }
-
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        Box::pin(async move {
-            let r = self.shared.room(persona, room).await?;
-            let edit = r
-                .make_edit_event(&event_id(id)?, EditedContent::RoomMessage(format::content(text)))
-                .await
-                .map_err(|e| PlatformError(format!("cannot edit {id}: {e}")))?;
-            r.send(edit)
-                .await
-                .map_err(|e| PlatformError(format!("editing {id} in {room} failed: {e}")))?;
-            Ok(())
-        })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        Box::pin(async move {
-            let r = self.shared.room(persona, room).await?;
-            r.redact(&event_id(id)?, None, None)
-                .await
-                .map_err(|e| PlatformError(format!("redacting {id} in {room} failed: {e}")))?;
-            Ok(())
         })
     }
 }

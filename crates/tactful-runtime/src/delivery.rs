@@ -309,10 +309,18 @@ impl RoomDelivery {
             DeliveryEvent::React(note) => {
                 match self
                     .platform
-                    .react(&note.persona, &note.room, &note.msg, &note.emoji)
+                    .react(
+                        &note.persona,
+                        &note.room,
+                        note.thread.as_ref(),
+                        &note.msg,
+                        &note.emoji,
+                    )
                     .await
                 {
-                    Ok(()) => tracing::debug!(room = %self.room, persona = %note.persona, msg = %note.msg, "reacted"),
+                    Ok(()) => {
+                        tracing::debug!(room = %self.room, persona = %note.persona, msg = %note.msg, "reacted")
+                    }
                     // A reaction is a courtesy: losing one is logged, not retried.
                     Err(e) => {
                         tracing::warn!(room = %self.room, persona = %note.persona, msg = %note.msg, "could not react: {e}")

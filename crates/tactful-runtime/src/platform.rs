@@ -220,10 +220,11 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         msg: &'a MsgId,
         emoji: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        let _ = (persona, room, msg, emoji);
+        let _ = (persona, room, thread, msg, emoji);
         Box::pin(async { Err(PlatformError("there are no reactions here".into())) })
     }
 

@@ -124,11 +124,12 @@ impl Platform for PlatformSlot {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         msg: &'a MsgId,
         emoji: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         let p = self.current();
-        Box::pin(async move { p.react(persona, room, msg, emoji).await })
+        Box::pin(async move { p.react(persona, room, thread, msg, emoji).await })
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
-use tactful_core::{MsgId, PersonaId, RoomId};
+use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
 
 use crate::SlackPlatform;
@@ -198,6 +198,43 @@ impl Platform for SlackPlatform {
             .await?;
             self.shared.update_threads(|t| t.deleted(channel, id.as_str()));
             Ok(())
+        })
+    }
+
+    fn reacts(&self) -> bool {
+        true
+    }
+
+    fn react<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
+        msg: &'a MsgId,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let i = self.index(persona)?;
+            let channel = Self::channel(room)?;
+            // Slack's reactions take a name (`eyes`), not the emoji.
+            let name = emojis::get(emoji)
+                .and_then(emojis::Emoji::shortcode)
+                .ok_or_else(|| PlatformError(format!("Slack: no reaction name for {emoji}")))?;
+            let done = with_retry(|| {
+                let req = SlackApiReactionsAddRequest::new(
+                    channel.to_owned().into(),
+                    SlackReactionName(name.to_owned()),
+                    msg.as_str().to_owned().into(),
+                );
+                let session = self.shared.session(i);
+                async move { session.reactions_add(&req).await }
+            })
+            .await;
+            match done {
+                // Already there is what was wanted.
+                Err(e) if e.0.contains("already_reacted") => Ok(()),
+                other => other.map(|_| ()),
+            }
         })
     }
 

@@ -18,6 +18,7 @@ use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
 use teloxide_core::payloads::{
     EditMessageTextSetters as _, SendChatActionSetters as _, SendMessageSetters as _,
+    SetMessageReactionSetters as _,
 };
 use teloxide_core::requests::{Request as _, Requester as _};
 use teloxide_core::types::{self as tg, ChatAction, ChatId, MessageId, ParseMode, ReplyParameters};
@@ -221,6 +222,37 @@ impl Platform for TelegramPlatform {
                 Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
                 Err(e) => Err(platform_error("editing a message", &e)),
             }
+        })
+    }
+
+    fn reacts(&self) -> bool {
+        true
+    }
+
+    fn react<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
+        msg: &'a MsgId,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let (bot, chat) = self.route(persona, room)?;
+            let target = message_id(msg)
+                .ok_or_else(|| PlatformError(format!("{msg} is not a Telegram message id")))?;
+            let reaction = vec![tg::ReactionType::Emoji {
+                emoji: emoji.to_owned(),
+            }];
+            // Setting the same reaction twice changes nothing: safe to retry.
+            with_retries("reacting to a message", true, || {
+                bot.set_message_reaction(chat, target)
+                    .reaction(reaction.clone())
+                    .send()
+            })
+            .await
+            .map(|_| ())
+            .map_err(|e| platform_error("reacting to a message", &e))
         })
     }
 

@@ -258,6 +258,7 @@ impl WebPlatform {
                     text: m.text,
                     time: m.time.to_rfc3339(),
                     why: Vec::new(),
+                    reactions: Vec::new(),
                 };
                 room.restore(msg, m.key, limit);
             }
@@ -484,6 +485,7 @@ impl Platform for WebPlatform {
                     quote: r.quote(reply_to),
                     time: time.to_rfc3339(),
                     why: Vec::new(),
+                    reactions: Vec::new(),
                 };
                 let ticket = r.queue_new(m.clone(), msg.key.map(str::to_owned), saver.is_none());
                 r.flush(room, shared.config.history, &shared.events);
@@ -532,6 +534,40 @@ impl Platform for WebPlatform {
                 }]);
             }
             Ok(())
+        })
+    }
+
+    fn reacts(&self) -> bool {
+        true
+    }
+
+    fn react<'a>(
+        &'a self,
+        persona: &'a PersonaId,
+        room: &'a RoomId,
+        _thread: Option<&'a tactful_core::ThreadId>,
+        msg: &'a MsgId,
+        emoji: &'a str,
+    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+        Box::pin(async move {
+            let shared = &self.shared;
+            let cast = shared.cast();
+            let name = cast
+                .members
+                .iter()
+                .chain(&cast.gone)
+                .find(|p| p.id == persona.as_str())
+                .map(|p| p.name.clone())
+                .ok_or_else(|| PlatformError(format!("no persona {persona} in the web room")))?;
+            shared.with_rooms(|rooms| {
+                let r = rooms
+                    .get_mut(room.as_str())
+                    .filter(|r| r.knows(msg.as_str()))
+                    .ok_or_else(|| PlatformError(format!("no message {msg} in {room}")))?;
+                r.queue_react(msg.to_string(), emoji.to_owned(), name);
+                r.flush(room.as_str(), shared.config.history, &shared.events);
+                Ok::<_, PlatformError>(())
+            })?
         })
     }
 

@@ -44,6 +44,45 @@ pub struct WebMsg {
     /// Why each persona answered it or not, when the room shows that.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub why: Vec<crate::why::Why>,
+    /// Reactions on it, in the order they came.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reactions: Vec<Reaction>,
+}
+
+/// One reaction on a message: an emoji and who put it there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reaction {
+    /// The emoji.
+    pub emoji: String,
+    /// The names of those who reacted with it.
+    pub by: Vec<String>,
+}
+
+/// The most distinct reactions one message keeps: nothing grows without
+/// bound.
+pub const MAX_REACTIONS: usize = 20;
+
+impl WebMsg {
+    /// Adds `name`'s `emoji`; false when it was there already or the
+    /// message has [`MAX_REACTIONS`] kinds.
+    fn react(&mut self, emoji: &str, name: &str) -> bool {
+        let kinds = self.reactions.len();
+        match self.reactions.iter_mut().find(|r| r.emoji == emoji) {
+            Some(r) if r.by.iter().any(|b| b == name) => false,
+            Some(r) => {
+                r.by.push(name.to_owned());
+                true
+            }
+            None if kinds >= MAX_REACTIONS => false,
+            None => {
+                self.reactions.push(Reaction {
+                    emoji: emoji.to_owned(),
+                    by: vec![name.to_owned()],
+                });
+                true
+            }
+        }
+    }
 }
 
 /// A change waiting for its turn to be shown.
@@ -51,6 +90,7 @@ enum Change {
     New(Box<WebMsg>),
     Edit { id: String, text: String },
     Delete { id: String },
+    React { id: String, emoji: String, by: String },
 }
 
 struct Queued {
@@ -141,6 +181,11 @@ impl Room {
         self.queue(Change::Edit { id, text }, true);
     }
 
+    /// Puts a reaction in line, ready.
+    pub fn queue_react(&mut self, id: String, emoji: String, by: String) {
+        self.queue(Change::React { id, emoji, by }, true);
+    }
+
     /// Puts a deletion in line, ready.
     pub fn queue_delete(&mut self, id: String) {
         self.queue(Change::Delete { id }, true);
@@ -208,6 +253,15 @@ impl Room {
                     self.history.retain(|m| m.id != id);
                     self.forget_key(&id);
                     json!({ "type": "delete", "room": room, "id": id })
+                }
+                Change::React { id, emoji, by } => {
+                    let Some(m) = self.history.iter_mut().find(|m| m.id == id) else {
+                        continue;
+                    };
+                    if !m.react(&emoji, &by) {
+                        continue;
+                    }
+                    json!({ "type": "react", "room": room, "id": id, "emoji": emoji, "by": by })
                 }
             };
             let _ = events.send((room.to_owned(), event));
@@ -312,6 +366,7 @@ mod tests {
             quote: None,
             time: String::new(),
             why: Vec::new(),
+            reactions: Vec::new(),
         };
         let question = r.queue_new(msg("w1"), None, false);
         let answer = r.queue_new(msg("w2"), Some("k".into()), false);

@@ -339,6 +339,7 @@ impl Conn {
                 quote: r.quote(reply_to.as_deref()),
                 time: time.to_rfc3339(),
                 why: Vec::new(),
+                reactions: Vec::new(),
             };
             let ticket = r.queue_new(m.clone(), None, runtime.is_none());
             r.flush(&room, shared.config.history, &shared.events);

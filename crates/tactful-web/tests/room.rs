@@ -205,3 +205,39 @@ async fn get_path(addr: std::net::SocketAddr, path: &str) -> String {
     s.read_to_string(&mut out).await.expect("read");
     out
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persona_asked_directly_that_stays_quiet_reacts_and_late_joiners_see_it() {
+    let mut room = start().await;
+    let (mut alice, _) = join(room.addr, "Alice").await;
+    let (mut bob, _) = join(room.addr, "Bob").await;
+    send(
+        &mut alice,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs thanks, it works", "mentions": ["docs"] }),
+    )
+    .await;
+    let (id, reason) = decided(&mut room.trace, "docs").await;
+    assert_eq!(reason, "mention");
+    let react = until(&mut bob, |v| v["type"] == "react").await;
+    assert_eq!(react["id"].as_str(), Some(id.as_str()), "on Alice's message");
+    assert_eq!(react["emoji"], "👀");
+    assert_eq!(react["by"], "Docs");
+    // Nobody asked Docs: no call, no reaction.
+    send(
+        &mut alice,
+        json!({ "type": "say", "room": "lobby", "text": "thanks all" }),
+    )
+    .await;
+    let (_, reason) = decided(&mut room.trace, "docs").await;
+    assert_eq!(reason, "not_addressed");
+    let (_carol, history) = join(room.addr, "Carol").await;
+    let msgs = history["messages"].as_array().expect("messages");
+    let reacted: Vec<_> = msgs.iter().filter(|m| m.get("reactions").is_some()).collect();
+    assert_eq!(reacted.len(), 1, "{msgs:#?}");
+    assert_eq!(reacted[0]["id"].as_str(), Some(id.as_str()));
+    assert_eq!(
+        reacted[0]["reactions"],
+        json!([{ "emoji": "👀", "by": ["Docs"] }])
+    );
+    room.runtime.shutdown().await;
+}

@@ -70,6 +70,7 @@ discord = {{ token = "${{CHEF_TOKEN}}" }}
 kind = "script"
 rules = [
   {{ when = "(?i)shout", reply = "Hey @everyone and @here, <@&{DOCS_ROLE}> and <@11>: look!" }},
+  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
   {{ when = "", reply = "docs answers {{msg_id}}" }},
 ]
 
@@ -575,4 +576,37 @@ async fn an_unreachable_gateway_is_said_and_shown() {
     });
     assert_eq!(status, 503, "{body}");
     assert_eq!(connected_metric(metrics, "docs"), Some(0.0));
+}
+
+/// Asked directly, docs's agent answers NO_REPLY: its bot puts 👀 on the
+/// message (`PUT …/reactions/%F0%9F%91%80/@me`) and posts nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mention_answered_with_silence_gets_a_reaction() {
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _tactful = start_tactful(dir.path(), &config(&double, free_port()));
+    double
+        .wait_until("both bots through the gateway handshake", |_| {
+            double.connected(DOCS) && double.connected(CHEF)
+        })
+        .await;
+    let q = ask_docs(&double, "<@7001> never mind");
+    double
+        .wait_until("docs reacts to the message", |v| {
+            v.messages
+                .iter()
+                .any(|m| m.id == q && m.reactions == [(DOCS.to_owned(), "👀".to_owned())])
+        })
+        .await;
+    let put = double
+        .calls()
+        .into_iter()
+        .find(|c| c.method == "PUT" && c.path.contains("/reactions/"))
+        .expect("the reaction call");
+    assert_eq!(
+        put.path,
+        format!("channels/{CHANNEL}/messages/{q}/reactions/👀/@me")
+    );
+    assert_eq!(put.status, 204);
+    assert!(answers(&double, CHANNEL, q).is_empty(), "nothing posted");
 }

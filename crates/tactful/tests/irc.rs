@@ -211,6 +211,7 @@ kind = "script"
 rules = [
   {{ when = "(?i)long", reply = "[[reply_to:{{msg_id}}]]\nHere is the long story.\n\n{long}\nThe end." }},
   {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the button for 5 s." }},
+  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
 ]
 
 [agents.chef]
@@ -252,6 +253,12 @@ async fn personas_answer_on_a_real_irc_server() {
     alice.send("PRIVMSG #tactful :docs: how do I reset it?").await;
     let (text, _) = alice.said_by("docs", "#tactful").await;
     assert_eq!(text, "alice: Hold the button for 5 s.");
+
+    // Asked by nick, docs chooses silence: IRC has no reactions, so it
+    // says the notice, addressed to alice by nick.
+    alice.send("PRIVMSG #tactful :docs: never mind").await;
+    let (text, _) = alice.said_by("docs", "#tactful").await;
+    assert_eq!(text, "alice: I read this, but I have nothing to add.");
 
     // The nick with IRC specials, in the other case mapping.
     alice.send("PRIVMSG #tactful :chef{bot}, what's cooking?").await;

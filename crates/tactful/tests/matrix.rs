@@ -295,6 +295,7 @@ kind = "script"
 rules = [
   {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the **reset** button for `5 s`." }},
   {{ when = "(?i)wifi", reply = "[[reply_to:{{msg_id}}]]\nThe wifi password is on the fridge." }},
+  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
   {{ when = "", reply = "Happy to help, {{from_name}}." }},
 ]
 
@@ -463,6 +464,33 @@ fn personas_behave_in_a_real_matrix_room() {
     assert!(
         !replies.iter().any(|r| r["reply_to"] == old.as_str()),
         "the question from before start is not answered"
+    );
+
+    // Asked directly, helper chooses silence: an `m.reaction` (👀) on the
+    // message, and no reply.
+    let hush = people.send("alice", &room, "helper, never mind", &["helper"]);
+    heard += 1.0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = people.call(json!({"op": "reactions", "as": "alice", "room": room}));
+        let found = r.as_array().is_some_and(|all| {
+            all.iter().any(|x| {
+                x["sender"] == mxid("helper").as_str() && x["target"] == hush.as_str() && x["key"] == "👀"
+            })
+        });
+        if found {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no reaction from helper: {r:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    settle(metrics, heard);
+    let m = people.messages("alice", &room);
+    assert!(
+        !shown_by(&m, "helper")
+            .iter()
+            .any(|r| r["reply_to"] == hush.as_str() && !r["redacted"].as_bool().unwrap_or(false)),
+        "no reply to the message it chose not to answer"
     );
 
     // Chatter: the gate says SKIP, the ambient batch stays silent.

@@ -197,7 +197,8 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
     assert_ne!(first.ts, r);
 
     // A follow-up docs decides to leave unanswered: its placeholder comes
-    // and goes, and the thread stays docs's.
+    // and goes, Bob sees :eyes: on his message (a follow-up in docs's
+    // thread is addressed to docs), and the thread stays docs's.
     settle(metrics, heard);
     let hush = double.post(&both, in_thread(message(CHANNEL, BOB, "never mind"), &q));
     heard += 1.0;
@@ -206,6 +207,17 @@ async fn slack_channels_threads_dms_lost_acks_and_disconnects() {
             d.calls()
                 .iter()
                 .any(|c| c.method == "chat.delete" && c.token == DOCS_BOT)
+        })
+        .await;
+    double
+        .wait_until("docs reacts with :eyes:", |d| {
+            d.calls().iter().any(|c| {
+                c.method == "reactions.add"
+                    && c.token == DOCS_BOT
+                    && c.body["timestamp"] == hush.as_str()
+                    && c.body["name"] == "eyes"
+                    && c.status == 200
+            })
         })
         .await;
     settle(metrics, heard);

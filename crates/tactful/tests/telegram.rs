@@ -198,13 +198,24 @@ async fn telegram_groups_topics_dms_and_a_restart() {
     // An edit is not a new message: the chatter edited into a question
     // is not heard again.
     double.edit(&both, group(TEAM), alice(), chatter, "@docs_bot lunch?");
-    // The silent turn's placeholder was posted, then deleted.
+    // The silent turn's placeholder was posted, then deleted, and Alice,
+    // who asked, sees 👀 on her message (`setMessageReaction`).
     double
         .wait_until("the silent turn's placeholder deleted", |_, messages| {
             messages
                 .iter()
                 .any(|m| m.chat == TEAM && m.reply_to == Some(silent) && m.deleted)
         })
+        .await;
+    double
+        .wait_until(
+            "docs reacts to the message it chose not to answer",
+            |_, messages| {
+                messages.iter().any(|m| {
+                    m.chat == TEAM && m.id == silent && m.reactions == [(DOCS.to_owned(), "👀".to_owned())]
+                })
+            },
+        )
         .await;
 
     // Formatting Telegram refuses: sent again as plain text, not dropped.

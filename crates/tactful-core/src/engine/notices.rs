@@ -21,6 +21,9 @@ pub struct ReactNote {
     pub persona: PersonaId,
     /// Where.
     pub room: RoomId,
+    /// The thread the message is in, if any (Discord addresses a thread's
+    /// messages through the thread).
+    pub thread: Option<ThreadId>,
     /// The person's message.
     pub msg: MsgId,
     /// The reaction.
@@ -65,6 +68,7 @@ impl Engine {
                 turn: turn_id,
                 persona: self.personas[turn.persona.0 as usize].id.clone(),
                 room: turn.room.clone(),
+                thread: entry.thread.clone(),
                 msg: entry.id.clone(),
                 emoji: turn.policy.silence_emoji.clone(),
                 notice: turn.policy.silence_notice.clone(),
@@ -97,7 +101,15 @@ impl Engine {
     }
 
     /// Sends `text` from `p` as a reply to `entry`, as turn `turn_id`.
-    fn notice(&mut self, now: Timestamp, turn_id: TurnId, room_id: &RoomId, p: PersonaIdx, entry: &Arc<Entry>, text: &str) {
+    fn notice(
+        &mut self,
+        now: Timestamp,
+        turn_id: TurnId,
+        room_id: &RoomId,
+        p: PersonaIdx,
+        entry: &Arc<Entry>,
+        text: &str,
+    ) {
         let Some(room) = self.rooms.get(room_id) else {
             return;
         };

@@ -48,8 +48,15 @@ pub async fn start_with(config: WebConfig) -> Room {
         delay: Duration::ZERO,
         fail: false,
     };
+    // Thanks need no answer: the persona stays quiet (and reacts).
+    let quiet = ScriptRule {
+        when: Regex::new("(?i)thanks").expect("regex"),
+        reply: "NO_REPLY".to_owned(),
+        delay: Duration::ZERO,
+        fail: false,
+    };
     let mut agents: HashMap<String, Arc<dyn Agent>> = HashMap::new();
-    agents.insert("script".to_owned(), Arc::new(ScriptAgent::new(vec![rule])));
+    agents.insert("script".to_owned(), Arc::new(ScriptAgent::new(vec![rule, quiet])));
     let mut docs = PersonaSpec::new("docs", "script");
     docs.name = "Docs".into();
     docs.aliases = vec!["helper".into()];

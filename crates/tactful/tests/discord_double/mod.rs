@@ -73,6 +73,8 @@ pub struct Shown {
     pub content: String,
     pub reply_to: Option<u64>,
     pub deleted: bool,
+    /// Reactions bots put on it: (token, emoji).
+    pub reactions: Vec<(String, String)>,
 }
 
 /// One bot's gateway session.
@@ -311,6 +313,7 @@ impl Double {
                 .route("/api/v10/channels/{c}", get(channel))
                 .route("/api/v10/guilds/{g}/members/{u}", get(member))
                 .route("/api/v10/channels/{c}/typing", post(no_content))
+                .route("/api/v10/channels/{c}/messages/{m}/reactions/{e}/@me", put(react))
                 .route("/api/v10/channels/{c}/thread-members/@me", put(no_content))
                 .layer(axum::middleware::from_fn_with_state(shared.clone(), limits))
         };
@@ -372,6 +375,7 @@ impl Double {
                 content: msg.content.clone(),
                 reply_to: msg.reference.as_ref().and_then(|r| r.message_id).map(|m| m.get()),
                 deleted: false,
+                reactions: Vec::new(),
             });
             let tokens: Vec<String> = tokens.iter().map(|t| (*t).to_owned()).collect();
             broadcast(s, &tokens, &msg);
@@ -610,6 +614,7 @@ async fn create(
                 .as_str()
                 .and_then(|m| m.parse().ok()),
             deleted: false,
+            reactions: Vec::new(),
         });
         id
     };
@@ -686,6 +691,48 @@ async fn edit_or_delete(
             axum::Json(json!({"message": "Unknown Message", "code": 10008})),
         )
             .into_response(),
+    }
+}
+
+/// `PUT /channels/{c}/messages/{m}/reactions/{emoji}/@me`: the bot reacts
+/// (the emoji is URL-encoded in the path, as Discord documents); 204, or
+/// Discord's 10008 for a message it does not know.
+async fn react(
+    State(shared): State<Arc<Shared>>,
+    Path((channel, id, emoji)): Path<(u64, u64, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let token = token_of(&headers);
+    if bot_of(&shared, &token).is_none() {
+        return unauthorized();
+    }
+    let found = {
+        let mut s = shared.inner.lock().expect("double state");
+        match s
+            .messages
+            .iter_mut()
+            .find(|m| m.id == id && m.channel == channel && !m.deleted)
+        {
+            Some(m) => {
+                if !m.reactions.iter().any(|(t, e)| *t == token && *e == emoji) {
+                    m.reactions.push((token.clone(), emoji.clone()));
+                }
+                true
+            }
+            None => false,
+        }
+    };
+    let status = if found { 204 } else { 404 };
+    let path = format!("channels/{channel}/messages/{id}/reactions/{emoji}/@me");
+    log(&shared, token, "PUT", path, Value::Null, status);
+    if found {
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"message": "Unknown Message", "code": 10008})),
+        )
+            .into_response()
     }
 }
 

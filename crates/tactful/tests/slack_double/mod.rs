@@ -65,6 +65,8 @@ pub struct Shown {
     pub token: Option<String>,
     pub text: String,
     pub deleted: bool,
+    /// Reactions apps added: (bot token, emoji name).
+    pub reactions: Vec<(String, String)>,
 }
 
 /// One envelope sent (or queued) to an app.
@@ -191,6 +193,7 @@ impl Inner {
                 .and_then(|c| c.text.clone())
                 .unwrap_or_default(),
             deleted: false,
+            reactions: Vec::new(),
         });
         let ev = event_json(SlackEventCallbackBody::Message(m));
         self.broadcast(ts, &ev, to);
@@ -656,6 +659,7 @@ fn answer(s: &mut Inner, url: &str, method: &str, token: &str, args: &Value) -> 
                 token: Some(token.to_owned()),
                 text: text.clone(),
                 deleted: false,
+                reactions: Vec::new(),
             });
             let a = s.apps[app].clone();
             let mut m = message(&channel, &a.user, &text);
@@ -709,6 +713,30 @@ fn answer(s: &mut Inner, url: &str, method: &str, token: &str, args: &Value) -> 
                 ok(json!({"channel": channel, "ts": ts, "text": text,
                                         "message": {"text": text}})),
             )
+        }
+        // https://api.slack.com/methods/reactions.add: a name, not the
+        // emoji itself; `invalid_name` for one Slack does not know.
+        ("reactions.add", _, Some(_)) => {
+            let (channel, ts, name) = (arg("channel"), arg("timestamp"), arg("name"));
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_+-".contains(c))
+            {
+                return (StatusCode::OK, failed("invalid_name"));
+            }
+            let Some(m) = s
+                .messages
+                .iter_mut()
+                .find(|m| m.channel == channel && m.ts == ts && !m.deleted)
+            else {
+                return (StatusCode::OK, failed("message_not_found"));
+            };
+            if m.reactions.iter().any(|(t, n)| t == token && *n == name) {
+                return (StatusCode::OK, failed("already_reacted"));
+            }
+            m.reactions.push((token.to_owned(), name));
+            (StatusCode::OK, ok(json!({})))
         }
         (_, None, None) => (StatusCode::OK, failed("invalid_auth")),
         _ => (StatusCode::OK, failed("unknown_method")),

@@ -2,7 +2,8 @@
 //! (<https://core.telegram.org/bots/api>): `getMe`, `getUpdates` as a long
 //! poll that honours `offset` (updates below it are confirmed and gone),
 //! `sendMessage`, `editMessageText`, `deleteMessage`, `sendChatAction`,
-//! and on demand a 429 with `retry_after` or a 400 "can't parse entities".
+//! `setMessageReaction` (emoji from Telegram's fixed set only, as the Bot
+//! API refuses others with `REACTION_INVALID`), and on demand a 429 with `retry_after` or a 400 "can't parse entities".
 //! Tests play the people by posting messages, which reach every bot in a
 //! group under one `message_id` (as Telegram does with privacy mode off)
 //! and the one bot of a private chat.
@@ -49,7 +50,13 @@ pub struct Shown {
     pub reply_to: Option<i64>,
     pub thread: Option<i64>,
     pub deleted: bool,
+    /// Reactions bots set on it: (token, emoji).
+    pub reactions: Vec<(String, String)>,
 }
+
+/// Some of the emoji Telegram accepts as a reaction (the Bot API's
+/// `ReactionTypeEmoji`): enough to tell an accepted one from another.
+const REACTIONS: &[&str] = &["👍", "👎", "❤", "🔥", "🎉", "🤔", "👀", "🙏", "👌", "💯"];
 
 #[derive(Default)]
 struct Inner {
@@ -156,6 +163,7 @@ impl Double {
                 reply_to: msg["reply_to_message"]["message_id"].as_i64(),
                 thread: msg["message_thread_id"].as_i64(),
                 deleted: false,
+                reactions: Vec::new(),
             });
             for token in tokens {
                 let next = s.next_update.entry((*token).to_owned()).or_insert(1);
@@ -264,6 +272,7 @@ async fn handle(
         "editMessageText",
         "deleteMessage",
         "sendChatAction",
+        "setMessageReaction",
     ]
     .into_iter()
     .find(|m| m.eq_ignore_ascii_case(&method))
@@ -332,6 +341,7 @@ async fn answer(shared: &Shared, token: &str, method: &str, body: &Value) -> Res
                 reply_to: body["reply_parameters"]["message_id"].as_i64(),
                 thread,
                 deleted: false,
+                reactions: Vec::new(),
             });
             let mut msg =
                 json!({"message_id": id, "date": now_secs(), "chat": chat, "from": me, "text": text});
@@ -384,6 +394,34 @@ async fn answer(shared: &Shared, token: &str, method: &str, body: &Value) -> Res
             }
         }
         "sendChatAction" => ok(json!(true)),
+        "setMessageReaction" => {
+            let mut s = shared.inner.lock().expect("double state");
+            let (chat_id, id) = (body["chat_id"].as_i64(), body["message_id"].as_i64());
+            let emoji: Vec<String> = body["reaction"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["type"] == "emoji")
+                .filter_map(|r| r["emoji"].as_str().map(str::to_owned))
+                .collect();
+            if emoji.iter().any(|e| !REACTIONS.contains(&e.as_str())) {
+                return fail(400, "Bad Request: REACTION_INVALID", None);
+            }
+            match s
+                .messages
+                .iter_mut()
+                .find(|m| Some(m.chat) == chat_id && Some(m.id) == id && !m.deleted)
+            {
+                Some(m) => {
+                    // A bot may set one reaction: the new one replaces its own.
+                    m.reactions.retain(|(t, _)| t != token);
+                    m.reactions
+                        .extend(emoji.into_iter().map(|e| (token.to_owned(), e)));
+                    ok(json!(true))
+                }
+                None => fail(400, "Bad Request: message to react not found", None),
+            }
+        }
         _ => fail(404, "Not Found: method not found", None),
     }
 }
