@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, account_index};
 use twilight_http::Client;
 use twilight_http::request::channel::reaction::RequestReactionType;
 use twilight_model::channel::message::{AllowedMentions, MentionType};
@@ -59,14 +59,8 @@ fn snowflake<T>(s: &str) -> Option<Id<T>> {
 
 impl DiscordPlatform {
     fn client(&self, persona: &PersonaId) -> Result<&Client, PlatformError> {
-        let i = self
-            .shared
-            .settings
-            .personas
-            .iter()
-            .position(|p| &p.id == persona)
-            .ok_or_else(|| PlatformError(format!("{persona} has no Discord bot")))?;
-        Ok(&self.shared.clients[i])
+        let ids = self.shared.settings.personas.iter().map(|p| &p.id);
+        Ok(&self.shared.clients[account_index(ids, persona, "Discord bot")?])
     }
 
     /// Where a message goes: the thread, or the room's channel.

@@ -30,6 +30,7 @@ pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
 pub use platform::{
     Capabilities, Connected, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe, ProbeFailed,
+    account_index,
 };
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Personas, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent,

@@ -31,6 +31,20 @@ pub struct Capabilities {
 #[error("{}", tactful_core::secrets::redact(.0))]
 pub struct PlatformError(pub String);
 
+/// Where `persona`'s account is among a platform's accounts, which each
+/// platform keeps in the order of its settings (`ids`): every outbound
+/// call starts with this lookup, and a persona without an account there
+/// gets the same error on every platform ("docs has no Discord bot").
+pub fn account_index<'a>(
+    ids: impl IntoIterator<Item = &'a PersonaId>,
+    persona: &PersonaId,
+    account: &str,
+) -> Result<usize, PlatformError> {
+    ids.into_iter()
+        .position(|id| id == persona)
+        .ok_or_else(|| PlatformError(format!("{persona} has no {account}")))
+}
+
 /// A message to post.
 #[derive(Clone, Copy, Debug)]
 pub struct OutMessage<'a> {

@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, account_index};
 
 use crate::SlackPlatform;
 use crate::inbound::channel_of;
@@ -79,12 +79,11 @@ fn poisoned() -> PlatformError {
 
 impl SlackPlatform {
     fn index(&self, persona: &PersonaId) -> Result<usize, PlatformError> {
-        self.shared
-            .settings
-            .personas
-            .iter()
-            .position(|p| &p.id == persona)
-            .ok_or_else(|| PlatformError(format!("{persona} has no Slack app")))
+        account_index(
+            self.shared.settings.personas.iter().map(|p| &p.id),
+            persona,
+            "Slack app",
+        )
     }
 
     fn channel(room: &RoomId) -> Result<&str, PlatformError> {

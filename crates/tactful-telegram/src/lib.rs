@@ -356,9 +356,12 @@ impl Shared {
         self.seen.lock().is_ok_and(|mut s| s.first((room.clone(), id)))
     }
 
-    fn bot(&self, persona: &PersonaId) -> Option<&Bot> {
-        let i = self.settings.personas.iter().position(|p| &p.id == persona)?;
-        self.bots.get(i)
+    fn bot(&self, persona: &PersonaId) -> Result<&Bot, tactful_runtime::PlatformError> {
+        let ids = self.settings.personas.iter().map(|p| &p.id);
+        let i = tactful_runtime::account_index(ids, persona, "Telegram bot")?;
+        self.bots
+            .get(i)
+            .ok_or_else(|| tactful_runtime::PlatformError(format!("{persona}'s Telegram bot is not running")))
     }
 }
 

@@ -123,10 +123,7 @@ fn topic(thread: Option<&ThreadId>) -> Option<tg::ThreadId> {
 
 impl TelegramPlatform {
     fn route(&self, persona: &PersonaId, room: &RoomId) -> Result<(Bot, ChatId), PlatformError> {
-        let bot = self
-            .shared
-            .bot(persona)
-            .ok_or_else(|| PlatformError(format!("{persona} has no Telegram bot")))?;
+        let bot = self.shared.bot(persona)?;
         let chat = chat_of(room).ok_or_else(|| PlatformError(format!("{room} is not a Telegram chat")))?;
         Ok((bot.clone(), ChatId(chat)))
     }
