@@ -3,11 +3,14 @@
 //! platform has no reactions); silence on a message nobody addressed to it
 //! stays silent.
 
+mod common;
+
+use common::{drain, ms};
 use std::sync::Arc;
 
 use tactful_core::policy::{AddressedSilence, DEFAULT_SILENCE_NOTICE, PolicyPatch};
 use tactful_core::{
-    AgentResult, Engine, EngineConfig, Message, Mode, Output, PersonaSpec, PolicyTable, ReactNote, Timestamp,
+    AgentResult, Engine, EngineConfig, Message, Mode, Output, PersonaSpec, PolicyTable, ReactNote,
     TurnRequest,
 };
 
@@ -24,14 +27,6 @@ fn engine(patch: PolicyPatch) -> Engine {
         ..Default::default()
     })
     .expect("valid engine config")
-}
-
-fn ms(n: u64) -> Timestamp {
-    Timestamp::from_millis(n)
-}
-
-fn drain(e: &mut Engine) -> Vec<Output> {
-    std::iter::from_fn(|| e.poll_output()).collect()
 }
 
 /// `text` is said, and the agent answers it with `answer`.

@@ -4,13 +4,16 @@
 //! messages and batches are skipped and an addressed one gets one notice;
 //! kept across a restart; a room may have its own or none.
 
+mod common;
+
+use common::{ask, calls, ms};
 use std::time::Duration;
 
 use tactful_core::budget::{DEFAULT_BUDGET_NOTICE, TokenBudget};
 use tactful_core::policy::{BudgetScope, FloorStrategy, PolicyPatch};
 use tactful_core::{
-    AgentResult, AmbientEvent, Engine, EngineConfig, Message, Mode, Outcome, Output, PersonaSpec,
-    PolicyTable, Reason, Timestamp, TurnRequest,
+    AgentResult, AmbientEvent, Engine, EngineConfig, Mode, Outcome, Output, PersonaSpec, PolicyTable, Reason,
+    TurnRequest,
 };
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -51,24 +54,6 @@ fn engine_with(ids: &[&str], tokens: u64, patch: PolicyPatch) -> Engine {
 
 fn engine(tokens: u64) -> Engine {
     engine_with(&["docs"], tokens, PolicyPatch::default())
-}
-
-fn ms(n: u64) -> Timestamp {
-    Timestamp::from_millis(n)
-}
-
-fn ask(e: &mut Engine, at: u64, id: &str, text: &str) -> Vec<Output> {
-    e.handle_message(ms(at), Message::new(id, "lobby", "alice", text, ms(at)));
-    std::iter::from_fn(|| e.poll_output()).collect()
-}
-
-fn calls(out: &[Output]) -> Vec<TurnRequest> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::CallAgent(r) => Some((**r).clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn reason(out: &[Output], msg: &str) -> Option<(Outcome, Reason)> {

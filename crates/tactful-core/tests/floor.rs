@@ -2,12 +2,15 @@
 //! unaddressed question when several personas could answer it; the floor
 //! passes on when the one asked declines, fails or takes too long.
 
+mod common;
+
+use common::{calls, drain, ms};
 use std::time::Duration;
 
 use tactful_core::policy::{FloorStrategy, PolicyPatch};
 use tactful_core::{
     AgentResult, Engine, EngineConfig, Message, Mode, Outcome, Output, PersonaSpec, PolicyTable, Reason,
-    Timestamp, TurnRequest,
+    TurnRequest,
 };
 
 fn engine(ids: &[&str], patch: PolicyPatch) -> Engine {
@@ -23,23 +26,6 @@ fn engine(ids: &[&str], patch: PolicyPatch) -> Engine {
         ..Default::default()
     })
     .expect("valid engine config")
-}
-
-fn drain(e: &mut Engine) -> Vec<Output> {
-    std::iter::from_fn(|| e.poll_output()).collect()
-}
-
-fn calls(out: &[Output]) -> Vec<TurnRequest> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::CallAgent(r) => Some((**r).clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn ms(n: u64) -> Timestamp {
-    Timestamp::from_millis(n)
 }
 
 fn ask(e: &mut Engine, at: u64, id: &str, text: &str) -> Vec<Output> {

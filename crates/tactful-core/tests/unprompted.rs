@@ -3,12 +3,14 @@
 //! turn that stays silent, kept across a restart; addressed messages are
 //! never limited by it.
 
+mod common;
+
+use common::{ask, calls, ms};
 use std::time::Duration;
 
 use tactful_core::policy::{FloorStrategy, PolicyPatch, RateLimit};
 use tactful_core::{
-    AgentResult, Engine, EngineConfig, Message, Mode, Outcome, Output, PersonaSpec, PolicyTable, Reason,
-    Timestamp, TurnRequest,
+    AgentResult, Engine, EngineConfig, Mode, Outcome, Output, PersonaSpec, PolicyTable, Reason, TurnRequest,
 };
 
 fn engine(ids: &[&str]) -> Engine {
@@ -30,24 +32,6 @@ fn engine(ids: &[&str]) -> Engine {
         ..Default::default()
     })
     .expect("valid engine config")
-}
-
-fn ms(n: u64) -> Timestamp {
-    Timestamp::from_millis(n)
-}
-
-fn ask(e: &mut Engine, at: u64, id: &str, text: &str) -> Vec<Output> {
-    e.handle_message(ms(at), Message::new(id, "lobby", "alice", text, ms(at)));
-    std::iter::from_fn(|| e.poll_output()).collect()
-}
-
-fn calls(out: &[Output]) -> Vec<TurnRequest> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::CallAgent(r) => Some((**r).clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn reasons(out: &[Output], msg: &str) -> Vec<(String, Reason)> {

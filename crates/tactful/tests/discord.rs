@@ -387,6 +387,21 @@ async fn discord_guilds_threads_dms_and_a_dropped_gateway() {
     );
 }
 
+/// The double, with tactful running against it and both bots through the
+/// gateway handshake (the temp dir and the process live as long as the
+/// values returned).
+async fn started() -> (Double, tempfile::TempDir, Reaper) {
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let tactful = start_tactful(dir.path(), &config(&double, free_port()));
+    double
+        .wait_until("both bots through the gateway handshake", |_| {
+            double.connected(DOCS) && double.connected(CHEF)
+        })
+        .await;
+    (double, dir, tactful)
+}
+
 /// A mention of docs, said to both bots.
 fn ask_docs(double: &Double, text: &str) -> u64 {
     let mut m = message(double.id(), CHANNEL, Some(GUILD), alice(), text);
@@ -463,14 +478,7 @@ async fn a_global_rate_limit_holds_every_request_of_the_bot_until_it_lifts() {
 /// the bot refuse everything after it until a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passing_401_does_not_silence_the_bot() {
-    let double = Double::start(bots()).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let _tactful = start_tactful(dir.path(), &config(&double, free_port()));
-    double
-        .wait_until("both bots through the gateway handshake", |_| {
-            double.connected(DOCS) && double.connected(CHEF)
-        })
-        .await;
+    let (double, _dir, _tactful) = started().await;
     double.fail_auth_once(DOCS);
     let q = ask_docs(&double, "<@7001> first");
     double
@@ -582,14 +590,7 @@ async fn an_unreachable_gateway_is_said_and_shown() {
 /// message (`PUT …/reactions/%F0%9F%91%80/@me`) and posts nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mention_answered_with_silence_gets_a_reaction() {
-    let double = Double::start(bots()).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let _tactful = start_tactful(dir.path(), &config(&double, free_port()));
-    double
-        .wait_until("both bots through the gateway handshake", |_| {
-            double.connected(DOCS) && double.connected(CHEF)
-        })
-        .await;
+    let (double, _dir, _tactful) = started().await;
     let q = ask_docs(&double, "<@7001> never mind");
     double
         .wait_until("docs reacts to the message", |v| {
