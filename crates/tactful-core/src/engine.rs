@@ -641,7 +641,8 @@ impl Engine {
         let spec = &self.personas[p.0 as usize];
         let first = &triggers[0];
         let is_dm = room.is_dm;
-        let history = room.snapshot(&triggers, self.limits.max_turns);
+        let from = room.members[p.0 as usize].window_from;
+        let (history, window_from) = room.snapshot(&triggers, self.limits.max_turns, from);
         let room_bots = self
             .personas
             .iter()
@@ -704,6 +705,13 @@ impl Engine {
                 .map_or(crate::policy::DEFAULT_GATE_TIMEOUT, |g| g.timeout);
             self.arm(now + timeout, Timer::Gate(turn))
         });
+        // A gate reads only the newest few messages: its window is not the
+        // persona's.
+        if kind != TurnKind::Gate
+            && let Some(r) = self.rooms.get_mut(room_id)
+        {
+            r.members[p.0 as usize].window_from = window_from;
+        }
         let budget = (self.budgets && kind != TurnKind::Gate)
             .then(|| self.hold_budget(room_id, p, triggers.iter().map(|e| e.text.len()).sum()))
             .flatten();

@@ -304,6 +304,14 @@ async fn a_silent_turn_leaves_nothing_behind() {
                 id: "p1".into()
             },
             Call::Delete { id: "p1".into() },
+            // docs was asked directly and this platform has no reactions
+            // (like IRC): the silence notice, as a reply, instead of 👀.
+            Call::Send {
+                room: "main".into(),
+                text: tactful_core::policy::DEFAULT_SILENCE_NOTICE.into(),
+                reply_to: Some("t".into()),
+                id: "p2".into()
+            },
         ],
         "the half-typed token was never shown"
     );

@@ -65,8 +65,8 @@ async fn calls_are_settled_with_reported_usage_and_the_spend_survives_a_kill() {
             json!({ "type": "say", "room": "lobby", "text": question }),
         )
         .await;
-        let got = bot_messages(&mut ws, |m| !m.is_empty()).await;
-        assert_eq!(got[0]["text"], "Use the red button.");
+        // The answer streams into its placeholder: wait for all of it.
+        bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == "Use the red button.")).await;
         settle(server, (i + 1) as f64);
         let spent = TOKENS_PER_CALL * (i as u64 + 1);
         assert_eq!(
@@ -82,12 +82,15 @@ async fn calls_are_settled_with_reported_usage_and_the_spend_survives_a_kill() {
         json!({ "type": "say", "room": "lobby", "text": "@Docs one more?" }),
     )
     .await;
-    let got = bot_messages(&mut ws, |m| !m.is_empty()).await;
-    assert_eq!(got[0]["text"], NOTICE);
+    let got = bot_messages(&mut ws, |m| m.iter().any(|m| m["text"] == NOTICE)).await;
+    let notice = got.iter().find(|m| m["text"] == NOTICE).expect("the notice");
     assert!(
-        !got[0]["reply_to"].is_null(),
-        "a reply to the question: {:?}",
-        got[0]
+        !notice["reply_to"].is_null(),
+        "a reply to the question: {notice:?}"
+    );
+    assert!(
+        got.iter().all(|m| m["text"] != "…"),
+        "no placeholder: nothing was called: {got:#?}"
     );
     settle(server, 3.0);
     assert_eq!(remaining(server), Some((BUDGET - 2 * TOKENS_PER_CALL) as f64));

@@ -30,6 +30,9 @@ pub(super) struct PersonaRoom {
     pub(super) rate: RateLedger,
     pub(super) last_spoke: Option<Timestamp>,
     pub(super) ambient: Option<Box<AmbientState>>,
+    /// Where its last turn's history window started (see
+    /// [`Room::snapshot`]); not kept across a restart.
+    pub(super) window_from: Option<u64>,
     /// Its spend here, once a budget applies (boxed: most rooms of most
     /// configs have none, and every room holds one of these per persona).
     pub(super) budget: Option<Box<MemberBudget>>,
@@ -194,13 +197,37 @@ impl Room {
         Err(())
     }
 
-    /// The history a turn about `triggers` sees: the retained messages up to
-    /// the last trigger, triggers excluded, at most `max_turns` of them.
-    pub(super) fn snapshot(&self, triggers: &[Arc<Entry>], max_turns: usize) -> Vec<Arc<Entry>> {
+    /// The history a turn about `triggers` sees (the retained messages up
+    /// to the last trigger, triggers excluded, at most `max_turns` of
+    /// them), and the place it starts at, for the persona's next turn
+    /// (`from`: where its previous turn's window started).
+    ///
+    /// The window keeps its start while it holds at most `max_turns`
+    /// messages; past that it drops its older part at once and keeps the
+    /// newest half. So consecutive turns of a persona show the same oldest
+    /// messages, and their prompts share a long identical prefix, which
+    /// providers bill at a fraction of the price (cached input). Unlike a
+    /// window fixed to the room's message count, one kept per persona
+    /// moves only when that persona's own window is full: a persona asked
+    /// every half window keeps its start for two calls, not one. A first
+    /// turn (or one whose start has left the history) sees the newest
+    /// `max_turns`.
+    pub(super) fn snapshot(
+        &self,
+        triggers: &[Arc<Entry>],
+        max_turns: usize,
+        from: Option<u64>,
+    ) -> (Vec<Arc<Entry>>, Option<u64>) {
         let is_trigger = |e: &Arc<Entry>| triggers.iter().any(|t| t.id == e.id);
         let last = triggers.last().map(|t| &t.id);
         let mut out: Vec<(u64, Arc<Entry>)> = Vec::new();
+        // The prompt shows every trigger, so the next window must not
+        // start after the first one (its prefix would lose it).
+        let mut first_trigger = None;
         for (place, e) in self.history.iter_placed() {
+            if is_trigger(e) {
+                first_trigger.get_or_insert(place);
+            }
             if Some(&e.id) == last {
                 break;
             }
@@ -208,17 +235,18 @@ impl Room {
                 out.push((place, e.clone()));
             }
         }
-        // The window starts at a multiple of half its size, so it moves in
-        // blocks: consecutive turns see the same oldest messages and their
-        // prompts share a long identical prefix, which providers bill at a
-        // fraction of the price (cached input). It holds between half of
-        // `max_turns` and `max_turns` messages.
-        if out.len() > max_turns {
-            let half = (max_turns / 2).max(1) as u64;
-            let earliest = out[out.len() - max_turns].0;
-            let start = earliest.div_ceil(half) * half;
-            out.retain(|(place, _)| *place >= start);
+        if max_turns == 0 || out.is_empty() {
+            return (Vec::new(), from);
         }
-        out.into_iter().map(|(_, e)| e).collect()
+        let newest = |n: usize| out[out.len() - n.min(out.len())].0;
+        let last_place = out[out.len() - 1].0;
+        let start = match from {
+            Some(f) if f <= last_place && out.iter().filter(|(p, _)| *p >= f).count() <= max_turns => f,
+            Some(_) => newest((max_turns / 2).max(1)),
+            None => newest(max_turns),
+        };
+        out.retain(|(place, _)| *place >= start);
+        let shown_from = first_trigger.map_or(start, |t| t.min(start));
+        (out.into_iter().map(|(_, e)| e).collect(), Some(shown_from))
     }
 }

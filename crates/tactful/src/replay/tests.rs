@@ -711,20 +711,34 @@ fn context_is_bounded_in_turns_and_characters() {
         .map(|i| line(i as f64, "bob", &format!("chatter number {i:02}"), ""))
         .collect();
     scenario.push(line(30.0, "alice", "@docs summary?", ""));
+    scenario.push(line(31.0, "bob", "chatter number 20", ""));
+    scenario.push(line(32.0, "alice", "@docs and now?", ""));
     let t = with_prompts(&cfg, &scenario.join("\n"));
-    let convo = of_type(&t, "agent_call")[0]["prompt"]["messages"][0]["content"]
-        .as_str()
-        .expect("content")
-        .to_owned();
-    // The window starts at a multiple of half its size (blocks of 2 here):
-    // messages 16 to 19, between 3 and 5 of them.
+    let prompt = |i: usize| {
+        of_type(&t, "agent_call")[i]["prompt"]["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["content"].as_str().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // A first turn sees the newest 5: messages 15 to 19.
+    let convo = prompt(0);
     assert!(
-        convo.contains("chatter number 19") && convo.contains("chatter number 16"),
+        convo.contains("chatter number 19") && convo.contains("chatter number 15"),
         "{convo}"
     );
     assert!(
-        !convo.contains("chatter number 15") && !convo.contains("chatter number 14"),
-        "at most 5 earlier turns, in blocks: {convo}"
+        !convo.contains("chatter number 14"),
+        "at most 5 earlier turns: {convo}"
+    );
+    // The next would hold 8 from there: the older part goes at once and the
+    // newest half (2) is kept.
+    let convo = prompt(1);
+    assert!(
+        convo.contains("chatter number 20") && !convo.contains("chatter number 19"),
+        "{convo}"
     );
     let long = "x".repeat(300);
     let mut scenario: Vec<String> = (0..5)
@@ -871,4 +885,36 @@ fn a_runaway_answer_is_cut_at_max_reply_chars_and_the_trace_says_so() {
     // Within the limit nothing changes.
     let t = replay(&answering("short", ""), &line(0.0, "alice", "@docs hi", ""));
     assert!(of_type(&t, "send")[0].get("truncated_from").is_none());
+}
+
+#[test]
+fn a_window_keeps_its_start_until_it_is_full() {
+    let cfg = format!(
+        "{}\n[context]\nmax_turns = 4\n",
+        two_personas("mode = \"mention\"")
+    );
+    let mut scenario: Vec<String> = (0..6)
+        .map(|i| line(i as f64, "bob", &format!("chatter {i}"), ""))
+        .collect();
+    scenario.push(line(10.0, "alice", "@docs one?", r#", "id": "q1""#));
+    scenario.push(line(20.0, "bob", "chatter 6", ""));
+    scenario.push(line(21.0, "alice", "@docs two?", r#", "id": "q2""#));
+    scenario.push(line(30.0, "alice", "@docs three?", r#", "id": "q3""#));
+    let t = with_prompts(&cfg, &scenario.join("\n"));
+    let calls = of_type(&t, "agent_call");
+    let first = |i: usize| calls[i]["prompt"]["messages"][0]["content"].clone();
+    // The second turn's window would hold 7 from the first's start: it
+    // keeps the newest 2 (docs's answer to q1 and chatter 6).
+    assert_eq!(first(1), "ok q1");
+    // The third's holds 4 from there (the answer, chatter 6, q2 and its
+    // answer): it keeps its start, so its prompt begins as the second's
+    // did. A window fixed to the room's count would have moved on.
+    assert_eq!(first(2), "ok q1");
+    assert!(
+        calls[2]["prompt"]["messages"][1]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("[from bob] chatter 6")),
+        "{:#?}",
+        calls[2]["prompt"]
+    );
 }
