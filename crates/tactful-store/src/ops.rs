@@ -100,6 +100,17 @@ pub enum Op {
         /// The message's platform id.
         id: MsgId,
     },
+    /// Someone reacted to a shown message.
+    ShownReact {
+        /// The room.
+        room: RoomId,
+        /// The message's platform id.
+        id: MsgId,
+        /// The emoji.
+        emoji: String,
+        /// Who reacted (a display name).
+        by: String,
+    },
     /// An agent call started (the console's transcript and costs).
     CallStarted(crate::CallStart),
     /// More about an agent call: its answer, then what came of it.
@@ -290,6 +301,9 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
         Op::ShownDelete { room, id } => {
             tx.prepare_cached("DELETE FROM shown WHERE room = ?1 AND id = ?2")?
                 .execute(params![room.as_str(), id.as_str()])?;
+        }
+        Op::ShownReact { room, id, emoji, by } => {
+            crate::shown::react(tx, room.as_str(), id.as_str(), emoji, by)?;
         }
         Op::CallStarted(c) => crate::calls::start(tx, c)?,
         Op::CallEnded(e) => crate::calls::end(tx, e)?,

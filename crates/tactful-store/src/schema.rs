@@ -141,6 +141,11 @@ CREATE INDEX calls_by_room ON calls (room, turn);
 -- the upgrade is lost with them: its messages go unanswered once.)
 DELETE FROM pending_turns WHERE kind = 'gate';
 ",
+    // Reactions on the web room's messages (a persona's 👀 when it chose
+    // silence), as JSON: [[emoji, [names]], ...].
+    r"
+ALTER TABLE shown ADD COLUMN reactions TEXT;
+",
 ];
 
 /// Brings the file at `path` to the current version.

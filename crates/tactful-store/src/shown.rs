@@ -6,7 +6,7 @@
 //! restart is recognised by its idempotency key instead of being shown
 //! twice.
 
-use rusqlite::{Transaction, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 use tactful_core::{MsgId, RoomId, Timestamp, UserId};
 
 use crate::{Store, StoreError};
@@ -33,6 +33,49 @@ pub struct ShownMessage {
     pub reply_to: Option<MsgId>,
     /// When.
     pub time: Timestamp,
+    /// Reactions on it, in the order they came: each emoji with who put
+    /// it there.
+    pub reactions: Vec<(String, Vec<String>)>,
+}
+
+/// The most distinct reactions kept on one message.
+const MAX_REACTIONS: usize = 20;
+
+/// Adds `by`'s `emoji` to message `id` of `room` (once; nothing for a
+/// message the room no longer keeps).
+pub(crate) fn react(
+    tx: &Transaction<'_>,
+    room: &str,
+    id: &str,
+    emoji: &str,
+    by: &str,
+) -> Result<(), StoreError> {
+    let stored: Option<Option<String>> = tx
+        .prepare_cached("SELECT reactions FROM shown WHERE room = ?1 AND id = ?2")?
+        .query_row(params![room, id], |r| r.get(0))
+        .optional()?;
+    let Some(stored) = stored else {
+        return Ok(());
+    };
+    let mut all = parse(stored.as_deref());
+    let kinds = all.len();
+    match all.iter_mut().find(|(e, _)| e == emoji) {
+        Some((_, who)) if who.iter().any(|w| w == by) => return Ok(()),
+        Some((_, who)) => who.push(by.to_owned()),
+        None if kinds >= MAX_REACTIONS => return Ok(()),
+        None => all.push((emoji.to_owned(), vec![by.to_owned()])),
+    }
+    let json = serde_json::to_string(&all).unwrap_or_default();
+    tx.prepare_cached("UPDATE shown SET reactions = ?3 WHERE room = ?1 AND id = ?2")?
+        .execute(params![room, id, json])?;
+    Ok(())
+}
+
+/// Stored reactions; what cannot be read is none.
+fn parse(stored: Option<&str>) -> Vec<(String, Vec<String>)> {
+    stored
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default()
 }
 
 /// Inserts `m` (once: the same id or key again changes nothing) and keeps
@@ -65,7 +108,7 @@ impl Store {
     /// The newest `limit` shown messages of every room, oldest first.
     pub fn shown(&self, limit: usize) -> Result<Vec<ShownMessage>, StoreError> {
         let mut stmt = self.conn.prepare_cached(
-            "SELECT room, id, key, sender_id, sender_name, is_bot, text, reply_to, time FROM (
+            "SELECT room, id, key, sender_id, sender_name, is_bot, text, reply_to, time, reactions FROM (
                  SELECT *, row_number() OVER (PARTITION BY room ORDER BY seq DESC) AS n FROM shown)
              WHERE n <= ?1 ORDER BY seq",
         )?;
@@ -80,6 +123,7 @@ impl Store {
                 text: r.get(6)?,
                 reply_to: r.get::<_, Option<String>>(7)?.map(MsgId::new),
                 time: Timestamp::from_millis(r.get::<_, i64>(8)?.max(0) as u64),
+                reactions: parse(r.get::<_, Option<String>>(9)?.as_deref()),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

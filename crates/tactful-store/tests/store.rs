@@ -339,7 +339,42 @@ fn shown(id: &str, key: Option<&str>, text: &str) -> ShownMessage {
         text: text.to_owned(),
         reply_to: None,
         time: at(1),
+        reactions: Vec::new(),
     }
+}
+
+#[test]
+fn reactions_on_shown_messages_are_kept_once_each_and_bounded() {
+    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+    let react = |id: &str, emoji: &str, by: &str| Op::ShownReact {
+        room: "lobby".into(),
+        id: id.into(),
+        emoji: emoji.into(),
+        by: by.into(),
+    };
+    let mut ops = vec![
+        Op::Shown {
+            msg: shown("w1", None, "@Docs thanks"),
+            keep: 10,
+        },
+        react("w1", "👀", "Docs"),
+        // The same reaction again (a resend) is not a second one.
+        react("w1", "👀", "Docs"),
+        react("w1", "👀", "Chef"),
+        // A message the room no longer keeps: nothing, no error.
+        react("w404", "👀", "Docs"),
+    ];
+    // More kinds than a message keeps: the rest are left out.
+    ops.extend((0..30).map(|i| react("w1", &format!("e{i}"), "Docs")));
+    store.apply(&ops).expect("saved");
+    let shown = store.shown(10).expect("reads");
+    assert_eq!(shown.len(), 1);
+    let r = &shown[0].reactions;
+    assert_eq!(
+        r[0],
+        ("👀".to_owned(), vec!["Docs".to_owned(), "Chef".to_owned()])
+    );
+    assert_eq!(r.len(), 20, "bounded: {r:?}");
 }
 
 #[test]

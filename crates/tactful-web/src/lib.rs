@@ -258,7 +258,11 @@ impl WebPlatform {
                     text: m.text,
                     time: m.time.to_rfc3339(),
                     why: Vec::new(),
-                    reactions: Vec::new(),
+                    reactions: m
+                        .reactions
+                        .into_iter()
+                        .map(|(emoji, by)| room::Reaction { emoji, by })
+                        .collect(),
                 };
                 room.restore(msg, m.key, limit);
             }
@@ -439,6 +443,7 @@ impl Shared {
                 text: msg.text.clone(),
                 reply_to: msg.reply_to.as_deref().map(MsgId::new),
                 time,
+                reactions: Vec::new(),
             },
             keep: self.config.history,
         }
@@ -564,10 +569,24 @@ impl Platform for WebPlatform {
                     .get_mut(room.as_str())
                     .filter(|r| r.knows(msg.as_str()))
                     .ok_or_else(|| PlatformError(format!("no message {msg} in {room}")))?;
-                r.queue_react(msg.to_string(), emoji.to_owned(), name);
+                r.queue_react(msg.to_string(), emoji.to_owned(), name.clone());
                 r.flush(room.as_str(), shared.config.history, &shared.events);
                 Ok::<_, PlatformError>(())
-            })?
+            })??;
+            // Stored before the delivery counts as done, so a restart
+            // shows it again (reactions are rare: the wait costs nothing).
+            if let Some(saver) = shared.saver().await? {
+                saver
+                    .save(vec![Op::ShownReact {
+                        room: room.clone(),
+                        id: msg.clone(),
+                        emoji: emoji.to_owned(),
+                        by: name,
+                    }])
+                    .await
+                    .map_err(|e| PlatformError(format!("the reaction was shown but not stored: {e}")))?;
+            }
+            Ok(())
         })
     }
 

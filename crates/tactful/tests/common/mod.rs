@@ -199,6 +199,22 @@ pub async fn bot_messages(ws: &mut Socket, done: impl Fn(&[Value]) -> bool) -> V
     got
 }
 
+/// The first event of the room's WebSocket `want` takes (30 s at most).
+pub async fn event(ws: &mut Socket, want: impl Fn(&Value) -> bool) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let Some(Ok(Ws::Text(t))) = ws.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                if want(&v) {
+                    return v;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the event came")
+}
+
 /// The id of the room's message with this text, from the room's own echo.
 pub async fn id_of(ws: &mut Socket, text: &str) -> String {
     tokio::time::timeout(Duration::from_secs(10), async {
