@@ -178,6 +178,7 @@ mod tests {
             silence_token: None,
             triggers,
             history: vec![],
+            trigger_at: vec![],
             max_chars: 1000,
             room_bots: vec![],
             flush_trigger: None,

@@ -35,9 +35,10 @@ pub struct TokenBudget {
 pub const DEFAULT_BUDGET_NOTICE: &str =
     "I have used up my budget for now and cannot answer until it frees up. Please ask again later.";
 
-/// The fewest tokens one budget may hold: less than one short call is a
-/// typo, not a budget.
-pub const MIN_BUDGET_TOKENS: u64 = 100;
+/// The fewest tokens one budget may hold: the smallest estimate of one
+/// call (tactful's contract and a full answer, nothing else). A smaller
+/// budget could never pay for a call.
+pub const MIN_BUDGET_TOKENS: u64 = (CONTRACT_BYTES.div_ceil(3) + ESTIMATED_ANSWER_CHARS.div_ceil(3)) as u64;
 
 /// Characters of answer an estimate counts on: a longer answer is settled
 /// at its real cost.

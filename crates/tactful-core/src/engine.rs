@@ -564,6 +564,9 @@ impl Engine {
         let first = offer.as_ref().map(|note| note.persona.clone());
         self.out.extend(offer.map(Output::Floor));
 
+        // Notices are said after every persona's action on the message, so
+        // the others decide it before they hear the notice.
+        let mut notices = Vec::new();
         for (p, v, turn) in actions {
             let room_id = &msg.room;
             let policy = self.rooms[room_id].policies[p.0 as usize].clone();
@@ -603,10 +606,7 @@ impl Engine {
                     );
                 }
                 Action::Buffer => self.buffer(now, room_id, p, entry.clone()),
-                Action::Notice => {
-                    let turn = turn.expect("notice actions carry an id");
-                    self.budget_notice(now, turn, room_id, p, &entry);
-                }
+                Action::Notice => notices.push((p, turn.expect("notice actions carry an id"))),
                 Action::None => {}
             }
             if let Some(t) = turn {
@@ -617,6 +617,9 @@ impl Engine {
                     self.floor_offered(now, room_id, &msg.id, t);
                 }
             }
+        }
+        for (p, turn) in notices {
+            self.budget_notice(now, turn, &msg.room, p, &entry);
         }
     }
 
@@ -642,7 +645,7 @@ impl Engine {
         let first = &triggers[0];
         let is_dm = room.is_dm;
         let from = room.members[p.0 as usize].window_from;
-        let (history, window_from) = room.snapshot(&triggers, self.limits.max_turns, from);
+        let (history, window_from, trigger_at) = room.snapshot(&triggers, self.limits.max_turns, from);
         let room_bots = self
             .personas
             .iter()
@@ -690,6 +693,7 @@ impl Engine {
             silence_token: silence_allowed.then(|| policy.silence_token.clone()),
             triggers: triggers.clone(),
             history,
+            trigger_at,
             max_chars: self.limits.max_chars,
             room_bots,
             flush_trigger,

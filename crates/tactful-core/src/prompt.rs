@@ -175,7 +175,7 @@ pub fn gate_system(req: &TurnRequest) -> String {
 /// The conversation is shown in the order it happened, the triggering
 /// messages included (an ambient batch's messages sit among the others
 /// that arrived meanwhile, as they will when the next prompt shows them as
-/// history); then, last, the ambient note and the sender context. The
+/// history); then, last, the sender context. The
 /// character budget keeps the newest history: older entries are left out
 /// until the conversation fits, and a trigger longer than the whole budget
 /// is clipped rather than dropped.
@@ -183,39 +183,41 @@ pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
     if req.kind == TurnKind::Gate {
         return render_gate(req);
     }
-    let (older, newer) = split_at_triggers(req);
     let closing = sender_context(req);
-    let newer: Vec<(Role, String)> = newer
+    // Every entry in order, with its cost; triggers are always shown.
+    let mut shown: Vec<(Role, String, usize, bool)> = in_order(req)
         .into_iter()
-        .map(|e| {
-            let (role, content) = as_chat(req, e);
-            (role, clip_chars(&content, req.max_chars))
-        })
-        .collect();
-    let fixed: usize =
-        newer.iter().map(|(_, c)| c.chars().count() + 1).sum::<usize>() + closing.chars().count() + 2;
-    let budget = req.max_chars.saturating_sub(fixed);
-    let mut kept: Vec<(Role, String, usize)> = older
-        .into_iter()
-        .map(|e| {
-            let (role, content) = as_chat(req, e);
+        .map(|(e, trigger)| {
+            let (role, mut content) = as_chat(req, e);
+            if trigger {
+                content = clip_chars(&content, req.max_chars);
+            }
             let cost = content.chars().count() + 1;
-            (role, content, cost)
+            (role, content, cost, trigger)
         })
         .collect();
-    // Over the budget, the older half goes at once (and again if need be),
-    // not one message per turn: the prompt's start stays the same from one
-    // turn to the next, which providers' prompt caches reward.
-    let mut total: usize = kept.iter().map(|k| k.2).sum();
-    while total > budget && !kept.is_empty() {
-        let drop = kept.len().div_ceil(2);
-        total -= kept.drain(..drop).map(|k| k.2).sum::<usize>();
+    let fixed: usize = shown.iter().filter(|k| k.3).map(|k| k.2).sum::<usize>() + closing.chars().count() + 2;
+    let budget = req.max_chars.saturating_sub(fixed);
+    let mut total: usize = shown.iter().filter(|k| !k.3).map(|k| k.2).sum();
+    // Over the budget, the older half of the history before the first
+    // trigger goes at once (and again if need be), not one message per
+    // turn: the prompt's start stays the same from one turn to the next,
+    // which providers' prompt caches reward. What arrived among the
+    // triggers goes last, oldest first.
+    let mut before = shown.iter().position(|k| k.3).unwrap_or(shown.len());
+    while total > budget && before > 0 {
+        let drop = before.div_ceil(2);
+        total -= shown.drain(..drop).map(|k| k.2).sum::<usize>();
+        before -= drop;
     }
-    let mut messages = Vec::with_capacity(kept.len() + newer.len() + 1);
-    for (role, content, _) in kept {
-        push(&mut messages, role, content);
+    while total > budget {
+        let Some(i) = shown.iter().position(|k| !k.3) else {
+            break;
+        };
+        total -= shown.remove(i).2;
     }
-    for (role, content) in newer {
+    let mut messages = Vec::with_capacity(shown.len() + 1);
+    for (role, content, _, _) in shown {
         push(&mut messages, role, content);
     }
     match messages.last_mut() {
@@ -244,38 +246,27 @@ fn as_chat(req: &TurnRequest, e: &Entry) -> (Role, String) {
     }
 }
 
-/// The conversation in order, cut before the first trigger: the part the
-/// character budget may shorten, and the rest (triggers and what arrived
-/// among them), always shown. A reply turn's history all precedes its
-/// trigger; an ambient batch's triggers are put back among the history by
-/// their time (the engine hands them over separately), earlier history
-/// first on a tie.
-fn split_at_triggers(req: &TurnRequest) -> (Vec<&Entry>, Vec<&Entry>) {
-    let Some(first) = req.triggers.first() else {
-        return (req.history.iter().map(|e| &**e).collect(), Vec::new());
-    };
-    if req.kind != TurnKind::Ambient {
-        return (
-            req.history.iter().map(|e| &**e).collect(),
-            req.triggers.iter().map(|e| &**e).collect(),
-        );
-    }
-    let cut = req
-        .history
-        .iter()
-        .position(|e| e.time > first.time)
-        .unwrap_or(req.history.len());
-    let older = req.history[..cut].iter().map(|e| &**e).collect();
-    let mut newer = Vec::with_capacity(req.history.len() - cut + req.triggers.len());
-    let mut triggers = req.triggers.iter().peekable();
-    for e in &req.history[cut..] {
-        while let Some(t) = triggers.next_if(|t| t.time < e.time) {
-            newer.push(&**t);
+/// The conversation in the order the room heard it, each entry marked
+/// whether it is a trigger. The engine says where each trigger sits among
+/// the history ([`TurnRequest::trigger_at`]: an ambient batch's messages
+/// arrive among others); without that, the triggers come after it.
+fn in_order(req: &TurnRequest) -> Vec<(&Entry, bool)> {
+    let history = &req.history;
+    let mut out = Vec::with_capacity(history.len() + req.triggers.len());
+    let mut pos = 0;
+    if req.trigger_at.len() == req.triggers.len() {
+        for (t, &at) in req.triggers.iter().zip(&req.trigger_at) {
+            let at = at.clamp(pos, history.len());
+            out.extend(history[pos..at].iter().map(|e| (&**e, false)));
+            pos = at;
+            out.push((&**t, true));
         }
-        newer.push(&**e);
+        out.extend(history[pos..].iter().map(|e| (&**e, false)));
+    } else {
+        out.extend(history.iter().map(|e| (&**e, false)));
+        out.extend(req.triggers.iter().map(|e| (&**e, true)));
     }
-    newer.extend(triggers.map(|t| &**t));
-    (older, newer)
+    out
 }
 
 /// The gate variant: one user message with the recent turns (few, each
@@ -303,5 +294,105 @@ fn render_gate(req: &TurnRequest) -> Prompt {
             role: Role::User,
             content: text,
         }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::persona::PersonaIdx;
+    use crate::time::Timestamp;
+
+    fn entry(id: &str, text: &str, time: u64) -> Arc<Entry> {
+        Arc::new(Entry {
+            id: id.into(),
+            author: "bob".into(),
+            author_name: "bob".into(),
+            is_bot: false,
+            persona: None,
+            text: text.into(),
+            reply_to: None,
+            thread: None,
+            time: Timestamp(time),
+        })
+    }
+
+    /// An ambient batch `t1`, `t2` among history `h0`..`h2`, heard in the
+    /// order h0, t1, h1, t2, h2 whatever their timestamps say.
+    fn batch(max_chars: usize, long: usize) -> TurnRequest {
+        TurnRequest {
+            turn: crate::ids::TurnId(1),
+            kind: TurnKind::Ambient,
+            started: Timestamp(0),
+            persona: "guide".into(),
+            persona_idx: PersonaIdx(0),
+            persona_name: "guide".into(),
+            agent: "a".into(),
+            prompt: "".into(),
+            room: "main".into(),
+            thread: None,
+            is_dm: false,
+            silence_token: Some("NO_REPLY".into()),
+            // A persona's echo carries the engine's clock, a platform's
+            // message its own: times need not follow arrival.
+            triggers: vec![
+                entry("t1", "first of the batch", 50),
+                entry("t2", "second of the batch", 10),
+            ],
+            history: vec![
+                entry("h0", "before", 90),
+                entry("h1", &"x".repeat(long), 5),
+                entry("h2", "between", 70),
+            ],
+            trigger_at: vec![1, 2],
+            max_chars,
+            room_bots: vec![],
+            flush_trigger: None,
+            addressed: false,
+            max_reply_chars: 1000,
+            strip_reasoning: true,
+            hooked: false,
+        }
+    }
+
+    fn conversation(p: &Prompt) -> String {
+        p.messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn a_batch_is_shown_in_the_order_the_room_heard_it_not_by_timestamp() {
+        let text = conversation(&render(&batch(10_000, 3), DEFAULT_CONTRACT));
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
+        let order = [
+            at("before"),
+            at("first of the batch"),
+            at("xxx"),
+            at("second of the batch"),
+            at("between"),
+        ];
+        assert!(order.is_sorted(), "{order:?} in {text}");
+    }
+
+    #[test]
+    fn what_arrived_among_the_batch_counts_against_the_character_budget() {
+        let p = render(&batch(2_000, 50_000), DEFAULT_CONTRACT);
+        let text = conversation(&p);
+        assert!(
+            text.chars().count() <= 2_000,
+            "{} characters",
+            text.chars().count()
+        );
+        assert!(text.contains("first of the batch") && text.contains("second of the batch"));
+        assert!(
+            !text.contains("xxxxxxxxxx"),
+            "the long message between them is left out"
+        );
+        assert!(text.contains("between"), "what fits is kept");
     }
 }

@@ -120,6 +120,11 @@ pub struct TurnRequest {
     pub triggers: Vec<Arc<Entry>>,
     /// Earlier room history, oldest first, at most `context.max_turns`.
     pub history: Vec<Arc<Entry>>,
+    /// For each trigger, how many of `history` the room heard before it:
+    /// an ambient batch's messages arrive among others, and the prompt
+    /// shows them in that order. Empty: every trigger comes after the
+    /// history.
+    pub trigger_at: Vec<usize>,
     /// Character budget for the rendered conversation.
     pub max_chars: usize,
     /// Display names of the other bots in the room (other personas

@@ -247,3 +247,75 @@ fn an_ambient_batch_over_budget_is_skipped_and_a_persona_without_one_answers() {
     let who: Vec<_> = calls(&out).iter().map(|r| r.persona.to_string()).collect();
     assert_eq!(who, ["chef"], "chef has no budget");
 }
+
+/// `docs` in `all` mode behind a gate (agent `g`), with `tokens` an hour.
+fn gated(tokens: u64) -> Engine {
+    engine_with(
+        &["docs"],
+        tokens,
+        PolicyPatch {
+            reply_gate: tactful_core::GatePatch {
+                enabled: Some(true),
+                agent: Some("g".into()),
+                ..Default::default()
+            },
+            ..PolicyPatch::default()
+        },
+    )
+}
+
+#[test]
+fn a_gate_that_lets_a_reply_through_is_counted_and_its_reply_checked_again() {
+    // Room for one reply: two gated messages arrive together, both gates
+    // are asked (they hold nothing), both say REPLY.
+    let mut e = gated(2_000);
+    let g1 = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    let g2 = calls(&ask(&mut e, 10, "q2", "still red"));
+    assert_eq!((g1.len(), g2.len()), (1, 1), "two gate calls");
+    e.handle_usage(g1[0].turn, 50);
+    e.handle_agent_result(ms(100), g1[0].turn, AgentResult::Output("REPLY".into()));
+    let out: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
+    assert_eq!(reason(&out, "q1"), Some((Outcome::Reply, Reason::GateReply)));
+    let reply = calls(&out);
+    assert_eq!(reply.len(), 1, "the reply's call");
+    // The first reply holds its estimate: the second no longer fits.
+    e.handle_agent_result(ms(110), g2[0].turn, AgentResult::Output("REPLY".into()));
+    let out: Vec<Output> = std::iter::from_fn(|| e.poll_output()).collect();
+    assert_eq!(reason(&out, "q2"), Some((Outcome::Skip, Reason::BudgetExhausted)));
+    assert!(calls(&out).is_empty(), "no reply call over budget");
+    assert!(out.iter().any(|o| matches!(o, Output::OverBudget(_))), "{out:#?}");
+    // The reply costs 300: with the gate's 50, 350 are spent.
+    e.handle_usage(reply[0].turn, 300);
+    e.handle_agent_result(ms(200), reply[0].turn, AgentResult::Output("Looking.".into()));
+    while e.poll_output().is_some() {}
+    assert_eq!(left(&mut e, 200), 2_000 - 350, "the gate's call is counted too");
+}
+
+#[test]
+fn a_persona_asked_with_another_decides_before_the_notice() {
+    let mut e = engine_with(
+        &["docs", "chef"],
+        2_000,
+        PolicyPatch {
+            mode: Some(Mode::Mention),
+            ..PolicyPatch::default()
+        },
+    );
+    let c = calls(&ask(&mut e, 0, "q1", "@docs hi"));
+    e.handle_usage(c[0].turn, 1_900);
+    e.handle_agent_result(ms(100), c[0].turn, AgentResult::Output("Hi.".into()));
+    while e.poll_output().is_some() {}
+    let out = ask(&mut e, 1_000, "q2", "@docs @chef lunch?");
+    let chef_call = out
+        .iter()
+        .position(|o| matches!(o, Output::CallAgent(r) if r.persona.as_str() == "chef"))
+        .expect("chef is asked");
+    let notice = out
+        .iter()
+        .position(|o| matches!(o, Output::Send(s) if s.notice))
+        .expect("docs's notice");
+    assert!(
+        chef_call < notice,
+        "chef's turn starts before docs's notice is heard: {out:#?}"
+    );
+}

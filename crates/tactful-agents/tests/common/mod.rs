@@ -51,6 +51,7 @@ pub fn turn() -> TurnRequest {
             entry("m1", "alice", "Alice", None, "@docs hello", 1_000),
             entry("docs:1", "docs", "Docs", Some(0), "Hi Alice.", 2_000),
         ],
+        trigger_at: vec![],
         max_chars: 10_000,
         room_bots: vec![],
         flush_trigger: None,

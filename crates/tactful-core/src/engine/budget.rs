@@ -2,10 +2,11 @@
 //! ledger pays for a persona's call in a room, the check before a turn is
 //! decided, the hold when its call starts, and the settlement when it ends.
 //!
-//! The check and the hold are one step apart only for a gated message
-//! (the gate's call comes between): everywhere else the engine checks and
-//! holds in the same call, so turns decided together see each other's
-//! holds.
+//! The engine checks and holds in the same call, so turns decided together
+//! see each other's holds. A gated message is checked when it is decided
+//! and again when its gate lets the reply through (other turns may have
+//! spent the budget while the gate ran); the gate's own call holds nothing
+//! and is counted as reported.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;

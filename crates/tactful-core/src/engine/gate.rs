@@ -21,6 +21,10 @@ impl Engine {
             Some(GateVerdict::Skip) => Reason::GateSkip,
             None => Reason::GateFailedOpen,
         };
+        // Other turns may have spent the budget while the gate ran: the
+        // reply it lets through must still fit (`budget.rs`).
+        let bytes: usize = gate.triggers.iter().map(|e| e.text.len()).sum();
+        let affordable = reason == Reason::GateSkip || self.affords(now, &room_id, p, bytes);
         match gate.gate_for {
             Some(GateFor::Ambient(trigger)) => {
                 if reason == Reason::GateSkip {
@@ -34,7 +38,29 @@ impl Engine {
                     self.finish(now, gate_id, gate, false);
                     return;
                 }
-                // The flush goes ahead with the gate's slots and batch.
+                if !affordable {
+                    let msgs: Vec<MsgId> = gate.msgs();
+                    let newest = msgs.last().cloned();
+                    self.out.push_back(Output::Ambient(AmbientNote {
+                        at: now,
+                        persona: spec_id,
+                        room: room_id.clone(),
+                        event: AmbientEvent::Skipped {
+                            msgs,
+                            reason: Reason::BudgetExhausted,
+                        },
+                    }));
+                    if let Some(note) = newest.and_then(|m| self.budget_note(now, &room_id, p, m, bytes)) {
+                        self.out.push_back(Output::OverBudget(note));
+                    }
+                    self.finish(now, gate_id, gate, false);
+                    return;
+                }
+                // The gate's own call is counted; the flush goes ahead with
+                // the gate's slots and batch.
+                if self.budgets {
+                    self.settle_budget(now, &gate);
+                }
                 let unprompted = gate.unprompted;
                 let turn = self.new_turn_id();
                 self.replace_in_flight(&room_id, p, gate_id, turn);
@@ -62,6 +88,8 @@ impl Engine {
                     (Outcome::Skip, Reason::FloorTaken)
                 } else if reason == Reason::GateSkip {
                     (Outcome::Skip, reason)
+                } else if !affordable {
+                    (Outcome::Skip, Reason::BudgetExhausted)
                 } else {
                     (Outcome::Reply, reason)
                 };
@@ -75,8 +103,18 @@ impl Engine {
                     reason,
                     turn,
                 }));
+                if reason == Reason::BudgetExhausted
+                    && let Some(note) = self.budget_note(now, &room_id, p, msg.clone(), bytes)
+                {
+                    self.out.push_back(Output::OverBudget(note));
+                }
                 match turn {
                     Some(t) => {
+                        // The gate's own call is counted (`finish` does it
+                        // on the other paths).
+                        if self.budgets {
+                            self.settle_budget(now, &gate);
+                        }
                         let (passed, unprompted) = (gate.floor_pass, gate.unprompted);
                         self.start_turn(
                             now,

@@ -217,16 +217,16 @@ impl Room {
         triggers: &[Arc<Entry>],
         max_turns: usize,
         from: Option<u64>,
-    ) -> (Vec<Arc<Entry>>, Option<u64>) {
+    ) -> (Vec<Arc<Entry>>, Option<u64>, Vec<usize>) {
         let is_trigger = |e: &Arc<Entry>| triggers.iter().any(|t| t.id == e.id);
         let last = triggers.last().map(|t| &t.id);
         let mut out: Vec<(u64, Arc<Entry>)> = Vec::new();
         // The prompt shows every trigger, so the next window must not
         // start after the first one (its prefix would lose it).
-        let mut first_trigger = None;
+        let mut trigger_places = Vec::with_capacity(triggers.len());
         for (place, e) in self.history.iter_placed() {
             if is_trigger(e) {
-                first_trigger.get_or_insert(place);
+                trigger_places.push(place);
             }
             if Some(&e.id) == last {
                 break;
@@ -236,7 +236,7 @@ impl Room {
             }
         }
         if max_turns == 0 || out.is_empty() {
-            return (Vec::new(), from);
+            return (Vec::new(), from, Vec::new());
         }
         let newest = |n: usize| out[out.len() - n.min(out.len())].0;
         let last_place = out[out.len() - 1].0;
@@ -246,7 +246,21 @@ impl Room {
             None => newest(max_turns),
         };
         out.retain(|(place, _)| *place >= start);
-        let shown_from = first_trigger.map_or(start, |t| t.min(start));
-        (out.into_iter().map(|(_, e)| e).collect(), Some(shown_from))
+        // Where each trigger sits among what is shown. (A trigger the
+        // history no longer holds is not among its places: it goes last.)
+        let trigger_at = if trigger_places.len() == triggers.len() {
+            trigger_places
+                .iter()
+                .map(|t| out.partition_point(|(p, _)| p < t))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let shown_from = trigger_places.first().map_or(start, |&t| t.min(start));
+        (
+            out.into_iter().map(|(_, e)| e).collect(),
+            Some(shown_from),
+            trigger_at,
+        )
     }
 }

@@ -54,7 +54,7 @@ impl<'de> Deserialize<'de> for RawBudget {
                 let tokens = tokens.ok_or_else(|| de::Error::missing_field("tokens"))?;
                 if tokens < MIN_BUDGET_TOKENS {
                     return Err(de::Error::custom(format!(
-                        "`tokens` must be at least {MIN_BUDGET_TOKENS} (one short call costs more; use mode = \"observe\" for no calls)"
+                        "`tokens` must be at least {MIN_BUDGET_TOKENS}, the smallest estimate of one call (tactful's contract and a full answer); a smaller budget could never pay for one"
                     )));
                 }
                 let per_seconds = per.unwrap_or(86_400);
@@ -164,7 +164,7 @@ rules = [{ when = "", reply = "ok" }]
         let e = parse(&BASE.replace("tokens = 50000", "tokens = 50")).expect_err("too small");
         let shown = e.to_string();
         assert!(
-            shown.contains("t.toml:5") && shown.contains("at least 100"),
+            shown.contains("t.toml:5") && shown.contains(&format!("at least {MIN_BUDGET_TOKENS}")),
             "{shown}"
         );
         // `tokens` is a count, not a secret: the snippet shows it.
@@ -175,7 +175,7 @@ rules = [{ when = "", reply = "ok" }]
             shown.contains("unknown field `token`") && shown.contains("`tokens`"),
             "{shown}"
         );
-        let e = parse(&BASE.replace("tokens = 50000", "tokens = 500, notice = \" \"")).expect_err("blank");
+        let e = parse(&BASE.replace("tokens = 50000", "tokens = 5000, notice = \" \"")).expect_err("blank");
         assert!(e.to_string().contains("`notice` must be some text"), "{e}");
     }
 }
