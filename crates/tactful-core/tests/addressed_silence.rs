@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{drain, ms};
+use common::{drain, ms, notices};
 use std::sync::Arc;
 
 use tactful_core::policy::{AddressedSilence, DEFAULT_SILENCE_NOTICE, PolicyPatch};
@@ -47,17 +47,6 @@ fn reactions(out: &[Output]) -> Vec<ReactNote> {
     out.iter()
         .filter_map(|o| match o {
             Output::React(n) => Some(n.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn notices(out: &[Output]) -> Vec<(String, Option<String>)> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Send(s) if s.notice => {
-                Some((s.text.clone(), s.reply_to.as_ref().map(ToString::to_string)))
-            }
             _ => None,
         })
         .collect()

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{ask, calls, ms};
+use common::{ask, calls, ms, notices};
 use std::time::Duration;
 
 use tactful_core::budget::{DEFAULT_BUDGET_NOTICE, TokenBudget};
@@ -63,17 +63,6 @@ fn reason(out: &[Output], msg: &str) -> Option<(Outcome, Reason)> {
         }
         _ => None,
     })
-}
-
-fn notices(out: &[Output]) -> Vec<(String, Option<String>)> {
-    out.iter()
-        .filter_map(|o| match o {
-            Output::Send(s) if s.notice => {
-                Some((s.text.clone(), s.reply_to.as_ref().map(ToString::to_string)))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 fn answer(e: &mut Engine, at: u64, r: &TurnRequest, text: &str, usage: Option<u64>) -> Vec<Output> {

@@ -29,3 +29,16 @@ pub fn ask(e: &mut Engine, at: u64, id: &str, text: &str) -> Vec<Output> {
     e.handle_message(ms(at), Message::new(id, "lobby", "alice", text, ms(at)));
     drain(e)
 }
+
+/// tactful's own notices among `out` (not the agents' replies): text, and
+/// the message each replies to.
+pub fn notices(out: &[Output]) -> Vec<(String, Option<String>)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send(s) if s.notice => {
+                Some((s.text.clone(), s.reply_to.as_ref().map(ToString::to_string)))
+            }
+            _ => None,
+        })
+        .collect()
+}
