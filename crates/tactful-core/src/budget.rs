@@ -218,6 +218,21 @@ mod tests {
     }
 
     #[test]
+    fn a_broken_usage_report_cannot_overflow_the_ledger() {
+        let b = budget(1_000, 60);
+        let mut l = SpendLedger::default();
+        let t = Timestamp::from_millis(0);
+        l.hold(u64::MAX);
+        l.hold(5);
+        l.settle(t, b.per, u64::MAX, u64::MAX);
+        l.add(t, b.per, u64::MAX);
+        assert_eq!(l.remaining(t, &b), 0);
+        assert!(!l.fits(t, &b, 1));
+        // Once the window has passed, the budget is whole again.
+        assert_eq!(l.remaining(Timestamp::from_millis(200_000), &b), 1_000);
+    }
+
+    #[test]
     fn estimates_lean_high_and_cap_the_answer() {
         assert!(estimate_tokens(4_000, 20_000) > 4_000 / 4 + 2_000 / 4);
         assert_eq!(

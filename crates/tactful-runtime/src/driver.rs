@@ -626,7 +626,14 @@ impl Driver {
                 self.running.insert(turn, task);
             }
             // Traced above; the decision before it was logged.
-            Output::Limited(_) | Output::OverBudget(_) | Output::Floor(_) => {}
+            Output::Limited(_) | Output::Floor(_) => {}
+            // A persona falling silent for want of budget is the operator's
+            // business: said at INFO, with what it stood at.
+            Output::OverBudget(note) => tracing::info!(
+                persona = %note.persona, room = %note.room, msg = %note.msg,
+                "out of budget: {} of {} tokens per {} s used, a call of about {} does not fit",
+                note.used, note.tokens, note.per.as_secs(), note.estimate
+            ),
             Output::React(note) => {
                 if self.platform_of(&note.room).reacts() {
                     let room = note.room.clone();

@@ -241,7 +241,7 @@ impl Room {
         let newest = |n: usize| out[out.len() - n.min(out.len())].0;
         let last_place = out[out.len() - 1].0;
         let start = match from {
-            Some(f) if f <= last_place && out.iter().filter(|(p, _)| *p >= f).count() <= max_turns => f,
+            Some(f) if f <= last_place && out.len() - out.partition_point(|(p, _)| *p < f) <= max_turns => f,
             Some(_) => newest((max_turns / 2).max(1)),
             None => newest(max_turns),
         };

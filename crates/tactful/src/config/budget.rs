@@ -160,6 +160,20 @@ rules = [{ when = "", reply = "ok" }]
     }
 
     #[test]
+    fn a_silence_emoji_must_be_one_emoji() {
+        let room = |v: &str| format!("{BASE}\n[rooms.default]\nsilence_emoji = {v}\n");
+        let e = parse(&room("\":eyes:\"")).expect_err("a shortcode");
+        assert!(e.to_string().contains("did you mean \"👀\"?"), "{e}");
+        let e = parse(&room("\"looking\"")).expect_err("a word");
+        assert!(
+            e.to_string()
+                .contains("`rooms.default.silence_emoji` must be one emoji"),
+            "{e}"
+        );
+        assert!(parse(&room("\"🤔\"")).is_ok());
+    }
+
+    #[test]
     fn a_budget_too_small_or_misspelt_is_refused_with_its_line() {
         let e = parse(&BASE.replace("tokens = 50000", "tokens = 50")).expect_err("too small");
         let shown = e.to_string();
