@@ -68,6 +68,20 @@ impl Engine {
         )
     }
 
+    /// What pays for a call of `p` in `room_id` about `trigger_bytes`, and
+    /// its estimate: (the budget, whether it is the room's own, the
+    /// estimate); `None` when no budget applies.
+    fn priced(
+        &self,
+        room_id: &RoomId,
+        p: PersonaIdx,
+        trigger_bytes: usize,
+    ) -> Option<(TokenBudget, bool, u64)> {
+        let room = self.rooms.get(room_id)?;
+        let (budget, room_scoped) = self.payer(room, p)?;
+        Some((budget, room_scoped, self.estimate(room, p, trigger_bytes)))
+    }
+
     fn ledger(&mut self, room_id: &RoomId, p: PersonaIdx, room_scoped: bool) -> &mut SpendLedger {
         if room_scoped {
             let room = self.rooms.get_mut(room_id).expect("room exists");
@@ -89,11 +103,9 @@ impl Engine {
         if !self.budgets {
             return true;
         }
-        let room = &self.rooms[room_id];
-        let Some((budget, room_scoped)) = self.payer(room, p) else {
+        let Some((budget, room_scoped, estimate)) = self.priced(room_id, p, trigger_bytes) else {
             return true;
         };
-        let estimate = self.estimate(room, p, trigger_bytes);
         self.ledger(room_id, p, room_scoped).fits(now, &budget, estimate)
     }
 
@@ -107,9 +119,7 @@ impl Engine {
         msg: MsgId,
         trigger_bytes: usize,
     ) -> Option<BudgetNote> {
-        let room = self.rooms.get(room_id)?;
-        let (budget, room_scoped) = self.payer(room, p)?;
-        let estimate = self.estimate(room, p, trigger_bytes);
+        let (budget, room_scoped, estimate) = self.priced(room_id, p, trigger_bytes)?;
         let persona = self.personas[p.0 as usize].id.clone();
         let ledger = self.ledger(room_id, p, room_scoped);
         Some(BudgetNote {
@@ -134,9 +144,7 @@ impl Engine {
         p: PersonaIdx,
         trigger_bytes: usize,
     ) -> Option<Hold> {
-        let room = &self.rooms[room_id];
-        let (_, room_scoped) = self.payer(room, p)?;
-        let estimate = self.estimate(room, p, trigger_bytes);
+        let (_, room_scoped, estimate) = self.priced(room_id, p, trigger_bytes)?;
         self.ledger(room_id, p, room_scoped).hold(estimate);
         Some(Hold {
             estimate,
