@@ -81,14 +81,21 @@ pub fn system_text(req: &TurnRequest, contract: &str) -> String {
     }
 }
 
-/// The sender-context block for the triggering messages: the room once,
-/// then one JSON object a line, so an agent can read ids exactly. Fields
-/// that say nothing are left out (`sender_name` when it is the id,
-/// `is_bot` unless true, `thread` unless set): the block is new text in
-/// every prompt, never served from a provider's cache, and a batch of ten
-/// messages made it a third of the prompt.
+/// The sender-context block for the triggering messages: the room and
+/// the newest message's time once, then one JSON object a line, so an
+/// agent can read ids exactly. It says only what the conversation above
+/// does not: the speaker tag already shows the name and `(bot)`, so a line
+/// holds the `message_id`, the `sender_id` when it differs from the name
+/// shown, and the `thread` when there is one. The block is the one part of
+/// a prompt that the next prompt does not repeat (never served from a
+/// provider's cache), and with a name and time on every line a batch of
+/// ten messages made it a third of the prompt.
 pub fn sender_context(req: &TurnRequest) -> String {
     let mut out = format!("sender context (room {}", req.room.as_str());
+    if let Some(newest) = req.triggers.last() {
+        out.push_str(", at ");
+        out.push_str(&newest.time.to_rfc3339());
+    }
     if req.kind == TurnKind::Ambient {
         out.push_str("; ");
         out.push_str(AMBIENT_MARK);
@@ -97,18 +104,12 @@ pub fn sender_context(req: &TurnRequest) -> String {
     for e in &req.triggers {
         let mut ctx = serde_json::Map::new();
         ctx.insert("message_id".into(), e.id.as_str().into());
-        ctx.insert("sender_id".into(), e.author.as_str().into());
-        let name = sanitize_name(&e.author_name);
-        if name != e.author.as_str() {
-            ctx.insert("sender_name".into(), name.into());
-        }
-        if e.is_bot {
-            ctx.insert("is_bot".into(), true.into());
+        if crate::transcript::shown_name(&e.author_name, e.author.as_str()) != e.author.as_str() {
+            ctx.insert("sender_id".into(), e.author.as_str().into());
         }
         if let Some(t) = &e.thread {
             ctx.insert("thread".into(), t.as_str().into());
         }
-        ctx.insert("time".into(), e.time.to_rfc3339().into());
         out.push('\n');
         out.push_str(&serde_json::Value::Object(ctx).to_string());
     }
@@ -363,6 +364,36 @@ mod tests {
             .map(|m| m.content.as_str())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    #[test]
+    fn the_sender_context_says_only_what_the_tags_do_not() {
+        let mut req = batch(10_000, 3);
+        let bot = Entry {
+            author: "U0BOT".into(),
+            author_name: "Deploy Bot".into(),
+            is_bot: true,
+            thread: Some("th1".into()),
+            ..(*entry("t2", "deployed", 60)).clone()
+        };
+        req.triggers[1] = Arc::new(bot);
+        let ctx = sender_context(&req);
+        // The newest trigger's time, once: the batch's times need not rise.
+        let mut lines = ctx.lines();
+        assert_eq!(
+            lines.next(),
+            Some("sender context (room main, at 1970-01-01T00:00:00.060Z; batch, nobody addressed you):")
+        );
+        // bob's tag shows his id, so it is not repeated; the bot's tag shows
+        // its name and (bot), so only its account id and thread are added.
+        assert_eq!(lines.next(), Some(r#"{"message_id":"t1"}"#));
+        assert_eq!(
+            lines.next(),
+            Some(r#"{"message_id":"t2","sender_id":"U0BOT","thread":"th1"}"#)
+        );
+        assert_eq!(lines.next(), None);
+        let text = conversation(&render(&req, DEFAULT_CONTRACT));
+        assert!(text.contains("[from Deploy Bot (bot)] deployed"), "{text}");
     }
 
     #[test]

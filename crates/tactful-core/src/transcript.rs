@@ -62,11 +62,10 @@ impl Entry {
     }
 }
 
-/// Renders `[from Name]` / `[from Name (bot)]` with the name made safe: no
-/// control characters or line breaks, no brackets (which could forge a
-/// second tag), runs of whitespace folded, and at most [`MAX_NAME_CHARS`]
-/// characters. An empty result falls back to the account id.
-pub fn speaker_tag(name: &str, fallback_id: &str, is_bot: bool) -> String {
+/// The name a speaker tag shows: the sanitised display name, else the
+/// sanitised account id, else `unknown`. The sender context leaves out a
+/// `sender_id` equal to it, since the tag already says it.
+pub fn shown_name(name: &str, fallback_id: &str) -> String {
     let mut clean = sanitize_name(name);
     if clean.is_empty() {
         clean = sanitize_name(fallback_id);
@@ -74,6 +73,15 @@ pub fn speaker_tag(name: &str, fallback_id: &str, is_bot: bool) -> String {
     if clean.is_empty() {
         clean.push_str("unknown");
     }
+    clean
+}
+
+/// Renders `[from Name]` / `[from Name (bot)]` with the name made safe: no
+/// control characters or line breaks, no brackets (which could forge a
+/// second tag), runs of whitespace folded, and at most [`MAX_NAME_CHARS`]
+/// characters. An empty result falls back to the account id.
+pub fn speaker_tag(name: &str, fallback_id: &str, is_bot: bool) -> String {
+    let clean = shown_name(name, fallback_id);
     if is_bot {
         format!("[from {clean} (bot)]")
     } else {

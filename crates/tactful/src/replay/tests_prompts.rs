@@ -98,14 +98,25 @@ fn a_batch_is_shown_in_the_order_it_happened_and_the_next_prompt_repeats_it() {
         "{system}"
     );
     let (shown, closing) = first
-        .split_once("\n\nsender context (room main; batch, nobody addressed you):\n")
-        .expect("a batch's sender context closes the prompt");
+        .split_once(
+            "\n\nsender context (room main, at 1970-01-01T00:00:04.000Z; batch, nobody addressed you):\n",
+        )
+        .expect("a batch's sender context, with its newest message's time, closes the prompt");
+    // One line per batch message, in order, saying only what the tag does
+    // not: bob's id is the name his tag shows, so it is left out.
+    let ids: Vec<Value> = closing
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
     assert_eq!(
-        closing.lines().count(),
-        3,
-        "one line per batch message: {closing}"
+        ids,
+        [
+            serde_json::json!({"message_id": "c1"}),
+            serde_json::json!({"message_id": "c2"}),
+            serde_json::json!({"message_id": "c3"}),
+        ],
+        "{closing}"
     );
-    assert!(closing.lines().all(|l| serde_json::from_str::<Value>(l).is_ok()));
     // The next batch's prompt starts with everything the first one showed.
     let second = flat(&p[1]);
     assert!(
