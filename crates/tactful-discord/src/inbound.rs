@@ -19,6 +19,7 @@
 use std::sync::Arc;
 
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, Timestamp, UserId};
+use tactful_runtime::RoomScheme;
 use twilight_model::channel::message::MessageType;
 use twilight_model::id::Id;
 use twilight_model::id::marker::{ChannelMarker, RoleMarker, UserMarker};
@@ -47,18 +48,25 @@ pub struct Seen<'a> {
     pub everyone_addresses: bool,
 }
 
+/// How Discord's rooms are named: `discord:<channel id>`.
+pub const ROOMS: RoomScheme = RoomScheme {
+    prefix: "discord:",
+    noun: "Discord channel",
+};
+
 /// The tactful room of a Discord channel.
 pub fn room_id(channel: Id<ChannelMarker>) -> RoomId {
-    RoomId::new(format!("discord:{channel}"))
+    ROOMS.room(channel)
 }
 
 /// The Discord channel of a tactful room, if it is a Discord room.
 pub fn channel_of(room: &RoomId) -> Option<Id<ChannelMarker>> {
-    room.as_str()
-        .strip_prefix("discord:")?
-        .parse::<u64>()
-        .ok()
-        .and_then(Id::new_checked)
+    ROOMS.parse(room, snowflake).ok()
+}
+
+/// A Discord id written as text, if it is one.
+pub fn snowflake<T>(s: &str) -> Option<Id<T>> {
+    s.parse::<u64>().ok().and_then(Id::new_checked)
 }
 
 /// The message `msg` carries, or `None` for what is not conversation.

@@ -1,37 +1,26 @@
 //! Everything that goes out to Discord: the [`Platform`] calls.
 
 use std::future::IntoFuture;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, account_index};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, account_index, within_deadline};
 use twilight_http::Client;
 use twilight_http::request::channel::reaction::RequestReactionType;
 use twilight_model::channel::message::{AllowedMentions, MentionType};
 use twilight_model::id::Id;
 use twilight_model::id::marker::{ChannelMarker, MessageMarker};
 
-use crate::inbound::channel_of;
+use crate::inbound::{ROOMS, snowflake};
 use crate::{DiscordPlatform, Pings};
 
-/// The longest one call may take, rate-limit waits included: twilight
-/// retries a 429 by itself, without end if the server keeps refusing.
-const CALL_DEADLINE: Duration = Duration::from_secs(60);
-
-/// Runs a twilight request under [`CALL_DEADLINE`].
+/// Runs a twilight request under the runtime's call deadline (twilight
+/// retries a 429 by itself, without end if the server keeps refusing).
 pub(crate) async fn deadline<R, T>(req: R) -> Result<twilight_http::Response<T>, PlatformError>
 where
     R: IntoFuture<Output = Result<twilight_http::Response<T>, twilight_http::Error>>,
 {
-    match tokio::time::timeout(CALL_DEADLINE, req.into_future()).await {
-        Ok(Ok(r)) => Ok(r),
-        Ok(Err(e)) => Err(PlatformError(format!("Discord: {e}"))),
-        Err(_) => Err(PlatformError(format!(
-            "Discord: no answer within {}s (rate limited all along?)",
-            CALL_DEADLINE.as_secs()
-        ))),
-    }
+    within_deadline("Discord", req.into_future()).await
 }
 
 /// `allowed_mentions` for every message: what `pings` allows, nothing
@@ -53,8 +42,9 @@ fn allowed(pings: Pings) -> AllowedMentions {
     }
 }
 
-fn snowflake<T>(s: &str) -> Option<Id<T>> {
-    s.parse::<u64>().ok().and_then(Id::new_checked)
+/// A message id of Discord's, or the error that says it is not one.
+fn message<T>(id: &MsgId) -> Result<Id<T>, PlatformError> {
+    snowflake(id.as_str()).ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))
 }
 
 impl DiscordPlatform {
@@ -67,8 +57,7 @@ impl DiscordPlatform {
     fn channel(room: &RoomId, thread: Option<&ThreadId>) -> Result<Id<ChannelMarker>, PlatformError> {
         thread
             .and_then(|t| snowflake(t.as_str()))
-            .or_else(|| channel_of(room))
-            .ok_or_else(|| PlatformError(format!("{room} is not a Discord channel")))
+            .map_or_else(|| ROOMS.parse(room, snowflake), Ok)
     }
 
     /// The channel a message of `room` lives in: messages are addressed by
@@ -103,16 +92,11 @@ impl Platform for DiscordPlatform {
             native_replies: true,
             // Discord's limit for a message's content.
             max_message_chars: 2000,
+            reactions: true,
+            // Discord has no idempotency key tactful can use.
+            deduplicates_sends: false,
+            rooms: Some(ROOMS),
         }
-    }
-
-    fn owns(&self, room: &RoomId) -> bool {
-        channel_of(room).is_some()
-    }
-
-    // Telegram and Discord have no idempotency key tactful can use.
-    fn deduplicates_sends(&self) -> bool {
-        false
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
@@ -147,8 +131,7 @@ impl Platform for DiscordPlatform {
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
             let client = self.client(persona)?;
-            let target = snowflake(id.as_str())
-                .ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
+            let target = message(id)?;
             let mentions = allowed(self.shared.settings.pings);
             let req = client
                 .update_message(self.channel_of_message(room, id)?, target)
@@ -156,10 +139,6 @@ impl Platform for DiscordPlatform {
                 .allowed_mentions(Some(&mentions));
             deadline(req).await.map(|_| ())
         })
-    }
-
-    fn reacts(&self) -> bool {
-        true
     }
 
     fn react<'a>(
@@ -172,8 +151,7 @@ impl Platform for DiscordPlatform {
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
             let client = self.client(persona)?;
-            let target = snowflake(msg.as_str())
-                .ok_or_else(|| PlatformError(format!("{msg} is not a Discord message id")))?;
+            let target = message(msg)?;
             let reaction = RequestReactionType::Unicode { name: emoji };
             deadline(client.create_reaction(Self::channel(room, thread)?, target, &reaction))
                 .await
@@ -189,8 +167,7 @@ impl Platform for DiscordPlatform {
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
             let client = self.client(persona)?;
-            let target = snowflake(id.as_str())
-                .ok_or_else(|| PlatformError(format!("{id} is not a Discord message id")))?;
+            let target = message(id)?;
             deadline(client.delete_message(self.channel_of_message(room, id)?, target))
                 .await
                 .map(|_| ())

@@ -32,6 +32,7 @@ use futures::future::BoxFuture;
 use irc::client::prelude::{Client, Command, Config as IrcClientConfig, Sender as IrcSender};
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
 use tactful_runtime::Account;
+use tactful_runtime::RoomScheme;
 use tactful_runtime::account::Backoff;
 use tactful_runtime::{
     Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
@@ -91,8 +92,15 @@ enum Target {
     Private(String),
 }
 
+/// How IRC's rooms are named: `irc:#channel`, and `irc:dm:<persona>:<nick>`
+/// for a private conversation.
+pub const ROOMS: RoomScheme = RoomScheme {
+    prefix: "irc:",
+    noun: "IRC channel or conversation",
+};
+
 fn target_of(room: &RoomId) -> Option<Target> {
-    let rest = room.as_str().strip_prefix("irc:")?;
+    let rest = ROOMS.native(room)?;
     match rest.strip_prefix("dm:") {
         Some(dm) => dm
             .split_once(':')
@@ -483,11 +491,12 @@ impl Platform for IrcPlatform {
             can_delete: false,
             native_replies: false,
             max_message_chars: 2000,
+            // Silence on an addressed message is a notice instead.
+            reactions: false,
+            // A line sent twice is said twice.
+            deduplicates_sends: false,
+            rooms: Some(ROOMS),
         }
-    }
-
-    fn owns(&self, room: &RoomId) -> bool {
-        room.as_str().starts_with("irc:")
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {

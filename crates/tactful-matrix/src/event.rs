@@ -18,6 +18,7 @@ use matrix_sdk::ruma::events::room::message::{
     MessageType, OriginalSyncRoomMessageEvent, Relation, RoomMessageEventContent,
 };
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, Timestamp, UserId};
+use tactful_runtime::RoomScheme;
 
 /// What the conversion needs to know about a persona.
 #[derive(Clone, Debug)]
@@ -46,14 +47,20 @@ pub struct Seen<'a> {
     pub personas: &'a [KnownPersona],
 }
 
+/// How Matrix's rooms are named: `matrix:<room id>`.
+pub const ROOMS: RoomScheme = RoomScheme {
+    prefix: "matrix:",
+    noun: "Matrix room",
+};
+
 /// The tactful room id of a Matrix room.
 pub fn room_id(matrix_room: &str) -> RoomId {
-    RoomId::new(format!("matrix:{matrix_room}"))
+    ROOMS.room(matrix_room)
 }
 
 /// The Matrix room id of a tactful room, if it is one.
 pub fn matrix_room(room: &RoomId) -> Option<&str> {
-    room.as_str().strip_prefix("matrix:")
+    ROOMS.native(room)
 }
 
 /// The message an event carries, or `None` for events that are not new

@@ -56,7 +56,7 @@ use tactful_core::{PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce};
 use tactful_runtime::{Connected, Connections, PlatformError, RuntimeHandle};
 
-use crate::event::{KnownPersona, Seen, localpart, matrix_room, room_id, to_message};
+use crate::event::{KnownPersona, Seen, localpart, room_id, to_message};
 
 /// How many recent event ids are remembered to hear a shared room once.
 const REMEMBERED_EVENTS: usize = 4096;
@@ -555,9 +555,7 @@ impl Shared {
 
     async fn room(&self, persona: &PersonaId, room: &RoomId) -> Result<Room, PlatformError> {
         let client = self.client(persona).await?;
-        let id = matrix_room(room)
-            .and_then(|r| OwnedRoomId::try_from(r).ok())
-            .ok_or_else(|| PlatformError(format!("{room} is not a Matrix room")))?;
+        let id = event::ROOMS.parse(room, |r| OwnedRoomId::try_from(r).ok())?;
         client
             .get_room(&id)
             .filter(|r| r.state() == RoomState::Joined)

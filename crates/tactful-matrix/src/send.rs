@@ -12,7 +12,6 @@ use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
 
 use crate::MatrixPlatform;
-use crate::event::matrix_room;
 use crate::format;
 
 fn event_id(id: &MsgId) -> Result<OwnedEventId, PlatformError> {
@@ -28,11 +27,11 @@ impl Platform for MatrixPlatform {
             // Events are capped at 64 KiB of JSON; this leaves room for the
             // envelope and escaping.
             max_message_chars: 16_000,
+            reactions: true,
+            // The key is the event's transaction id.
+            deduplicates_sends: true,
+            rooms: Some(crate::event::ROOMS),
         }
-    }
-
-    fn owns(&self, room: &RoomId) -> bool {
-        matrix_room(room).is_some()
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
@@ -94,10 +93,6 @@ impl Platform for MatrixPlatform {
                 .map_err(|e| PlatformError(format!("editing {id} in {room} failed: {e}")))?;
             Ok(())
         })
-    }
-
-    fn reacts(&self) -> bool {
-        true
     }
 
     fn react<'a>(

@@ -632,7 +632,7 @@ impl RoomDelivery {
     /// cannot make a second message, once elsewhere (a send that failed
     /// late may have arrived).
     async fn send_once_or_twice(&self, what: &str, msg: OutMessage<'_>) -> Result<MsgId, PlatformError> {
-        if self.platform.deduplicates_sends() {
+        if self.platform.capabilities().deduplicates_sends {
             twice(what, &self.room, || self.platform.send(msg)).await
         } else {
             self.platform.send(msg).await.inspect_err(|e| {

@@ -635,7 +635,7 @@ impl Driver {
                 note.used, note.tokens, note.per.as_secs(), note.estimate
             ),
             Output::React(note) => {
-                if self.platform_of(&note.room).reacts() {
+                if self.platform_of(&note.room).capabilities().reactions {
                     let room = note.room.clone();
                     self.deliver(&room, DeliveryEvent::React(Box::new(note)), None);
                 } else {

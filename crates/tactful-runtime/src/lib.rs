@@ -29,8 +29,8 @@ pub use markup::{escape_markup, markdown_html};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
 pub use platform::{
-    Capabilities, Connected, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe, ProbeFailed,
-    account_index,
+    CALL_DEADLINE, Capabilities, Connected, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe,
+    ProbeFailed, RoomScheme, account_index, past_deadline, within_deadline,
 };
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Personas, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent,

@@ -11,7 +11,9 @@ use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 
 use crate::RuntimeHandle;
 
-/// What a platform can do with messages.
+/// What a platform can do with messages, and how its rooms are named: one
+/// constant per platform, which the delivery path and the driver read
+/// instead of asking each platform the same questions in code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// Messages can be edited (streaming shows a placeholder that grows).
@@ -22,6 +24,101 @@ pub struct Capabilities {
     pub native_replies: bool,
     /// The longest message, in characters.
     pub max_message_chars: usize,
+    /// Whether [`Platform::react`] works here. Where it does not (IRC), a
+    /// persona that chose silence on an addressed message says a short
+    /// notice instead (see `addressed_silence`).
+    pub reactions: bool,
+    /// Whether posting the same [`OutMessage::key`] twice makes one
+    /// message (the web room, Matrix). Where it does not (IRC, Telegram,
+    /// Discord, Slack), a failed send may still have arrived, so delivery
+    /// does not try it again: the platform retries only what surely did
+    /// not reach the server.
+    pub deduplicates_sends: bool,
+    /// How the platform's rooms are named, so that [`Platform::owns`]
+    /// needs no code of its own; `None` for the web room, which takes the
+    /// rooms no other platform claims.
+    pub rooms: Option<RoomScheme>,
+}
+
+impl Capabilities {
+    /// A platform that can only post: no edits, deletes, native replies
+    /// or reactions; posts deduplicated by key; every room its own. Test
+    /// doubles start from it (`..Capabilities::PLAIN`).
+    pub const PLAIN: Capabilities = Capabilities {
+        can_edit: false,
+        can_delete: false,
+        native_replies: false,
+        max_message_chars: 2000,
+        reactions: false,
+        deduplicates_sends: true,
+        rooms: None,
+    };
+}
+
+/// How a platform turns its own channel ids into tactful room ids and
+/// back: a fixed prefix (`discord:`, `slack:`, `tg:`, `matrix:`, `irc:`)
+/// before the platform's id, so rooms of several platforms never clash
+/// and every platform refuses a room that is not its own with the same
+/// words ("web:main is not a Discord channel").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoomScheme {
+    /// The prefix, colon included.
+    pub prefix: &'static str,
+    /// What one room is called on the platform, for errors: `Discord
+    /// channel`, `Telegram chat`.
+    pub noun: &'static str,
+}
+
+impl RoomScheme {
+    /// The tactful room of the platform's `native` id.
+    pub fn room(&self, native: impl std::fmt::Display) -> RoomId {
+        RoomId::new(format!("{}{native}", self.prefix))
+    }
+
+    /// The platform's id of `room`, if it is one of this platform's.
+    pub fn native<'r>(&self, room: &'r RoomId) -> Option<&'r str> {
+        room.as_str().strip_prefix(self.prefix)
+    }
+
+    /// The platform's id of `room` read by `parse`, or the error that says
+    /// `room` is not one of this platform's (or not a well-formed one).
+    pub fn parse<'r, T>(
+        &self,
+        room: &'r RoomId,
+        parse: impl FnOnce(&'r str) -> Option<T>,
+    ) -> Result<T, PlatformError> {
+        self.native(room)
+            .and_then(parse)
+            .ok_or_else(|| PlatformError(format!("{room} is not a {}", self.noun)))
+    }
+}
+
+/// The longest one outbound call may take, rate-limit waits included
+/// (HTTP clients retry a 429 by themselves, without end if the server
+/// keeps refusing). Past it the call fails and the delivery path decides
+/// what to do, as for any other failure.
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The error of a call that ran past [`CALL_DEADLINE`], the same words on
+/// every platform.
+pub fn past_deadline(platform: &str) -> PlatformError {
+    PlatformError(format!(
+        "{platform}: no answer within {}s (rate limited all along?)",
+        CALL_DEADLINE.as_secs()
+    ))
+}
+
+/// Runs one outbound call under [`CALL_DEADLINE`], its error prefixed
+/// with the platform's name.
+pub async fn within_deadline<T, E: std::fmt::Display>(
+    platform: &str,
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, PlatformError> {
+    match tokio::time::timeout(CALL_DEADLINE, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(PlatformError(format!("{platform}: {e}"))),
+        Err(_) => Err(past_deadline(platform)),
+    }
 }
 
 /// A platform call that failed. The text is logged: it is shown through
@@ -164,20 +261,11 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     fn capabilities(&self) -> Capabilities;
 
     /// Whether `room` is one of this platform's rooms, when several
-    /// platforms serve one runtime. Room ids are platform-qualified where
-    /// they could clash (IRC's are `irc:#channel`).
+    /// platforms serve one runtime: read off [`Capabilities::rooms`].
     fn owns(&self, room: &RoomId) -> bool {
-        let _ = room;
-        true
-    }
-
-    /// Whether posting the same [`OutMessage::key`] twice makes one
-    /// message (the web room, Matrix). Where it does not (IRC, Telegram,
-    /// Discord), a failed send may still have arrived, so delivery does
-    /// not try it again: the platform retries only what surely did not
-    /// reach the server.
-    fn deduplicates_sends(&self) -> bool {
-        true
+        self.capabilities()
+            .rooms
+            .is_none_or(|scheme| scheme.native(room).is_some())
     }
 
     /// Posts a message; returns its platform id.
@@ -220,16 +308,10 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Box::pin(async {})
     }
 
-    /// Whether [`Platform::react`] works here. Where it does not (IRC),
-    /// a persona that chose silence on an addressed message says a short
-    /// notice instead (see `addressed_silence`).
-    fn reacts(&self) -> bool {
-        false
-    }
-
     /// Puts `emoji` (one Unicode emoji) on message `msg` of `room`, as
     /// `persona`: the sign that it read a message addressed to it and
-    /// chose not to answer. Platforms without reactions keep the default.
+    /// chose not to answer. Platforms without reactions
+    /// ([`Capabilities::reactions`] false) keep the default.
     fn react<'a>(
         &'a self,
         persona: &'a PersonaId,
@@ -252,5 +334,71 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         let _ = (persona, room, id);
         Box::pin(async { Err(PlatformError("messages cannot be deleted here".into())) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOMS: RoomScheme = RoomScheme {
+        prefix: "chat:",
+        noun: "Chat channel",
+    };
+
+    #[derive(Debug)]
+    struct Named(Option<RoomScheme>);
+
+    impl Platform for Named {
+        fn capabilities(&self) -> Capabilities {
+            Capabilities {
+                rooms: self.0,
+                ..Capabilities::PLAIN
+            }
+        }
+
+        fn send<'a>(&'a self, _: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+            Box::pin(async { Err(PlatformError("unused".into())) })
+        }
+    }
+
+    #[test]
+    fn a_room_scheme_names_rooms_and_refuses_others_in_one_way() {
+        let room = ROOMS.room(42);
+        assert_eq!(room.as_str(), "chat:42");
+        assert_eq!(ROOMS.native(&room), Some("42"));
+        assert_eq!(ROOMS.parse(&room, |s| s.parse::<u64>().ok()), Ok(42));
+        let other = RoomId::new("main");
+        assert_eq!(
+            ROOMS.parse(&other, |s| s.parse::<u64>().ok()),
+            Err(PlatformError("main is not a Chat channel".into()))
+        );
+        // Its own prefix but not an id it can read: the same refusal.
+        assert_eq!(
+            ROOMS.parse(&RoomId::new("chat:abc"), |s| s.parse::<u64>().ok()),
+            Err(PlatformError("chat:abc is not a Chat channel".into()))
+        );
+    }
+
+    #[test]
+    fn a_platform_owns_the_rooms_its_scheme_names_and_the_web_room_the_rest() {
+        let named = Named(Some(ROOMS));
+        assert!(named.owns(&RoomId::new("chat:1")));
+        assert!(!named.owns(&RoomId::new("main")));
+        assert!(!named.owns(&RoomId::new("chatter:1")));
+        assert!(Named(None).owns(&RoomId::new("main")));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_past_the_deadline_fails_with_the_platforms_name() {
+        let stuck = within_deadline("Chat", std::future::pending::<Result<(), String>>()).await;
+        assert_eq!(
+            stuck,
+            Err(PlatformError(
+                "Chat: no answer within 60s (rate limited all along?)".into()
+            ))
+        );
+        let refused = within_deadline("Chat", async { Err::<(), _>("403 Forbidden") }).await;
+        assert_eq!(refused, Err(PlatformError("Chat: 403 Forbidden".into())));
     }
 }

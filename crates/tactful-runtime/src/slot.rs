@@ -112,14 +112,6 @@ impl Platform for PlatformSlot {
         self.current().owns(room)
     }
 
-    fn deduplicates_sends(&self) -> bool {
-        self.current().deduplicates_sends()
-    }
-
-    fn reacts(&self) -> bool {
-        self.current().reacts()
-    }
-
     fn react<'a>(
         &'a self,
         persona: &'a PersonaId,

@@ -71,6 +71,7 @@ impl Platform for Double {
             can_delete: self.edits,
             native_replies: true,
             max_message_chars: 40,
+            ..Capabilities::PLAIN
         }
     }
 

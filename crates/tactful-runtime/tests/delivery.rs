@@ -69,6 +69,7 @@ const FULL: Capabilities = Capabilities {
     can_delete: true,
     native_replies: true,
     max_message_chars: 2000,
+    ..Capabilities::PLAIN
 };
 
 impl Platform for Double {

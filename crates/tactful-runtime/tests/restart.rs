@@ -35,6 +35,7 @@ impl Platform for Plain {
             can_delete: false,
             native_replies: true,
             max_message_chars: 2000,
+            ..Capabilities::PLAIN
         }
     }
 

@@ -61,6 +61,7 @@ impl Platform for SlowEdits {
             can_delete: true,
             native_replies: true,
             max_message_chars: 4000,
+            ..Capabilities::PLAIN
         }
     }
 

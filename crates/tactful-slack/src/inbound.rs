@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use slack_morphism::events::{SlackAppMentionEvent, SlackMessageEvent, SlackMessageEventType};
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, Timestamp, UserId};
+use tactful_runtime::RoomScheme;
 
 /// A persona's Slack app, as the conversion needs it.
 #[derive(Clone, Debug)]
@@ -163,14 +164,24 @@ pub fn from_app_mention(ev: &SlackAppMentionEvent) -> Option<Raw> {
     })
 }
 
+/// How Slack's rooms are named: `slack:<channel id>`.
+pub const ROOMS: RoomScheme = RoomScheme {
+    prefix: "slack:",
+    noun: "Slack channel",
+};
+
 /// The tactful room of a Slack channel.
 pub fn room_id(channel: &str) -> RoomId {
-    RoomId::new(format!("slack:{channel}"))
+    ROOMS.room(channel)
 }
 
 /// The Slack channel of a tactful room, if it is a Slack room.
 pub fn channel_of(room: &RoomId) -> Option<&str> {
-    let c = room.as_str().strip_prefix("slack:")?;
+    ROOMS.parse(room, channel_id).ok()
+}
+
+/// `c` if it is shaped like a Slack channel id (`C0123ABCD`, `D…`).
+pub(crate) fn channel_id(c: &str) -> Option<&str> {
     let ok = !c.is_empty() && c.len() <= 32 && c.chars().all(|c| c.is_ascii_alphanumeric());
     ok.then_some(c)
 }

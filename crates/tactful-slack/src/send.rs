@@ -7,14 +7,13 @@ use futures::future::BoxFuture;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, account_index};
+use tactful_runtime::{
+    CALL_DEADLINE, Capabilities, OutMessage, Platform, PlatformError, account_index, past_deadline,
+};
 
 use crate::SlackPlatform;
-use crate::inbound::channel_of;
+use crate::inbound::{ROOMS, channel_id};
 use crate::mrkdwn;
-
-/// The longest one call may take, rate-limit waits included.
-const CALL_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The wait after a 429 that did not say how long.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
@@ -32,12 +31,7 @@ where
     loop {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match tokio::time::timeout(left, call()).await {
-            Err(_) => {
-                return Err(PlatformError(format!(
-                    "Slack: no answer within {}s (rate limited all along?)",
-                    CALL_DEADLINE.as_secs()
-                )));
-            }
+            Err(_) => return Err(past_deadline("Slack")),
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(SlackClientError::RateLimitError(e))) => {
                 let wait = e.retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
@@ -87,7 +81,7 @@ impl SlackPlatform {
     }
 
     fn channel(room: &RoomId) -> Result<&str, PlatformError> {
-        channel_of(room).ok_or_else(|| PlatformError(format!("{room} is not a Slack channel")))
+        ROOMS.parse(room, channel_id)
     }
 }
 
@@ -100,16 +94,11 @@ impl Platform for SlackPlatform {
             // Slack cuts `text` at 40,000 characters and advises 4,000;
             // the escapes mrkdwn adds stay well under the hard limit.
             max_message_chars: 4000,
+            reactions: true,
+            // Slack has no idempotency key for a bot's posts.
+            deduplicates_sends: false,
+            rooms: Some(ROOMS),
         }
-    }
-
-    fn owns(&self, room: &RoomId) -> bool {
-        channel_of(room).is_some()
-    }
-
-    // Slack has no idempotency key for a bot's posts.
-    fn deduplicates_sends(&self) -> bool {
-        false
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
@@ -198,10 +187,6 @@ impl Platform for SlackPlatform {
             self.shared.update_threads(|t| t.deleted(channel, id.as_str()));
             Ok(())
         })
-    }
-
-    fn reacts(&self) -> bool {
-        true
     }
 
     fn react<'a>(

@@ -29,6 +29,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, ThreadId, Timestamp, UserId};
+use tactful_runtime::RoomScheme;
 use teloxide_core::types::{self as tg, MessageEntity, MessageEntityKind};
 
 /// Telegram's own id for the "General" topic of a forum: messages there
@@ -59,16 +60,27 @@ pub struct Receiver<'a> {
 /// chat and the bot in it.
 pub fn room_of(chat: &tg::Chat, bot_id: u64) -> RoomId {
     if chat.is_private() {
-        RoomId::new(format!("tg:{}:{bot_id}", chat.id.0))
+        ROOMS.room(format_args!("{}:{bot_id}", chat.id.0))
     } else {
-        RoomId::new(format!("tg:{}", chat.id.0))
+        ROOMS.room(chat.id.0)
     }
 }
 
+/// How Telegram's rooms are named: `tg:<chat id>`, and `tg:<chat
+/// id>:<bot id>` for a private chat (each bot's is its own room).
+pub const ROOMS: RoomScheme = RoomScheme {
+    prefix: "tg:",
+    noun: "Telegram chat",
+};
+
 /// The Telegram chat id of a tactful room, if it is a Telegram room.
 pub fn chat_of(room: &RoomId) -> Option<i64> {
-    let rest = room.as_str().strip_prefix("tg:")?;
-    rest.split(':').next()?.parse().ok()
+    ROOMS.parse(room, chat_id).ok()
+}
+
+/// The chat id a room id's Telegram part starts with.
+pub(crate) fn chat_id(native: &str) -> Option<i64> {
+    native.split(':').next()?.parse().ok()
 }
 
 /// The byte range of the UTF-16 range `offset..offset + len` of `text`, if

@@ -24,7 +24,7 @@ use teloxide_core::requests::{Request as _, Requester as _};
 use teloxide_core::types::{self as tg, ChatAction, ChatId, MessageId, ParseMode, ReplyParameters};
 use teloxide_core::{ApiError, Bot, RequestError};
 
-use crate::inbound::{GENERAL_TOPIC, chat_of};
+use crate::inbound::{GENERAL_TOPIC, ROOMS, chat_id};
 use crate::{TelegramPlatform, html};
 
 /// The longest a call waits on flood control, in all.
@@ -124,7 +124,7 @@ fn topic(thread: Option<&ThreadId>) -> Option<tg::ThreadId> {
 impl TelegramPlatform {
     fn route(&self, persona: &PersonaId, room: &RoomId) -> Result<(Bot, ChatId), PlatformError> {
         let bot = self.shared.bot(persona)?;
-        let chat = chat_of(room).ok_or_else(|| PlatformError(format!("{room} is not a Telegram chat")))?;
+        let chat = ROOMS.parse(room, chat_id)?;
         Ok((bot.clone(), ChatId(chat)))
     }
 }
@@ -137,16 +137,11 @@ impl Platform for TelegramPlatform {
             native_replies: true,
             // Telegram's limit for a message's text.
             max_message_chars: 4096,
+            reactions: true,
+            // Telegram has no idempotency key tactful can use.
+            deduplicates_sends: false,
+            rooms: Some(ROOMS),
         }
-    }
-
-    fn owns(&self, room: &RoomId) -> bool {
-        chat_of(room).is_some()
-    }
-
-    // Telegram and Discord have no idempotency key tactful can use.
-    fn deduplicates_sends(&self) -> bool {
-        false
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
@@ -220,10 +215,6 @@ impl Platform for TelegramPlatform {
                 Err(e) => Err(platform_error("editing a message", &e)),
             }
         })
-    }
-
-    fn reacts(&self) -> bool {
-        true
     }
 
     fn react<'a>(

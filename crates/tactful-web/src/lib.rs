@@ -457,6 +457,11 @@ impl Platform for WebPlatform {
             can_delete: true,
             native_replies: true,
             max_message_chars: 4000,
+            reactions: true,
+            // A key sent again returns the message it already made.
+            deduplicates_sends: true,
+            // The rooms no other platform claims.
+            rooms: None,
         }
     }
 
@@ -540,10 +545,6 @@ impl Platform for WebPlatform {
             }
             Ok(())
         })
-    }
-
-    fn reacts(&self) -> bool {
-        true
     }
 
     fn react<'a>(
