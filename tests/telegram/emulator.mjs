@@ -9,7 +9,11 @@
 //     the Bot API documents (can_join_groups, ...): answered per token;
 //   - editMessageText answers `result: null` (Telegram: the message) and
 //     deleteMessage `result: null` (Telegram: true): the package's own
-//     handlers do the work, the answer is corrected.
+//     handlers do the work, the answer is corrected;
+//   - setMessageReaction (Bot API 7.0), which every real server has and
+//     the package lacks: checked as the Bot API documents it (the message
+//     must exist in the chat, one reaction of type "emoji" from the list
+//     bots may use) and kept, so the test sees what a person would.
 // What a real server may also do is left as it is, for tactful to cope
 // with: getUpdates answers at once (no long poll), and methods the
 // package lacks (sendChatAction) fail with HTTP 500.
@@ -21,6 +25,7 @@
 //   {"op": "bot_messages"}  ->  {"messages": [{message_id, token, chat_id, text,
 //                                 parse_mode, reply_to, thread}]}
 //   {"op": "calls"}  ->  {"calls": [{token, method, status}]}
+//   {"op": "reactions"}  ->  {"reactions": [{token, chat_id, message_id, emoji: [..]}]}
 
 import http from 'node:http';
 import readline from 'node:readline';
@@ -85,6 +90,61 @@ app.all('/bot:token/editMessageText', (req, res, next) => {
   };
   next();
 });
+// The emoji a bot may react with (the Bot API's ReactionTypeEmoji).
+const REACTION_EMOJI = new Set(['👍', '👎', '❤', '🔥', '🥰', '👏', '😁', '🤔', '🤯', '😱', '🤬',
+  '😢', '🎉', '🤩', '🤮', '💩', '🙏', '👌', '🕊', '🤡', '🥱', '🥴', '😍', '🐳', '❤‍🔥', '🌚', '🌭',
+  '💯', '🤣', '⚡', '🍌', '🏆', '💔', '🤨', '😐', '🍓', '🍾', '💋', '🖕', '😈', '😴', '😭', '🤓',
+  '👻', '👨‍💻', '👀', '🎃', '🙈', '😇', '😨', '🤝', '✍', '🤗', '🫡', '🎅', '🎄', '☃', '💅', '🤪',
+  '🗿', '🆒', '💘', '🙉', '🦄', '😘', '💊', '🙊', '😎', '👾', '🤷‍♂', '🤷', '🤷‍♀', '😡']);
+const reactions = [];
+app.all('/bot:token/setMessageReaction', (req, res) => {
+  const bad = (what) => res.status(400).json({ ok: false, error_code: 400, description: `Bad Request: ${what}` });
+  if (!bots[req.params.token]) {
+    res.status(401).json({ ok: false, error_code: 401, description: 'Unauthorized' });
+    return;
+  }
+  const p = { ...req.query, ...req.body };
+  let reaction = p.reaction ?? [];
+  if (typeof reaction === 'string') {
+    try {
+      reaction = JSON.parse(reaction);
+    } catch {
+      bad("can't parse reaction types JSON object");
+      return;
+    }
+  }
+  if (p.chat_id === undefined || p.message_id === undefined) {
+    bad('chat_id and message_id are required');
+    return;
+  }
+  const chatOf = (u) => String(u.message.chat ? u.message.chat.id : u.message.chat_id);
+  const exists = [...server.storage.userMessages, ...server.storage.botMessages].some(
+    (u) => u.message && String(u.messageId) === String(p.message_id) && chatOf(u) === String(p.chat_id),
+  );
+  if (!exists) {
+    bad('message to react not found');
+    return;
+  }
+  if (!Array.isArray(reaction)) {
+    bad("can't parse reaction types JSON object");
+    return;
+  }
+  if (reaction.length > 1) {
+    bad('REACTIONS_TOO_MANY');
+    return;
+  }
+  if (reaction.some((r) => !r || r.type !== 'emoji' || !REACTION_EMOJI.has(r.emoji))) {
+    bad('REACTION_INVALID');
+    return;
+  }
+  reactions.push({
+    token: req.params.token,
+    chat_id: Number(p.chat_id),
+    message_id: Number(p.message_id),
+    emoji: reaction.map((r) => r.emoji),
+  });
+  res.json({ ok: true, result: true });
+});
 app.all('/bot:token/deleteMessage', (req, res, next) => {
   const send = res.json.bind(res);
   res.json = (body) => send(body && body.ok && body.result === null ? { ok: true, result: true } : body);
@@ -132,6 +192,8 @@ rl.on('line', async (line) => {
         thread: u.message.message_thread_id ?? null,
       }));
       console.log(JSON.stringify({ messages }));
+    } else if (cmd.op === 'reactions') {
+      console.log(JSON.stringify({ reactions }));
     } else if (cmd.op === 'calls') {
       console.log(JSON.stringify({ calls }));
     } else {

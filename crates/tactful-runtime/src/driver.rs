@@ -263,14 +263,24 @@ impl Driver {
         self.report();
     }
 
+    /// Hands a new message to the engine, and then says it was heard:
+    /// the work it makes (a turn, an ambient batch) is reported first, so
+    /// whoever reads `messages_in` and `busy` together never sees the
+    /// message counted while the room still looks idle.
+    fn hear(&mut self, msg: tactful_core::Message) {
+        let heard = TraceEvent::Inbound {
+            msg: Box::new(msg.clone()),
+        };
+        self.engine.handle_message(wall_clock(), msg);
+        self.report();
+        self.trace(heard);
+    }
+
     fn on_event(&mut self, event: Event, closing: bool) {
         match event {
             Event::Inbound(msg) => {
                 if !closing && self.take(&msg) {
-                    self.trace(TraceEvent::Inbound {
-                        msg: Box::new(msg.clone()),
-                    });
-                    self.engine.handle_message(wall_clock(), msg);
+                    self.hear(msg);
                 }
             }
             Event::InboundSaved(msg, also, ack) => {
@@ -280,16 +290,13 @@ impl Driver {
                     self.refuse(&msg);
                     let _ = ack.send(Err(NotSaved::StoreDown(error)));
                 } else if self.take(&msg) {
-                    self.trace(TraceEvent::Inbound {
-                        msg: Box::new(msg.clone()),
-                    });
                     if self.saving() {
                         self.batch.ops.extend(also);
                         self.batch.acks.push(ack);
                     } else {
                         let _ = ack.send(Ok(()));
                     }
-                    self.engine.handle_message(wall_clock(), msg);
+                    self.hear(msg);
                 }
             }
             Event::Backlog(msg) => {

@@ -41,6 +41,11 @@ enum Command {
         /// the trace.
         #[arg(long, conflicts_with = "prompts")]
         stats: bool,
+        /// How to print the trace: `json` (one JSON object a line, the
+        /// default) or `text` (one block per message with each persona's
+        /// decision, prompts as plain text).
+        #[arg(long, value_enum, default_value_t = replay::TraceFormat::Json, conflicts_with = "stats")]
+        format: replay::TraceFormat,
         /// When the virtual clock starts, as an RFC 3339 time
         /// (2026-03-28T23:00:00Z): what scheduled turns run by. Scenario
         /// times count from it. Default: 1970-01-01T00:00:00Z.
@@ -277,6 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             seed,
             stats,
             start,
+            format,
         } => {
             let c = load_config(&config)?;
             let src = std::fs::read_to_string(&path)
@@ -290,6 +296,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 seed,
                 stats,
                 start,
+                format,
             };
             let s = replay::run(&c, events, options, &mut out).context("replay failed")?;
             if stats {

@@ -35,6 +35,19 @@ pub struct ReplayOptions {
     /// from it. Else the scenario's `start` line, else
     /// [`Timestamp::ZERO`] (1970-01-01T00:00:00Z).
     pub start: Option<Timestamp>,
+    /// How the trace is printed (`--format`).
+    pub format: TraceFormat,
+}
+
+/// How `tactful replay` prints its trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceFormat {
+    /// One JSON object a line: for programs, goldens and `jq`.
+    #[default]
+    Json,
+    /// One block per message with each persona's decision under it, and
+    /// prompts as plain text: for people.
+    Text,
 }
 
 /// What one persona cost and did over a replay, for `--stats`.
@@ -382,6 +395,8 @@ pub fn run(
         e.message.time = start + std::time::Duration::from_millis(e.message.time.as_millis());
         queue.push(e.message.time, Event::Message(Box::new(e)));
     }
+    let mut text = (options.format == TraceFormat::Text)
+        .then(|| text::TextTrace::new(config.engine.personas.iter().map(|p| p.id.as_str()), start));
     let mut starting = true;
     loop {
         // Timers due at or before the next event fire first. Schedules
@@ -410,6 +425,9 @@ pub fn run(
                 match event {
                     Event::Message(e) => {
                         summary.note_message(&e.message);
+                        if let Some(t) = text.as_mut().filter(|_| !options.stats) {
+                            t.message(out, &e.message, now)?;
+                        }
                         engine.handle_message(now, e.message);
                     }
                     Event::AgentDone(turn, result, usage) => {
@@ -480,11 +498,19 @@ pub fn run(
                     None => continue,
                 },
             };
-            if !options.stats {
+            if options.stats {
+                continue;
+            }
+            if let Some(t) = text.as_mut() {
+                t.line(out, &line)?;
+            } else {
                 serde_json::to_writer(&mut *out, &line)?;
                 out.write_all(b"\n")?;
             }
         }
+    }
+    if let Some(t) = text.as_mut() {
+        t.finish(out)?;
     }
     out.flush()?;
     Ok(summary)
@@ -582,6 +608,8 @@ pub fn replay_str(config: &str, scenario: &str, options: ReplayOptions) -> Vec<V
         .map(|l| serde_json::from_str(l).expect("each trace line is JSON"))
         .collect()
 }
+
+mod text;
 
 #[cfg(test)]
 mod tests;

@@ -29,9 +29,22 @@ fn example_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The seed the examples are replayed with (the ambient example's docs
-/// say `--seed 7`).
-const SEED: u64 = 7;
+/// The seed an example is replayed with: the one its `# Replay:` line
+/// gives (`--seed 7`), else the command's default, 0, so the golden is
+/// what the documented command prints (`documented_commands.rs` runs
+/// them).
+fn seed(dir: &Path) -> u64 {
+    let config = std::fs::read_to_string(dir.join("tactful.toml")).expect("readable config");
+    config
+        .lines()
+        .filter(|l| l.starts_with('#') && l.contains("replay"))
+        .find_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "--seed")?;
+            words.next()?.parse().ok()
+        })
+        .unwrap_or(0)
+}
 
 fn replay_dir(dir: &Path, options: ReplayOptions) -> (String, replay::Summary, Config) {
     let config = Config::load(&dir.join("tactful.toml")).unwrap_or_else(|e| panic!("{e}"));
@@ -41,7 +54,7 @@ fn replay_dir(dir: &Path, options: ReplayOptions) -> (String, replay::Summary, C
     let events = scenario::parse(&src, &path, &ids).unwrap_or_else(|e| panic!("{e}"));
     let mut out = Vec::new();
     let options = ReplayOptions {
-        seed: SEED,
+        seed: seed(dir),
         ..options
     };
     let summary = replay::run(&config, events, options, &mut out).expect("replay runs");

@@ -3,6 +3,10 @@
 //! behind a thin wrapper that fixes only its gaps no real server has. The
 //! bots' base URL points at it and its client API plays the people.
 //!
+//! The wrapper adds `setMessageReaction`, which the package lacks, checked
+//! as the Bot API documents it (the message must exist; one emoji from the
+//! list bots may use).
+//!
 //! What it does that a real server may also do is left for tactful to
 //! cope with: `getUpdates` answers at once (no long poll), and
 //! `sendChatAction`, which it lacks, fails with HTTP 500.
@@ -152,6 +156,36 @@ impl Emulator {
         }
     }
 
+    /// Waits (60 s at most) for the bot of `token` to react with `emoji`
+    /// to message `id` of `chat`, and checks it reacted once.
+    fn reacted(&mut self, chat: i64, id: i64, token: &str, emoji: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let all = self.ask(json!({"op": "reactions"}))["reactions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let on: Vec<&Value> = all
+                .iter()
+                .filter(|r| r["chat_id"] == chat && r["message_id"] == id)
+                .collect();
+            if !on.is_empty() {
+                assert_eq!(
+                    on,
+                    [&json!({"token": token, "chat_id": chat, "message_id": id, "emoji": [emoji]})],
+                    "one reaction"
+                );
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no reaction on {id} in {chat}: {all:?}"
+            );
+            // The emulator has no way to wait for a call.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn answered(&mut self, chat: i64, id: i64, token: &str, text: &str) -> Value {
         self.shows(chat, Some(id), token, text)
     }
@@ -234,6 +268,18 @@ fn telegram_against_the_telegram_test_api_emulator() {
     );
     heard += 1.0;
     emu.answered(TEAM, q, DOCS, &format!("docs answers {q}"));
+
+    // Addressed, and docs chooses silence: Alice sees 👀 on her message
+    // rather than wondering whether anyone heard her.
+    let quiet = emu.say(
+        DOCS,
+        alice(),
+        group(TEAM),
+        "@docs_bot never mind",
+        json!({"entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+    );
+    heard += 1.0;
+    emu.reacted(TEAM, quiet, DOCS, "👀");
 
     // Chatter, and a DM.
     let chatter = emu.say(DOCS, alice(), group(TEAM), "lunch anyone?", json!({}));
