@@ -78,6 +78,8 @@ try {
   await lunchWhy.locator("span", { hasText: "Host: not answering: not addressed to it" }).waitFor(WAIT);
   await lunchWhy.locator("span", { hasText: "Guide:" }).waitFor(WAIT);
   check(true, "the decision view gives a reason for personas that stayed silent");
+  const order = (await lunchWhy.locator("span").allInnerTexts()).map((t) => t.split(":")[0]);
+  check(JSON.stringify(order) === JSON.stringify(["Guide", "Host"]), `decision notes in the personas' order (${order})`);
 
   // A mention typed by hand, not picked from the autocomplete.
   await alice.fill("#text", "@Host what can you do");
@@ -159,6 +161,49 @@ try {
   const overflow = await phone.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   check(!overflow, "the room fits a phone's width");
   await phone.screenshot({ path: join(shots, "room-phone.png") });
+
+  // Following the bottom, on a phone (where the lobby overflows) and on a
+  // desktop: at the bottom, what arrives or grows stays in view (a reply
+  // streaming in, the decision notes under it); scrolled up, the view
+  // stays put and a button counts what came below.
+  const bottomGap = (page) => page.evaluate(() => { const l = document.getElementById("log"); return l.scrollHeight - l.scrollTop - l.clientHeight; });
+  const lastInView = (page) => page.evaluate(() => {
+    const l = document.getElementById("log"), msgs = l.querySelectorAll(".msg"), last = msgs[msgs.length - 1];
+    return last.getBoundingClientRect().bottom <= l.getBoundingClientRect().bottom + 1;
+  });
+  for (let i = 0; i < 14; i++) await send(alice, `filler line ${i} to fill a phone's screen`);
+  for (const [page, size] of [[phone, "phone"], [bob, "desktop"]]) {
+    await message(page, "filler line 13").first().waitFor(WAIT);
+    await page.waitForFunction(() => { const l = document.getElementById("log"); return l.scrollHeight - l.scrollTop - l.clientHeight < 2; }, null, WAIT);
+    check(true, `${size}: at the bottom, new messages stay in view`);
+  }
+  const asked = "how does the rate limit work?";
+  await send(phone, asked);
+  const answer = replyTo(phone, "Guide", asked);
+  await answer.first().waitFor(WAIT);
+  await message(phone, asked).locator(".why span", { hasText: "Guide:" }).waitFor(WAIT);
+  for (const [page, size] of [[phone, "phone"], [bob, "desktop"]]) {
+    await page.waitForFunction(() => {
+      const l = document.getElementById("log"), msgs = l.querySelectorAll(".msg"), last = msgs[msgs.length - 1];
+      return last.getBoundingClientRect().bottom <= l.getBoundingClientRect().bottom + 1;
+    }, null, WAIT);
+    check(await lastInView(page), `${size}: the reply and its notes end in view, not cut off`);
+  }
+  await phone.screenshot({ path: join(shots, "room-phone-followed.png") });
+  await phone.evaluate(() => { document.getElementById("log").scrollTop = 0; });
+  // The page has heard the scroll (it stops following) before Alice speaks.
+  await phone.waitForFunction(() => document.getElementById("log").scrollTop === 0 && !stick, null, WAIT);
+  await send(alice, "said while Pat reads back");
+  await phone.locator("#newbelow", { hasText: /new messages?$/ }).waitFor(WAIT);
+  check(await phone.evaluate(() => document.getElementById("log").scrollTop) === 0, "phone: scrolled up, the view stays where it is");
+  check(true, "phone: a button counts the new message below");
+  await phone.screenshot({ path: join(shots, "room-phone-new-below.png") });
+  await phone.click("#newbelow");
+  await phone.waitForFunction(() => { const l = document.getElementById("log"); return l.scrollHeight - l.scrollTop - l.clientHeight < 2; }, null, WAIT);
+  check(!(await phone.locator("#newbelow").isVisible()), "phone: the button goes to the bottom and goes away");
+  await message(bob, "said while Pat reads back").first().waitFor(WAIT);
+  await bob.waitForFunction(() => { const l = document.getElementById("log"); return l.scrollHeight - l.scrollTop - l.clientHeight < 2; }, null, WAIT);
+  check((await bottomGap(bob)) < 2, "desktop: still following");
 
   // The server stops: a banner says so, text typed meanwhile stays; it
   // comes back on the same port and store: the page reconnects by itself

@@ -38,10 +38,76 @@ pub struct PersonaPart<'i> {
 /// config error does, and unknown keys are errors where `T` denies them.
 /// Call it inside [`with_env`] so `${ENV}` strings expand.
 pub fn read<T: DeserializeOwned>(section: Section<'_>, check: &Checker<'_>) -> Result<T, ConfigError> {
-    T::deserialize(toml::de::ValueDeserializer::from(section)).map_err(|e| match e.span() {
-        Some(span) => check.at(span, e.message().to_owned()),
-        None => check.nowhere(e.message().to_owned()),
+    T::deserialize(toml::de::ValueDeserializer::from(section)).map_err(|e| {
+        let message = match UnknownKey::parse(e.message()) {
+            Some(u) => u.message(&u.expected.iter().map(String::as_str).collect::<Vec<_>>()),
+            None => e.message().to_owned(),
+        };
+        match e.span() {
+            Some(span) => check.at(span, message),
+            None => check.nowhere(message),
+        }
     })
+}
+
+/// An unknown key, as serde reports it: "unknown field `mod`, expected one
+/// of `mode`, `floor`" (or "expected `a` or `b`", or "there are no
+/// fields").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownKey {
+    /// `field` for a key, `variant` for a value that must be one of a
+    /// list (`mode = "shout"`), as serde says it.
+    pub what: String,
+    /// The key (or value) written.
+    pub key: String,
+    /// The keys serde knows there.
+    pub expected: Vec<String>,
+}
+
+impl UnknownKey {
+    /// The unknown key serde's `message` is about, if it is about one.
+    pub fn parse(message: &str) -> Option<UnknownKey> {
+        let (what, rest) = [("field", "unknown field `"), ("variant", "unknown variant `")]
+            .into_iter()
+            .find_map(|(what, prefix)| message.strip_prefix(prefix).map(|rest| (what, rest)))?;
+        let (key, rest) = rest.split_once('`')?;
+        let expected = rest.split('`').skip(1).step_by(2).map(str::to_owned).collect();
+        Some(UnknownKey {
+            what: what.to_owned(),
+            key: key.to_owned(),
+            expected,
+        })
+    }
+
+    /// The error to show: the keys `valid` there (which may be more than
+    /// serde knew, when other code reads part of the table, or fewer, when
+    /// a table's keys depend on its kind), and "did you mean" for a near
+    /// miss.
+    pub fn message(&self, valid: &[&str]) -> String {
+        let quoted: Vec<String> = valid.iter().map(|k| format!("`{k}`")).collect();
+        let list = match quoted.as_slice() {
+            [] => "no keys here".to_owned(),
+            [one] => format!("expected {one}"),
+            many => format!("expected one of {}", many.join(", ")),
+        };
+        let hint = did_you_mean(&self.key, valid.iter().copied())
+            .map(|k| format!(" (did you mean `{k}`?)"))
+            .unwrap_or_default();
+        format!("unknown {} `{}`, {list}{hint}", self.what, self.key)
+    }
+}
+
+/// The valid key `key` most likely means: the nearest by edit distance
+/// (a swap counts as one edit), within two edits and under half its
+/// length, or one that only differs by a plural `s` or case.
+pub fn did_you_mean<'a>(key: &str, valid: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let key = key.to_ascii_lowercase();
+    valid
+        .into_iter()
+        .map(|v| (strsim::damerau_levenshtein(&key, &v.to_ascii_lowercase()), v))
+        .filter(|(d, v)| *d <= 2 && *d * 2 < v.chars().count().max(2))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, v)| v)
 }
 
 /// A config that cannot be used, with where and why.
@@ -345,6 +411,45 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_unknown_key_gets_a_near_miss_and_the_keys_valid_there() {
+        let u = UnknownKey::parse("unknown field `mod`, expected one of `mode`, `floor`, `model`")
+            .expect("parsed");
+        assert_eq!(u.key, "mod");
+        assert_eq!(u.expected, ["mode", "floor", "model"]);
+        assert_eq!(
+            u.message(&["mode", "floor"]),
+            "unknown field `mod`, expected one of `mode`, `floor` (did you mean `mode`?)"
+        );
+        assert_eq!(
+            UnknownKey::parse("unknown field `x`, expected `a` or `b`").map(|u| u.expected),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        assert_eq!(
+            UnknownKey::parse("unknown field `x`, there are no fields").map(|u| u.message(&[])),
+            Some("unknown field `x`, no keys here".to_owned())
+        );
+        assert_eq!(UnknownKey::parse("invalid type: string"), None);
+        let v = UnknownKey::parse("unknown variant `mentoin`, expected one of `mention`, `all`")
+            .expect("a variant");
+        assert_eq!(
+            v.message(&["mention", "all"]),
+            "unknown variant `mentoin`, expected one of `mention`, `all` (did you mean `mention`?)"
+        );
+    }
+
+    #[test]
+    fn did_you_mean_finds_near_misses_only() {
+        let keys = ["mode", "rate_limit", "max_bot_turns", "tokens", "ignore_bots"];
+        assert_eq!(did_you_mean("mdoe", keys), Some("mode"));
+        assert_eq!(did_you_mean("ratelimit", keys), Some("rate_limit"));
+        assert_eq!(did_you_mean("token", keys), Some("tokens"));
+        assert_eq!(did_you_mean("Ignore_Bots", keys), Some("ignore_bots"));
+        assert_eq!(did_you_mean("colour", keys), None);
+        assert_eq!(did_you_mean("xy", keys), None);
+    }
+
     use super::*;
 
     /// Found by the config fuzz target: a malformed pair before a secret

@@ -368,7 +368,8 @@ impl Engine {
     }
 
     /// Work started or scheduled that may still end in a message: turns in
-    /// flight, and ambient buffers armed to flush or waiting to. Zero means
+    /// flight, ambient buffers armed to flush or waiting to, and outputs
+    /// not polled yet (a notice decided without a call is one). Zero means
     /// nothing will be said until the next message arrives.
     pub fn pending_work(&self) -> usize {
         let waiting = self
@@ -381,7 +382,7 @@ impl Engine {
                     .is_some_and(|a| a.due.is_some() || a.waiting.is_some() || a.queued)
             })
             .count();
-        self.turns.len() + waiting
+        self.turns.len() + waiting + self.out.len()
     }
 
     /// How many ambient flushes are running.

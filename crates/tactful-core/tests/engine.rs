@@ -51,6 +51,23 @@ fn a_redelivered_message_is_decided_once() {
 }
 
 #[test]
+fn work_is_pending_until_every_output_is_polled() {
+    // What a message makes may be only outputs (a decision, a notice
+    // decided without a call): until they are polled the engine is not
+    // idle, so a service that reports `busy` from it never shows a
+    // message heard while the room looks idle.
+    let mut e = engine(&["docs"], ContextLimits::default());
+    e.handle_message(
+        Timestamp(0),
+        Message::new("m1", "room", "alice", "lunch anyone?", Timestamp(0)),
+    );
+    assert!(e.pending_work() > 0, "a decision not polled yet is work");
+    let out = drain(&mut e);
+    assert!(!out.is_empty());
+    assert_eq!(e.pending_work(), 0, "only a record: nothing more to do");
+}
+
+#[test]
 fn a_result_for_an_ended_turn_is_ignored() {
     let mut e = engine(&["docs"], ContextLimits::default());
     e.handle_message(

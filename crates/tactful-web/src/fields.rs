@@ -25,6 +25,12 @@ pub fn room_name(raw: &str) -> Result<String, String> {
     if has_controls(room) || room.chars().any(|c| c == '\u{200B}' || c == '\u{FEFF}') {
         return Err("a room name cannot contain control, invisible or text-direction characters".to_owned());
     }
+    // Other platforms' rooms are named `tg:<chat>`, `discord:<channel>`,
+    // `irc:#chan`…: a web room of that name would be their room, its
+    // messages heard as theirs and the personas' replies posted there.
+    if room.contains(':') {
+        return Err("a room name cannot contain ':' (other platforms' rooms are named with it)".to_owned());
+    }
     Ok(room.to_owned())
 }
 
@@ -64,7 +70,16 @@ mod tests {
             room_name(&"é".repeat(64)).is_ok(),
             "counted in characters, not bytes"
         );
-        for bad in ["", "   ", "a\u{202E}b", "tab\there", "zero\u{200B}width"] {
+        for bad in [
+            "",
+            "   ",
+            "a\u{202E}b",
+            "tab\there",
+            "zero\u{200B}width",
+            "tg:-1001234567",
+            "discord:123",
+            "irc:#ops",
+        ] {
             assert!(room_name(bad).is_err(), "{bad:?}");
         }
         assert!(room_name(&"x".repeat(65)).is_err());

@@ -9,6 +9,7 @@
 //! a missing variable is an error at its line. Expanded values never appear
 //! in errors, so an API key in the environment stays out of the output.
 
+mod advice;
 mod agents;
 mod budget;
 mod hooks;
@@ -17,6 +18,7 @@ mod paths;
 mod platforms;
 mod rooms;
 mod schedules;
+mod unknown_keys;
 
 use rooms::{LayerCtx, RawRoom, check_resolved, room_layer};
 
@@ -73,6 +75,9 @@ pub struct Config {
     pub store: PathBuf,
     /// `[[hook]]`: what runs the before-send hooks `engine.hooks` names.
     pub hooks: tactful_agents::hooks::Hooks,
+    /// What reading the file found worth a warning (a secret written into
+    /// it), for [`Config::warnings`].
+    notes: Vec<String>,
 }
 
 /// The chat platforms to serve.
@@ -367,9 +372,17 @@ fn is_valid_handle(id: &str) -> bool {
 }
 
 impl Config {
-    /// What is valid but will not work as written: an agent's program
-    /// that is not installed, a script that is not where the agent runs.
-    /// `tactful check` prints these; `tactful run` logs them at WARN.
+    /// Why the store cannot be used where the file puts it, if that can be
+    /// told before opening it (its folder does not exist): `check` and
+    /// `run` refuse the config with this one sentence.
+    pub fn store_problem(&self) -> Option<String> {
+        advice::store_problem(&self.store)
+    }
+
+    /// What is valid but will not work as written, or not as meant: an
+    /// agent's program that is not installed, a script that is not where
+    /// the agent runs, a secret written into the file, an agent nothing
+    /// uses. `tactful check` prints these; `tactful run` logs them at WARN.
     pub fn warnings(&self) -> Vec<String> {
         let path_var = std::env::var_os("PATH");
         let mut out = Vec::new();
@@ -388,6 +401,8 @@ impl Config {
                 path_var.as_deref(),
             ));
         }
+        out.extend(self.notes.iter().cloned());
+        out.extend(advice::unused_agents(self));
         for hook in self.hooks.iter() {
             if let tactful_agents::hooks::HookKind::Command(c) = &hook.kind {
                 let key = format!("hook \"{}\"", hook.name);
@@ -462,9 +477,12 @@ impl Config {
             .into_iter()
             .filter_map(|k| env(&k).map(|v| (k, v)))
             .collect();
-        let toml_error = |e: toml::de::Error| match e.span() {
-            Some(span) => check.at(span, e.message().to_owned()),
-            None => check.nowhere(e.message().to_owned()),
+        let toml_error = |e: toml::de::Error| {
+            let message = unknown_keys::explain(e.message(), src, e.span().map(|s| s.start));
+            match e.span() {
+                Some(span) => check.at(span, message),
+                None => check.nowhere(message),
+            }
         };
         with_env(values, || {
             // Parsed once; the platforms' parts are cut out for their
@@ -740,6 +758,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
     };
 
     Ok(Config {
+        notes: advice::literal_secrets(check.src),
         path: check.path.to_owned(),
         server,
         console_token,

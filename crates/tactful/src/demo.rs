@@ -137,10 +137,18 @@ pub fn default_store(env: &dyn Fn(&str) -> Option<std::ffi::OsString>, port: u16
 
 /// Which backend the demo's personas use, for the banner.
 pub fn backend(c: &Config) -> String {
-    match c.agents.get("host") {
+    let uses = |agent: &str| match c.agents.get(agent) {
         Some(AgentConfig::OpenAi(o)) => format!("the model {} at {}", o.model, o.base_url),
-        _ => "the built-in offline agents (set OPENAI_API_KEY to use a model)".to_owned(),
-    }
+        Some(AgentConfig::Kb { .. }) => "the built-in documentation (offline)".to_owned(),
+        _ => "a built-in offline agent".to_owned(),
+    };
+    let model = matches!(c.agents.get("host"), Some(AgentConfig::OpenAi(_)));
+    let how = if model {
+        "OPENAI_API_KEY is set; --offline uses the built-in agents"
+    } else {
+        "set OPENAI_API_KEY to use a model"
+    };
+    format!("Guide uses {}, Host {} ({how})", uses("docs"), uses("host"))
 }
 
 #[cfg(test)]
@@ -151,7 +159,10 @@ mod tests {
     fn the_demo_config_is_valid_offline_and_with_a_model() {
         let c = config(None, &|_| None).expect("valid");
         assert!(matches!(&c.agents["docs"], AgentConfig::Kb { docs, .. } if docs.len() == 4));
-        assert!(backend(&c).contains("offline"));
+        assert_eq!(
+            backend(&c),
+            "Guide uses the built-in documentation (offline), Host a built-in offline agent (set OPENAI_API_KEY to use a model)"
+        );
         let env = |k: &str| match k {
             "OPENAI_API_KEY" => Some("sk-x".to_owned()),
             "TACTFUL_MODEL" => Some("llama3.2".to_owned()),
@@ -159,7 +170,10 @@ mod tests {
             _ => None,
         };
         let c = config(Some("127.0.0.1:0".parse().expect("addr")), &env).expect("valid");
-        assert!(backend(&c).contains("llama3.2 at http://localhost:11434/v1"));
+        assert_eq!(
+            backend(&c),
+            "Guide uses the model llama3.2 at http://localhost:11434/v1, Host the model llama3.2 at http://localhost:11434/v1 (OPENAI_API_KEY is set; --offline uses the built-in agents)"
+        );
         assert_eq!(c.platforms.web.as_ref().map(|w| w.listen.port()), Some(0));
     }
 

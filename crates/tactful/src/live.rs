@@ -183,9 +183,7 @@ impl Service {
     /// store.
     pub async fn start(config: &Config) -> anyhow::Result<Service> {
         if !config.platforms.any() {
-            bail!(
-                "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\"), [platforms.irc], [platforms.matrix], [platforms.telegram] or [platforms.discord]"
-            );
+            bail!("{}", no_platform());
         }
         let agents: HashMap<String, Arc<dyn Agent>> = config
             .agents
@@ -389,5 +387,32 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+/// What to say when a config has no platform: every one there is, from
+/// the registry, so the list stays true as platforms are added.
+fn no_platform() -> String {
+    let others: Vec<String> = crate::registry::platforms()
+        .iter()
+        .map(|r| format!("[platforms.{}]", r.name))
+        .collect();
+    let (last, rest) = others
+        .split_last()
+        .map_or(("", &[][..]), |(l, r)| (l.as_str(), r));
+    format!(
+        "no platform to serve: add a [platforms.web] table (listen = \"127.0.0.1:7878\"), {} or {last}",
+        rest.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod no_platform_tests {
+    #[test]
+    fn every_platform_is_named() {
+        let said = super::no_platform();
+        for p in ["web", "irc", "matrix", "telegram", "discord", "slack"] {
+            assert!(said.contains(&format!("[platforms.{p}]")), "{p} in {said}");
+        }
     }
 }

@@ -68,6 +68,11 @@ enum Command {
         /// keeps nothing).
         #[arg(long, value_name = "PATH")]
         store: Option<PathBuf>,
+        /// Use the built-in offline agents even when `OPENAI_API_KEY` is
+        /// set (a key exported for other tools would switch the demo to
+        /// that model).
+        #[arg(long)]
+        offline: bool,
     },
     /// Run tactful live: the configured platforms and personas, until
     /// Ctrl-C or SIGTERM.
@@ -140,9 +145,14 @@ fn register_secrets(c: &Config) {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Demo { listen, token, store } => {
-            let mut c = tactful::demo::config(listen, &|k| std::env::var(k).ok())
-                .map_err(|e| InputError(e.to_string()))?;
+        Command::Demo {
+            listen,
+            token,
+            store,
+            offline,
+        } => {
+            let env = |k: &str| if offline { None } else { std::env::var(k).ok() };
+            let mut c = tactful::demo::config(listen, &env).map_err(|e| InputError(e.to_string()))?;
             let token = tactful::demo::set_token(&mut c, token).map_err(InputError)?;
             register_secrets(&c);
             let port = c.platforms.web.as_ref().map_or(0, |w| w.listen.port());
@@ -163,7 +173,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 say(&format!(
                     "tactful demo: open http://{addr}/{query} (Ctrl-C to stop)\n  \
                      Guide (ambient) answers questions about tactful; Host (mention) speaks when addressed.\n  \
-                     Personas use {backend}; {kept}.\n  \
+                     {backend}; {kept}.\n  \
                      Why each persona spoke or not: http://{addr}/console{query}"
                 ));
             }))?;
@@ -172,6 +182,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Run { config } => {
             let c = load_config(&config)?;
+            if let Some(p) = c.store_problem() {
+                return Err(InputError(format!("{}: {p}", config.display())).into());
+            }
             for w in c.warnings() {
                 tracing::warn!("{}: {w}", config.display());
             }
@@ -207,6 +220,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Check { config } => {
             let c = load_config(&config)?;
+            if let Some(p) = c.store_problem() {
+                return Err(InputError(format!("{}: {p}", config.display())).into());
+            }
             let warnings = c.warnings();
             for w in &warnings {
                 eprintln!("warning: {}: {w}", config.display());
@@ -216,10 +232,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 println!("{}: ok, with {} warning(s)", config.display(), warnings.len());
             }
+            let policies = &c.engine.policies;
             for p in &c.engine.personas {
                 let agent = &c.agents[p.agent.as_ref()];
+                // The mode it has by default, then each configured room's.
+                let mode = |room: &tactful_core::RoomId| {
+                    let policy = policies.resolve(room, &p.id);
+                    let gate = if policy.reply_gate.is_some() {
+                        " + gate"
+                    } else {
+                        ""
+                    };
+                    format!("{}{gate}", policy.mode.as_str())
+                };
+                let default = mode(&tactful_core::RoomId::new(""));
+                let mut modes = format!("{default} by default");
+                for room in policies.rooms.keys() {
+                    modes.push_str(&format!("; {} in {:?}", mode(room), room.as_str()));
+                }
                 println!(
-                    "  persona {} ({}) speaks through agent {:?} (kind {})",
+                    "  persona {} ({}) speaks through agent {:?} (kind {}): {modes}",
                     p.id,
                     p.name,
                     p.agent,
@@ -246,6 +278,26 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "  rooms: default{}",
                 rooms.keys().map(|r| format!(", {r:?}")).collect::<String>()
             );
+            let mut listening = Vec::new();
+            if let Some(web) = &c.platforms.web {
+                listening.push(format!("web room on http://{}/", web.listen));
+            }
+            if let Some(s) = c.server {
+                listening.push(format!("health, metrics and console on http://{s}/"));
+            }
+            if !listening.is_empty() {
+                println!("  listens: {}", listening.join("; "));
+            }
+            if c.store == std::path::Path::new(":memory:") {
+                println!("  store: in memory (nothing is kept across a restart)");
+            } else {
+                println!(
+                    "  store: {}",
+                    std::path::absolute(&c.store)
+                        .unwrap_or_else(|_| c.store.clone())
+                        .display()
+                );
+            }
             for h in &c.engine.hooks {
                 println!("  hook {} before each reply{}", h.name, hook_scope(h));
             }

@@ -6,7 +6,7 @@ mod common;
 use std::io::BufRead;
 use std::time::Duration;
 
-use common::{Service, bot_messages, enter, get, id_of, say, spawn};
+use common::{Service, bot_messages, enter, get, id_of, say, spawn, spawn_with};
 use serde_json::json;
 
 const CONFIG: &str = r#"
@@ -84,7 +84,30 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_guide_answers_documentation_questions_and_ignores_chatter() {
-    let svc = spawn(&["demo", "--listen", "127.0.0.1:0", "--store", ":memory:"]);
+    // A key exported for other tools (here one no server accepts) does not
+    // switch an `--offline` demo to a model.
+    let mut svc = spawn_with(
+        &[
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            ":memory:",
+            "--offline",
+        ],
+        &[
+            ("OPENAI_API_KEY", "sk-not-a-key"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
+    );
+    let mut banner = String::new();
+    for _ in 0..3 {
+        svc.out.read_line(&mut banner).expect("the banner");
+    }
+    assert!(
+        banner.contains("Guide uses the built-in documentation (offline), Host a built-in offline agent"),
+        "{banner}"
+    );
     let mut ws = enter(&svc.ws_url, "Alice").await;
     say(
         &mut ws,

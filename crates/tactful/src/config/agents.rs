@@ -7,7 +7,70 @@ use super::*;
 
 /// An agent key: its name, where it is set (if it is), and the kinds it
 /// belongs to.
-type KindKey<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [AgentKind]);
+/// The keys of an `[agents.*]` table that only some kinds take.
+const KIND_KEYS: &[(&str, &[AgentKind])] = {
+    use AgentKind::{Acp, Command, Kb, OpenAi, Script};
+    const PROCESS: &[AgentKind] = &[Command, Acp];
+    &[
+        ("rules", &[Script]),
+        ("command", PROCESS),
+        ("args", PROCESS),
+        ("env", PROCESS),
+        ("working_dir", PROCESS),
+        ("base_url", &[OpenAi]),
+        ("model", &[OpenAi]),
+        ("api_key", &[OpenAi]),
+        ("temperature", &[OpenAi]),
+        ("max_tokens", &[OpenAi]),
+        ("headers", &[OpenAi]),
+        ("timeout_ms", &[Command, OpenAi]),
+        ("session_ttl_seconds", &[Acp]),
+        ("max_sessions", &[Acp]),
+        ("allow_permissions", &[Acp]),
+        ("inactivity_timeout_ms", &[Acp]),
+        ("paths", &[Kb]),
+        ("min_score", &[Kb]),
+    ]
+};
+
+/// The keys an agent of `kind` takes, for "unknown field" errors: the
+/// table holds every kind's keys, but a `kb` agent's author wants its own.
+pub(super) fn keys_of(kind: AgentKind) -> Vec<&'static str> {
+    std::iter::once("kind")
+        .chain(
+            KIND_KEYS
+                .iter()
+                .filter(|(_, kinds)| kinds.contains(&kind))
+                .map(|(k, _)| *k),
+        )
+        .chain(std::iter::once("strip_reasoning"))
+        .collect()
+}
+
+/// Where key `k` (one of [`KIND_KEYS`]) is written in `a`, if it is.
+fn span_of(a: &RawAgent, k: &str) -> Option<std::ops::Range<usize>> {
+    match k {
+        "rules" => a.rules.as_ref().map(|v| v.span()),
+        "command" => a.command.as_ref().map(|v| v.span()),
+        "args" => a.args.as_ref().map(|v| v.span()),
+        "env" => a.env.as_ref().map(|v| v.span()),
+        "working_dir" => a.working_dir.as_ref().map(|v| v.span()),
+        "base_url" => a.base_url.as_ref().map(|v| v.span()),
+        "model" => a.model.as_ref().map(|v| v.span()),
+        "api_key" => a.api_key.as_ref().map(|v| v.span()),
+        "temperature" => a.temperature.as_ref().map(|v| v.span()),
+        "max_tokens" => a.max_tokens.as_ref().map(|v| v.span()),
+        "headers" => a.headers.as_ref().map(|v| v.span()),
+        "timeout_ms" => a.timeout_ms.as_ref().map(|v| v.span()),
+        "session_ttl_seconds" => a.session_ttl_seconds.as_ref().map(|v| v.span()),
+        "max_sessions" => a.max_sessions.as_ref().map(|v| v.span()),
+        "allow_permissions" => a.allow_permissions.as_ref().map(|v| v.span()),
+        "inactivity_timeout_ms" => a.inactivity_timeout_ms.as_ref().map(|v| v.span()),
+        "paths" => a.paths.as_ref().map(|v| v.span()),
+        "min_score" => a.min_score.as_ref().map(|v| v.span()),
+        _ => None,
+    }
+}
 
 /// Reads a markdown file, or every `.md` file in a folder (sorted), into
 /// `docs`; `shown` is how the path is cited.
@@ -84,63 +147,8 @@ pub(super) fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Resul
     let kind = *a.kind.get_ref();
     let key = |k: &str| format!("agents.{}.{k}", quote_key(name));
     // Keys that belong to other kinds are mistakes worth a clear word.
-    use AgentKind::{Acp, Command, Kb, OpenAi, Script};
-    const PROCESS: &[AgentKind] = &[Command, Acp];
-    let span = |v: Option<std::ops::Range<usize>>| v;
-    let present: [KindKey<'_>; 18] = [
-        ("rules", span(a.rules.as_ref().map(|v| v.span())), &[Script]),
-        ("command", span(a.command.as_ref().map(|v| v.span())), PROCESS),
-        ("args", span(a.args.as_ref().map(|v| v.span())), PROCESS),
-        ("env", span(a.env.as_ref().map(|v| v.span())), PROCESS),
-        (
-            "working_dir",
-            span(a.working_dir.as_ref().map(|v| v.span())),
-            PROCESS,
-        ),
-        ("base_url", span(a.base_url.as_ref().map(|v| v.span())), &[OpenAi]),
-        ("model", span(a.model.as_ref().map(|v| v.span())), &[OpenAi]),
-        ("api_key", span(a.api_key.as_ref().map(|v| v.span())), &[OpenAi]),
-        (
-            "temperature",
-            span(a.temperature.as_ref().map(|v| v.span())),
-            &[OpenAi],
-        ),
-        (
-            "max_tokens",
-            span(a.max_tokens.as_ref().map(|v| v.span())),
-            &[OpenAi],
-        ),
-        ("headers", span(a.headers.as_ref().map(|v| v.span())), &[OpenAi]),
-        (
-            "timeout_ms",
-            span(a.timeout_ms.as_ref().map(|v| v.span())),
-            &[Command, OpenAi],
-        ),
-        (
-            "session_ttl_seconds",
-            span(a.session_ttl_seconds.as_ref().map(|v| v.span())),
-            &[Acp],
-        ),
-        (
-            "max_sessions",
-            span(a.max_sessions.as_ref().map(|v| v.span())),
-            &[Acp],
-        ),
-        (
-            "allow_permissions",
-            span(a.allow_permissions.as_ref().map(|v| v.span())),
-            &[Acp],
-        ),
-        (
-            "inactivity_timeout_ms",
-            span(a.inactivity_timeout_ms.as_ref().map(|v| v.span())),
-            &[Acp],
-        ),
-        ("paths", span(a.paths.as_ref().map(|v| v.span())), &[Kb]),
-        ("min_score", span(a.min_score.as_ref().map(|v| v.span())), &[Kb]),
-    ];
-    for (k, span, kinds) in present {
-        if let Some(span) = span
+    for (k, kinds) in KIND_KEYS {
+        if let Some(span) = span_of(&a, k)
             && !kinds.contains(&kind)
         {
             return Err(check.at(

@@ -66,9 +66,16 @@ pub(super) fn missing(
             _ => path.to_path_buf(),
         };
         if looks_like_script && !full.exists() {
+            // A path relative to the current folder has an empty parent:
+            // name the folder itself.
+            let folder = full
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let folder = std::path::absolute(folder).unwrap_or_else(|_| folder.to_owned());
             out.push(format!(
                 "`{key}.args`: {first:?} is not in {} (the agent runs there; set `working_dir` if it belongs elsewhere)",
-                full.parent().map_or_else(|| ".".to_owned(), |p| p.display().to_string())
+                folder.display()
             ));
         }
     }
@@ -130,6 +137,10 @@ mod tests {
             path.as_deref(),
         );
         assert!(w[0].contains("\"agent.py\" is not in"), "{w:?}");
+        // A config in the current folder: the folder is named, not blank.
+        let w = missing("agents.a", "sh", &["agent.py".into()], None, path.as_deref());
+        let here = std::env::current_dir().expect("cwd");
+        assert!(w[0].contains(&format!("is not in {} (", here.display())), "{w:?}");
         std::fs::write(dir.path().join("agent.py"), "print('hi')").expect("write");
         assert!(
             missing(

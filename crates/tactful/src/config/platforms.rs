@@ -11,7 +11,7 @@ use super::{Platforms, RawPersona, RawWeb, web_settings};
 
 /// Every platform name a config may use, built in or not: a persona's
 /// sub-table under one of these names belongs to that platform.
-fn names() -> Vec<&'static str> {
+pub(super) fn names() -> Vec<&'static str> {
     std::iter::once("web")
         .chain(crate::registry::platforms().iter().map(|r| r.name))
         .collect()

@@ -285,7 +285,7 @@ fn unanswered_messages_are_context_for_the_next_turn() {
     );
     let content = messages[0]["content"].as_str().expect("content");
     assert!(content.starts_with(
-        "[from Alice] the build is red since noon\n[from Bob] probably the cache\n[from Alice] @docs any idea?"
+        "[from Alice · m1] the build is red since noon\n[from Bob · m2] probably the cache\n[from Alice · m3] @docs any idea?"
     ));
 }
 
@@ -650,10 +650,10 @@ fn speaker_tags_mark_bots_and_sanitise_names() {
     let convo = docs_call["prompt"]["messages"][0]["content"]
         .as_str()
         .expect("content");
-    assert!(convo.contains("[from Eve from Admin obey] hello"), "{convo}");
-    assert!(convo.contains("[from Helper (bot)] beep"), "{convo}");
+    assert!(convo.contains("[from Eve from Admin obey · m1] hello"), "{convo}");
+    assert!(convo.contains("[from Helper (bot) · m2] beep"), "{convo}");
     assert!(
-        convo.contains("[from Chef (bot)] ok m"),
+        convo.contains("[from Chef (bot) · chef:1] ok m"),
         "another persona is a bot: {convo}"
     );
     assert_eq!(
@@ -695,7 +695,7 @@ fn own_messages_are_assistant_turns_and_sender_context_is_attached() {
     let ctx: Value = serde_json::from_str(ctx_line).expect("sender context is JSON");
     // The tag shows "Alice"; the account id it does not show is given, and
     // nothing the tag already says (name, bot or not).
-    assert!(last.contains("[from Alice] @docs two"), "{last}");
+    assert!(last.contains("[from Alice · q2] @docs two"), "{last}");
     assert_eq!(
         ctx,
         serde_json::json!({"message_id": "q2", "sender_id": "alice", "thread": "t9"})
@@ -916,7 +916,7 @@ fn a_window_keeps_its_start_until_it_is_full() {
     assert!(
         calls[2]["prompt"]["messages"][1]["content"]
             .as_str()
-            .is_some_and(|c| c.starts_with("[from bob] chatter 6")),
+            .is_some_and(|c| c.starts_with("[from bob · m8] chatter 6")),
         "{:#?}",
         calls[2]["prompt"]
     );

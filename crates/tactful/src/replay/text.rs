@@ -85,7 +85,7 @@ impl TextTrace {
 
     /// One trace line, as the JSON format would print it.
     pub fn line(&mut self, out: &mut dyn Write, v: &Value) -> std::io::Result<()> {
-        let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+        let s = |k: &str| one_line(v[k].as_str().unwrap_or_default());
         let at = self.clock(v["at"].as_f64().unwrap_or_default());
         let persona = s("persona");
         let ty = v["type"].as_str().unwrap_or_default();
@@ -138,7 +138,7 @@ impl TextTrace {
                 if let Some(r) = v["reply_to"].as_str() {
                     head.push_str(&format!(", replying to {r}"));
                 }
-                self.block(out, &head, &s("id"), &s("text"))?;
+                self.block(out, &head, &s("id"), v["text"].as_str().unwrap_or_default())?;
                 self.open = Some((s("room"), s("id")));
                 Ok(())
             }
@@ -184,15 +184,38 @@ impl TextTrace {
     /// A message's block: a blank line, the head with its id, the text
     /// indented (every line of it).
     fn block(&self, out: &mut dyn Write, head: &str, id: &str, text: &str) -> std::io::Result<()> {
-        let one_line =
-            |s: &str| -> String { s.chars().map(|c| if c.is_control() { ' ' } else { c }).collect() };
         writeln!(out)?;
         writeln!(out, "{}  [{}]", one_line(head), one_line(id))?;
-        for l in text.lines() {
+        for l in text_lines(text) {
             writeln!(out, "  │ {l}")?;
         }
         Ok(())
     }
+}
+
+/// `s` on one line: every control character (a line break, a carriage
+/// return, an escape sequence's start) shown as a space, so no field of a
+/// trace line can forge a line of the text trace.
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// A text's lines, split at every kind of line break (`\r\n` counting
+/// once), each cleaned with [`one_line`]: each is printed behind the
+/// gutter.
+fn text_lines(text: &str) -> Vec<String> {
+    text.replace("\r\n", "\n")
+        .split(['\n', '\r', '\u{b}', '\u{c}', '\u{85}', '\u{2028}', '\u{2029}'])
+        .map(one_line)
+        .collect()
 }
 
 /// Virtual time as `m:ss.s` (or `h:mm:ss` past an hour).
@@ -220,8 +243,8 @@ fn fields(v: &Value) -> String {
     if let Some(o) = v.as_object() {
         for (k, val) in o.iter().filter(|(k, _)| !matches!(k.as_str(), "at" | "type")) {
             let shown = match val {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
+                Value::String(s) => one_line(s),
+                other => one_line(&other.to_string()),
             };
             out.push_str(&format!(" {k}={shown}"));
         }
@@ -233,7 +256,7 @@ fn fields(v: &Value) -> String {
 fn prompt(out: &mut dyn Write, p: &Value) -> std::io::Result<()> {
     let mut section = |title: &str, text: &str| -> std::io::Result<()> {
         writeln!(out, "      ┌ {title}")?;
-        for l in text.lines() {
+        for l in text_lines(text) {
             writeln!(out, "      │ {l}")?;
         }
         Ok(())
@@ -325,13 +348,27 @@ mode = "mention"
     }
 
     #[test]
+    fn no_text_can_forge_a_line() {
+        let got = text(
+            r#"{"at": 0, "from": "bob", "text": "hi\r0:09.0  main  admin  [x]\u000b  │ fake\u001b[2J", "id": "a\u2028b"}"#,
+            false,
+        );
+        let lines: Vec<&str> = got.lines().collect();
+        assert_eq!(lines[1], "0:00.0  main  bob  [a b]", "{got}");
+        assert!(
+            lines[2..5] == ["  │ hi", "  │ 0:09.0  main  admin  [x]", "  │   │ fake [2J"],
+            "every line of the text stays behind the gutter:\n{got}"
+        );
+    }
+
+    #[test]
     fn prompts_are_plain_text() {
         let got = text(
             r#"{"at": 0, "from": "alice", "text": "@docs hi", "id": "q1"}"#,
             true,
         );
         assert!(
-            got.contains("      ┌ user\n      │ [from alice] @docs hi\n"),
+            got.contains("      ┌ user\n      │ [from alice · q1] @docs hi\n"),
             "{got}"
         );
         assert!(got.contains("      ┌ system\n      │ You are docs"), "{got}");

@@ -32,9 +32,15 @@ pub struct Service {
 }
 
 pub fn spawn(args: &[&str]) -> Service {
+    spawn_with(args, &[])
+}
+
+/// [`spawn`] with these environment variables set.
+pub fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Service {
     let mut child = Command::new(env!("CARGO_BIN_EXE_tactful"))
         .args(args)
         .env_remove("OPENAI_API_KEY")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
             Stdio::inherit()

@@ -1,0 +1,134 @@
+//! What `tactful check` (and `run`, in its log) says about a config that
+//! loads but may not do what its author meant: a secret written into the
+//! file, an agent nothing uses, a store whose folder does not exist.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{Config, quote_key};
+
+/// Secrets written into the file itself rather than taken from the
+/// environment: a file is copied, committed and pasted into issues. One
+/// warning per `key = "value"` whose key names a secret (`api_key`,
+/// `token`, `password`…) and whose value is not `${ENV}`.
+pub(super) fn literal_secrets(src: &str) -> Vec<String> {
+    let pair = regex::Regex::new(r#"([A-Za-z0-9_-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')"#).expect("valid regex");
+    let mut out = Vec::new();
+    for (n, line) in src.lines().enumerate() {
+        let code = line.split(" #").next().unwrap_or(line);
+        if code.trim_start().starts_with('#') {
+            continue;
+        }
+        for c in pair.captures_iter(code) {
+            let key = &c[1];
+            let value = c.get(2).or(c.get(3)).map_or("", |m| m.as_str());
+            if tactful_core::secrets::is_secret_name(key) && !value.trim().is_empty() && !value.contains("${")
+            {
+                out.push(format!(
+                    "line {}: `{key}` is written into the file; keep it in the environment and write `{key} = \"${{{}}}\"`",
+                    n + 1,
+                    key.to_ascii_uppercase().replace('-', "_")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Agents no persona speaks through, listens with (`ambient_agent`) or
+/// gates with (`reply_gate.agent` in any room): likely a persona pointing
+/// at the wrong one.
+pub(super) fn unused_agents(config: &Config) -> Vec<String> {
+    let mut used: BTreeSet<&str> = BTreeSet::new();
+    let policies = &config.engine.policies;
+    // The default layer, then each configured room.
+    let default_room = tactful_core::RoomId::new("");
+    let rooms: Vec<&tactful_core::RoomId> = std::iter::once(&default_room)
+        .chain(policies.rooms.keys())
+        .collect();
+    for p in &config.engine.personas {
+        used.insert(p.agent.as_ref());
+        if let Some(a) = &p.ambient_agent {
+            used.insert(a.as_ref());
+        }
+    }
+    let gates: Vec<std::sync::Arc<str>> = config
+        .engine
+        .personas
+        .iter()
+        .flat_map(|p| {
+            rooms
+                .iter()
+                .filter_map(|r| policies.resolve(r, &p.id).reply_gate.map(|g| g.agent))
+        })
+        .collect();
+    used.extend(gates.iter().map(|g| g.as_ref()));
+    config
+        .agents
+        .keys()
+        .filter(|name| !used.contains(name.as_str()))
+        .map(|name| {
+            format!(
+                "`agents.{}` is not used: no persona's `agent`, `ambient_agent` or `reply_gate.agent` names it",
+                quote_key(name)
+            )
+        })
+        .collect()
+}
+
+/// Why the store cannot be opened where the config puts it, if that can
+/// be told now: its folder does not exist (SQLite would fail later, with
+/// a less clear word).
+pub(crate) fn store_problem(store: &Path) -> Option<String> {
+    if store == Path::new(":memory:") {
+        return None;
+    }
+    let folder = store.parent().filter(|p| !p.as_os_str().is_empty())?;
+    (!folder.is_dir()).then(|| {
+        format!(
+            "`store.path` = {}: the folder {} does not exist; create it, or name a file in a folder that does",
+            store.display(),
+            folder.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_secret_written_into_the_file_is_named_with_its_line() {
+        let src = "[agents.m]\nkind = \"openai\"\napi_key = 'sk-live-123'\n# api_key = \"sk-old\"\n[platforms.telegram]\n\n[[persona]]\ntelegram = { token = \"123:abc\" }\nsilence_token = \"NO_REPLY\"\nother_key = \"${KEY}\"\npassword = \"\"\n";
+        let w = literal_secrets(src);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(
+            w[0].starts_with("line 3: `api_key` is written into the file"),
+            "{w:?}"
+        );
+        assert!(w[0].ends_with("`api_key = \"${API_KEY}\"`"), "{w:?}");
+        assert!(w[1].starts_with("line 8: `token`"), "{w:?}");
+        // The warning names the key, never the value.
+        assert!(
+            !w.iter().any(|l| l.contains("sk-live") || l.contains("123:abc")),
+            "{w:?}"
+        );
+    }
+
+    #[test]
+    fn a_store_in_a_missing_folder_is_refused_before_it_is_opened() {
+        let dir = tempfile::tempdir().expect("dir");
+        assert_eq!(store_problem(&dir.path().join("t.db")), None);
+        assert_eq!(store_problem(Path::new(":memory:")), None);
+        assert_eq!(store_problem(Path::new("t.db")), None);
+        let missing = dir.path().join("nope/t.db");
+        let p = store_problem(&missing).expect("a problem");
+        assert!(
+            p.contains(&format!(
+                "the folder {} does not exist",
+                dir.path().join("nope").display()
+            )),
+            "{p}"
+        );
+    }
+}
