@@ -89,7 +89,7 @@ async fn prompts_stream_and_sessions_are_kept_per_room() {
     assert_eq!(
         first.text,
         format!(
-            "session s1 prompt 1 context full cwd {} | [from Alice] @docs how do I reset?",
+            "session s1 prompt 1 context full cwd {} | [from Alice · m3] @docs how do I reset?",
             cwd.display()
         )
     );

@@ -125,7 +125,7 @@ async fn streams_deltas_and_records_usage() {
         body["messages"][3]["content"]
             .as_str()
             .unwrap_or("")
-            .contains("[from Alice] @docs how do I reset?")
+            .contains("[from Alice · m3] @docs how do I reset?")
     );
 }
 

@@ -70,7 +70,7 @@ inactivity_timeout_ms = 20000
         "{}",
         sends[0]
     );
-    assert!(sends[0].ends_with("[from Alice] @coder hi"), "{}", sends[0]);
+    assert!(sends[0].ends_with("[from Alice · m1] @coder hi"), "{}", sends[0]);
     assert_eq!(sends[1], "permission execute: reject");
     assert!(
         sends[2].starts_with("session s1 prompt 3 context delta"),
