@@ -108,8 +108,30 @@ pub fn is_small_talk(text: &str, phrases: &[std::sync::Arc<str>], max_chars: usi
         .trim_start_matches(|c: char| !c.is_alphanumeric() && c != '+');
     let words: Vec<&str> = core.split_whitespace().collect();
     let normal = words.join(" ").to_lowercase();
-    phrases.iter().any(|p| **p == *normal)
+    if phrases.iter().any(|p| **p == *normal) {
+        return true;
+    }
+    // A phrase with a short tail ("back in 10", "thanks, will do", "ok
+    // see you there"): at most [`MAX_TAIL_WORDS`] words after it. Longer,
+    // the tail is content ("thanks, but it still crashes").
+    let clean: Vec<String> = words
+        .iter()
+        .map(|w| {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '+')
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect();
+    (1..clean.len()).any(|head| {
+        clean.len() - head <= MAX_TAIL_WORDS && {
+            let start = clean[..head].join(" ");
+            phrases.iter().any(|p| **p == *start)
+        }
+    })
 }
+
+/// The most words a phrase may be followed by and still be small talk.
+pub const MAX_TAIL_WORDS: usize = 2;
 
 /// [`DEFAULT_PHRASES`] as a room's policy holds them.
 pub fn default_phrases() -> std::sync::Arc<[std::sync::Arc<str>]> {
@@ -139,6 +161,10 @@ mod tests {
             "ok 👍",
             "...",
             "Good  morning!",
+            // A phrase and a short tail.
+            "back in 10",
+            "thanks, will do",
+            "sorry, wrong chat 🙈",
         ] {
             assert!(small(t), "{t:?}");
         }
@@ -154,6 +180,8 @@ mod tests {
             "👍👍👍👍👍👍👍👍👍👍👍👍👍",
             "",
             "okay so what now",
+            "no, the deploy is still failing",
+            "back in 10?",
             "yes!? really",
             "k8s",
         ] {
