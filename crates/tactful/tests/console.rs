@@ -443,7 +443,7 @@ async fn the_default_layer_set_in_the_console_reaches_every_room() {
     say(&mut ws, json!({ "type": "join", "room": "garden" })).await;
     say(
         &mut ws,
-        json!({ "type": "say", "room": "garden", "text": "nice weather" }),
+        json!({ "type": "say", "room": "garden", "text": "the weather is lovely" }),
     )
     .await;
     // (Only the garden's chatter can be answered now.)

@@ -316,7 +316,9 @@ fn foreign_bots_are_recorded_not_answered_by_default() {
 #[test]
 fn bot_storm_stops_at_max_bot_turns_until_a_human_speaks() {
     let cfg = two_personas(
-        "mode = \"all\"\nignore_bots = false\nmax_bot_turns = 3\nrate_limit = \"off\"\nfloor = { max_speakers = 2 }",
+        // (The personas answer "ok <id>", which the pre-gate would take
+        // for small talk: off, so the bot-turn limit alone is at work.)
+        "mode = \"all\"\nignore_bots = false\nmax_bot_turns = 3\nrate_limit = \"off\"\nfloor = { max_speakers = 2 }\npre_gate = { enabled = false }",
     );
     let scenario = [
         line(0.0, "alice", "hello bots", r#", "id": "h1""#),
