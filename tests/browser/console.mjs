@@ -108,7 +108,6 @@ try {
   await stop(service);
   service = await start();
   await alice.reload();
-  await alice.click("#join button");
   await alice.waitForSelector("#log", WAIT);
   const after = await botSaid(alice, "hi there").count();
   await send(alice, "still open to all?");

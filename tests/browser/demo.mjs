@@ -52,6 +52,7 @@ try {
   await look.screenshot({ path: join(shots, "join-desktop.png") });
   await look.setViewportSize(PHONE);
   await formIsUsable(look, "phone", 250);
+  check(!(await look.locator("#menu").isVisible()), "phone: no ☰ before joining (there is nothing to list yet)");
   await look.screenshot({ path: join(shots, "join-phone.png") });
   await first.close();
 
@@ -61,6 +62,15 @@ try {
   const bob = await person(bobCtx, "Bob");
   check(await bob.locator(".member", { hasText: "Guide" }).locator(".badge").count() === 1, "personas are members with a bot badge");
   check(/^\/r\/lobby/.test(new URL(alice.url()).pathname), "the room is in the URL (/r/lobby)");
+
+  // The empty lobby introduces its personas in plain words, with messages
+  // to try.
+  const intro = alice.locator("#intro");
+  await intro.waitFor(WAIT);
+  const introText = await intro.innerText();
+  check(/Guide reads everything/.test(introText) && /Host answers when you mention it/.test(introText), `the introduction says what each persona does (${JSON.stringify(introText)})`);
+  check(await intro.locator(".try button", { hasText: "@Host hello" }).count() === 1, "the introduction offers messages to try");
+  await alice.screenshot({ path: join(shots, "intro-desktop.png") });
 
   await send(alice, "lunch at noon anyone");
   await send(alice, "what does ambient mode do?");
@@ -120,6 +130,23 @@ try {
   check(await md.locator(".text b").count() === 0 && await md.locator(".text img").count() === 0, "typed HTML is not markup");
   check((await md.locator(".text").innerText()).includes("<b>not bold</b>"), "typed HTML shows as text");
 
+  // A bare address is a link; a mention of Bob is a pill and his is marked;
+  // a reply quotes the message rendered, not as raw Markdown.
+  await send(alice, "@Bob the docs are at https://example.org/docs, see you");
+  const toBob = message(bob, "the docs are at").last();
+  await toBob.waitFor(WAIT);
+  check(await toBob.evaluate((d) => d.classList.contains("tome")), "a message naming you is marked");
+  check(await toBob.locator(".pill.me", { hasText: "@Bob" }).count() === 1, "@Bob is a pill");
+  const link = toBob.locator('.text a[href="https://example.org/docs"]');
+  check(await link.count() === 1 && (await link.getAttribute("rel")).includes("noopener"), "a bare address is a safe link, without the comma after it");
+  check(!(await message(alice, "the docs are at").last().evaluate((d) => d.classList.contains("tome"))), "it is not marked for the one who wrote it");
+  await md.locator("button.reply").click();
+  await send(bob, "noted");
+  const quoted = message(alice, "noted").last().locator(".quote");
+  await quoted.waitFor(WAIT);
+  check(await quoted.locator("code", { hasText: "code" }).count() === 1 && !(await quoted.innerText()).includes("`"), "a quote is rendered, not raw backticks");
+  await bob.screenshot({ path: join(shots, "mention-link-quote.png") });
+
   // Over the length limit: refused in the page, and the text stays.
   const long = "x".repeat(4001);
   await alice.fill("#text", long);
@@ -145,6 +172,27 @@ try {
   await message(bob, "still here").first().waitFor(WAIT);
   check(await bob.locator(".member", { hasText: "Alice" }).count() === 1, "closing one of Alice's tabs leaves her listed");
 
+  // A direct conversation from the member list: only Bob's, answered
+  // without a mention; Alice, at its address, gets her own.
+  await bob.locator(".member", { hasText: "Guide" }).locator("button.dm").click();
+  await bob.waitForURL(/\/r\/%40guide\./, WAIT);
+  check((await bob.locator("#roomname").innerText()).startsWith("@Guide"), "the direct room is named after Guide");
+  await bob.locator("#intro", { hasText: "only you see it" }).waitFor(WAIT);
+  await send(bob, "is there a demo config I can copy?");
+  await send(bob, "what does ambient mode do?");
+  await replyTo(bob, "Guide", "what does ambient mode do?").first().waitFor(WAIT);
+  check(true, "Guide answers in the direct room");
+  await bob.screenshot({ path: join(shots, "direct-desktop.png") });
+  const dmUrl = bob.url();
+  const peek = await aliceCtx.newPage();
+  await peek.goto(dmUrl);
+  await peek.waitForSelector("#log", WAIT);
+  await peek.locator("#intro", { hasText: "only you see it" }).waitFor(WAIT);
+  check(await message(peek, "is there a demo config").count() === 0 && peek.url() !== dmUrl, "Bob's direct room's address gives Alice her own, not his");
+  await peek.close();
+  await bob.locator(".roomlink", { hasText: "#lobby" }).click();
+  await bob.locator(".msg", { hasText: "lunch at noon anyone" }).first().waitFor(WAIT);
+
   // Another room by the switcher: its own address and history; back again.
   check((await bob.title()).includes("#lobby · tactful"), "the page title names the room");
   await bob.fill("#newroomname", "side");
@@ -157,7 +205,27 @@ try {
   check(/\/r\/lobby/.test(new URL(bob.url()).pathname), "the switcher goes back to the lobby");
 
   await bob.screenshot({ path: join(shots, "room-bob-desktop.png"), fullPage: true });
-  const phone = await person(await browser.newContext(), "Pat", "lobby", PHONE);
+  // Bob reloads: still Bob, in the same room, his rooms still listed.
+  await bob.reload();
+  await bob.waitForSelector("#log", WAIT);
+  await bob.locator(".roomlink", { hasText: "#side" }).waitFor(WAIT);
+  check((await bob.locator("#roomname").innerText()).includes("you are Bob") && await bob.locator(".roomlink", { hasText: "@Guide" }).count() === 1, "a reload keeps the name, the room and the rooms joined");
+
+  // On a phone: an empty room's introduction, a click on an example; the
+  // ☰ lists rooms and members.
+  const patCtx = await browser.newContext();
+  const patIntro = await person(patCtx, "Pat", "quiet-corner", PHONE);
+  await patIntro.locator("#intro").waitFor(WAIT);
+  await patIntro.screenshot({ path: join(shots, "intro-phone.png") });
+  await patIntro.locator("#intro .try button", { hasText: "@Host hello" }).click();
+  await replyTo(patIntro, "Host", "@Host hello").first().waitFor(WAIT);
+  check(true, "phone: a click on an example sends it, and Host answers");
+  await patIntro.click("#menu");
+  check(await patIntro.locator("#side").isVisible() && await patIntro.locator("#side .member", { hasText: "Guide" }).count() === 1, "phone: ☰ opens the rooms and members");
+  await patIntro.screenshot({ path: join(shots, "menu-phone.png") });
+  await patIntro.close();
+  const phone = await join_(patCtx, `${url}r/lobby`, "Pat", "lobby", PHONE);
+  await message(phone, "lunch at noon anyone").first().waitFor(WAIT);
   const overflow = await phone.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
   check(!overflow, "the room fits a phone's width");
   await phone.screenshot({ path: join(shots, "room-phone.png") });
@@ -225,7 +293,6 @@ try {
 
   // A reload keeps the name and room and shows the history.
   await alice.reload();
-  await alice.click("#join button");
   await alice.waitForSelector("#log", WAIT);
   await replyTo(alice, "Guide", "what does ambient mode do?").first().waitFor(WAIT);
   check(await message(alice, "lunch at noon anyone").count() === 1, "a reload shows the history");

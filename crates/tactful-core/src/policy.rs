@@ -59,6 +59,21 @@ impl Mode {
         }
     }
 
+    /// What the mode means to someone in the room, in a few plain words
+    /// (the web room's introduction, `tactful check`'s summary): a
+    /// newcomer should not need the docs to know whom to address.
+    pub fn in_plain_words(self) -> &'static str {
+        match self {
+            Mode::Mention => "answers when you mention it, reply to it or message it directly",
+            Mode::All => "may answer any message that is not meant for someone else",
+            Mode::Command => "answers only its /commands and direct messages",
+            Mode::Observe => "only listens; it never answers",
+            Mode::Ambient => {
+                "reads everything and now and then answers what it can help with; mention it for an answer at once"
+            }
+        }
+    }
+
     /// Parses the config spelling.
     pub fn parse(s: &str) -> Option<Mode> {
         Some(match s {

@@ -7,7 +7,7 @@
 //!   platform's allowlist (the web room's page, Matrix's
 //!   `org.matrix.custom.html`).
 
-use pulldown_cmark::{Event, Options, Parser};
+use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 /// Escapes `&`, `<` and `>` as `&amp;`, `&lt;` and `&gt;`: the three
 /// characters both Telegram's HTML and Slack's mrkdwn reserve. An agent's
@@ -32,17 +32,55 @@ pub fn escape_markup(text: &str) -> String {
 /// Raw HTML written in the text is kept as text (escaped), never markup of
 /// its own: an agent repeating what someone typed cannot inject a tag, and
 /// the sanitiser is a second wall behind that. One line break is a line
-/// break, as people in a chat mean it.
+/// break, as people in a chat mean it. A bare `http(s)://` address is a
+/// link, as in every chat app, except inside code or a link already; the
+/// allowlist still decides which schemes a link may have.
 pub fn markdown_html(text: &str, clean: &ammonia::Builder<'_>) -> String {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
-    let events = Parser::new_ext(text, options).map(|e| match e {
-        Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
-        Event::SoftBreak => Event::HardBreak,
-        e => e,
+    // Inside a code block or a link, text stays as it is.
+    let mut inside = 0usize;
+    let events = Parser::new_ext(text, options).flat_map(|e| {
+        let e = match e {
+            Event::Html(h) | Event::InlineHtml(h) => Event::Text(h),
+            Event::SoftBreak => Event::HardBreak,
+            e => e,
+        };
+        match &e {
+            Event::Start(Tag::CodeBlock(_) | Tag::Link { .. }) => inside += 1,
+            Event::End(TagEnd::CodeBlock | TagEnd::Link) => inside = inside.saturating_sub(1),
+            Event::Text(t) if inside == 0 => return linked(t),
+            _ => {}
+        }
+        vec![e]
     });
     let mut out = String::with_capacity(text.len() * 3 / 2);
     pulldown_cmark::html::push_html(&mut out, events);
     clean.clean(&out).to_string()
+}
+
+/// `text` with each bare web address in it made a link.
+fn linked(text: &str) -> Vec<Event<'static>> {
+    let mut finder = linkify::LinkFinder::new();
+    finder.kinds(&[linkify::LinkKind::Url]).url_must_have_scheme(true);
+    let mut out = Vec::new();
+    for span in finder.spans(text) {
+        let s = span.as_str().to_owned();
+        let web = span.kind() == Some(&linkify::LinkKind::Url)
+            && (s.starts_with("http://") || s.starts_with("https://"));
+        if web {
+            out.push(Event::Start(Tag::Link {
+                link_type: LinkType::Autolink,
+                dest_url: CowStr::from(s.clone()),
+                title: CowStr::from(""),
+                id: CowStr::from(""),
+            }));
+            out.push(Event::Text(CowStr::from(s)));
+            out.push(Event::End(TagEnd::Link));
+        } else {
+            out.push(Event::Text(CowStr::from(s)));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -64,5 +102,44 @@ mod tests {
             markdown_html("**a** <b>b</b>\nc", &clean),
             "<p><strong>a</strong> &lt;b&gt;b&lt;/b&gt;<br>\nc</p>\n"
         );
+    }
+
+    #[test]
+    fn bare_web_addresses_are_links_but_not_in_code_or_links() {
+        let clean = ammonia::Builder::default();
+        let html = markdown_html("see https://example.org/a?b=1, then (http://x.test/y).", &clean);
+        assert!(
+            html.contains(r#"<a href="https://example.org/a?b=1" rel="noopener noreferrer">https://example.org/a?b=1</a>, then"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"(<a href="http://x.test/y" rel="noopener noreferrer">http://x.test/y</a>)."#),
+            "{html}"
+        );
+        for kept in [
+            "`https://example.org`",
+            "```\nhttps://example.org\n```",
+            "[docs](https://example.org/d)",
+        ] {
+            let html = markdown_html(kept, &clean);
+            assert_eq!(
+                html.matches("<a ").count(),
+                usize::from(kept.starts_with('[')),
+                "{kept} -> {html}"
+            );
+        }
+        // Only the web: no javascript:, no bare domains, no e-mail.
+        for plain in [
+            "javascript:alert(1)",
+            "example.org",
+            "me@example.org",
+            "ftp://example.org/f",
+        ] {
+            assert!(!markdown_html(plain, &clean).contains("<a "), "{plain}");
+        }
+        // A quote character cannot end the attribute early.
+        let html = markdown_html("https://e.test/\"onmouseover=alert(1)", &clean);
+        assert!(!html.contains("onmouseover=alert(1)\""), "{html}");
+        assert!(!html.contains(" onmouseover"), "{html}");
     }
 }

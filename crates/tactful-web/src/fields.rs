@@ -31,6 +31,13 @@ pub fn room_name(raw: &str) -> Result<String, String> {
     if room.contains(':') {
         return Err("a room name cannot contain ':' (other platforms' rooms are named with it)".to_owned());
     }
+    // Direct rooms are opened from the member list, never by name.
+    if crate::direct::is_direct(room) {
+        return Err(format!(
+            "rooms starting with {} are direct conversations: open one from the member list",
+            crate::direct::PREFIX
+        ));
+    }
     Ok(room.to_owned())
 }
 
@@ -79,6 +86,7 @@ mod tests {
             "tg:-1001234567",
             "discord:123",
             "irc:#ops",
+            "@guide.0011223344556677",
         ] {
             assert!(room_name(bad).is_err(), "{bad:?}");
         }

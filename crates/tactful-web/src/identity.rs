@@ -34,6 +34,16 @@ pub(crate) fn same_key(key: &str, offered: &str) -> bool {
     bool::from(key.as_bytes().ct_eq(offered.as_bytes()))
 }
 
+/// Whether `k` is a key as the room makes them
+/// ([`crate::access::new_secret`]: 32 lowercase hex digits). A browser
+/// offering one for a name nobody holds keeps it; anything else (short,
+/// chosen by hand) is not taken as a key.
+pub(crate) fn is_key(k: &str) -> bool {
+    k.len() == 32
+        && k.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
 /// The longest name, in characters.
 pub const MAX_NAME_CHARS: usize = 40;
 

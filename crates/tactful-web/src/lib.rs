@@ -7,11 +7,15 @@
 //! client → server
 //! - `{"type":"hello","name":"Alice"}` (first; the token goes in `?token=`
 //!   or an `Authorization: Bearer` header when the server has one)
-//! - `{"type":"join","room":"lobby"}` → a `history` event
+//! - `{"type":"join","room":"lobby"}` → a `history` event (with `"intro"`:
+//!   each persona's mode there in plain words, and messages to try)
+//! - `{"type":"dm","persona":"docs"}` → the `history` of this person's
+//!   direct room with that persona (with `"dm"`; see [`direct`])
 //! - `{"type":"say","room":"lobby","text":"@Docs hi","mentions":["docs"],"reply_to":"w3"}`
 //!
 //! server → client
-//! - `{"type":"welcome","you":{"id","name"}}`
+//! - `{"type":"welcome","you":{"id","name"},"key"}` (the key the browser
+//!   keeps: a second tab, a reconnect or a reload shows it in `hello`)
 //! - `{"type":"history","room","members":[...],"messages":[...]}` (again,
 //!   with `"resync":true,"missed":N`, to a client that fell behind)
 //! - `{"type":"message","room","message":{"id","sender":{"id","name","bot"},"text","reply_to","quote","time"}}`
@@ -29,6 +33,7 @@
 //! may send: [`fields`].
 
 pub mod access;
+pub mod direct;
 pub mod fields;
 pub mod identity;
 mod render;
@@ -45,6 +50,7 @@ use axum::Router;
 use axum::routing::get;
 use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
+use tactful_core::policy::{Mode, PolicyTable};
 use tactful_core::{MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
 use tactful_runtime::{
     Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, TraceEvent, wall_clock,
@@ -75,6 +81,10 @@ pub struct WebConfig {
     pub max_rooms_per_connection: usize,
     /// Whether everyone sees why each persona answered a message or not.
     pub show_decisions: bool,
+    /// Messages a newcomer can click to send, shown in an empty room's
+    /// introduction; empty means one "@Name hello" per persona that
+    /// answers mentions.
+    pub examples: Vec<String>,
 }
 
 impl WebConfig {
@@ -88,6 +98,7 @@ impl WebConfig {
             allowed_origins: None,
             max_rooms_per_connection: 20,
             show_decisions: listen.ip().is_loopback(),
+            examples: Vec::new(),
         }
     }
 }
@@ -123,6 +134,8 @@ struct Shared {
     access: OnceLock<Access>,
     /// What the decision view remembers between trace events.
     explainer: Mutex<why::Explainer>,
+    /// The room policies in force, for the introduction's modes.
+    policies: std::sync::RwLock<Arc<PolicyTable>>,
 }
 
 /// The personas as the room shows them.
@@ -158,6 +171,39 @@ impl Shared {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// What a newcomer to `room` is told: each persona, how it behaves
+    /// there in plain words, and messages to try.
+    fn intro(&self, room: &str) -> serde_json::Value {
+        let policies = self
+            .policies
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let cast = self.cast();
+        let room_id = RoomId::new(room);
+        let modes: Vec<(&Member, Mode)> = cast
+            .members
+            .iter()
+            .map(|m| (m, policies.resolve(&room_id, &PersonaId::new(m.id.as_str())).mode))
+            .collect();
+        let examples = if self.config.examples.is_empty() {
+            modes
+                .iter()
+                .filter(|(_, mode)| matches!(mode, Mode::Mention | Mode::Ambient | Mode::All))
+                .map(|(m, _)| format!("@{} hello", m.name))
+                .collect()
+        } else {
+            self.config.examples.clone()
+        };
+        let personas: Vec<serde_json::Value> = modes
+            .iter()
+            .map(|(m, mode)| {
+                serde_json::json!({ "id": m.id, "name": m.name, "mode": mode.as_str(), "says": mode.in_plain_words() })
+            })
+            .collect();
+        serde_json::json!({ "personas": personas, "examples": examples })
     }
 }
 
@@ -203,6 +249,16 @@ impl WebPlatform {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(cast);
     }
 
+    /// The room policies in force changed (at start, a reload, the
+    /// console): each room's introduction says the personas' modes there.
+    pub fn set_policies(&self, table: &PolicyTable) {
+        *self
+            .shared
+            .policies
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(table.clone());
+    }
+
     /// A web room whose members include `personas`.
     pub fn new(config: WebConfig, personas: &[PersonaSpec]) -> Result<Self, WebError> {
         if config.auth_token.as_deref().is_some_and(|t| t.trim().is_empty()) {
@@ -223,6 +279,7 @@ impl WebPlatform {
                 runtime: watch::channel(None).0,
                 access: OnceLock::new(),
                 explainer: Mutex::new(why::Explainer::default()),
+                policies: std::sync::RwLock::new(Arc::new(PolicyTable::default())),
             }),
         })
     }

@@ -160,11 +160,13 @@ impl Room {
             Change::New(m) => Some(&**m),
             _ => None,
         });
-        self.history
-            .iter()
-            .chain(queued)
-            .find(|m| m.id == r)
-            .map(|m| json!({ "sender_name": m.sender.name, "text": clip(&m.text, 200) }))
+        self.history.iter().chain(queued).find(|m| m.id == r).map(|m| {
+            let text = clip(&m.text, 200);
+            // Shown as the message is (Markdown rendered, sanitised),
+            // not as raw backticks and asterisks.
+            let html = crate::render::html(&text);
+            json!({ "sender_name": m.sender.name, "text": text, "html": html })
+        })
     }
 
     /// Puts a new message in line; returns its ticket.

@@ -71,6 +71,10 @@ enum ClientEvent {
     Join {
         room: String,
     },
+    /// Opens (or reopens) the direct room with a persona.
+    Dm {
+        persona: String,
+    },
     Say {
         room: String,
         text: String,
@@ -85,6 +89,8 @@ enum ClientEvent {
 struct Conn {
     shared: Arc<Shared>,
     me: Option<Member>,
+    /// The key this person's browser holds: their direct rooms are its.
+    key: Option<String>,
     joined: Vec<String>,
     /// Answers that arrive later (a message the store refused).
     direct: mpsc::UnboundedSender<Value>,
@@ -113,6 +119,7 @@ async fn session(shared: Arc<Shared>, socket: WebSocket) {
     let mut conn = Conn {
         shared,
         me: None,
+        key: None,
         joined: Vec::new(),
         direct,
         in_flight: Arc::new(AtomicUsize::new(0)),
@@ -172,6 +179,7 @@ impl Conn {
         match event {
             ClientEvent::Hello { name, key } => Some(self.hello(&name, key.as_deref())),
             ClientEvent::Join { room } => Some(self.join(&room)),
+            ClientEvent::Dm { persona } => Some(self.dm(&persona)),
             ClientEvent::Say {
                 room,
                 text,
@@ -215,7 +223,11 @@ impl Conn {
             }
             Some(_) => return error(identity::NameError::Taken(name.clone()).to_string()),
             None => {
-                let Some(key) = crate::access::new_secret().ok() else {
+                // The key this browser kept from before (a reload, a
+                // restart) stays its key, so its direct rooms stay its own;
+                // anything that is not a key the room makes gets a new one.
+                let kept = key.filter(|k| identity::is_key(k)).map(str::to_owned);
+                let Some(key) = kept.or_else(|| crate::access::new_secret().ok()) else {
                     return error("the web room cannot make a key right now; try again");
                 };
                 people.insert(
@@ -230,6 +242,7 @@ impl Conn {
             }
         };
         drop(people);
+        self.key = Some(key.clone());
         self.me = Some(Member {
             id: id.clone(),
             name: name.clone(),
@@ -241,13 +254,27 @@ impl Conn {
     /// The `history` event of `room` (with `missed` on a resync).
     fn history(&self, room: &str, missed: Option<u64>) -> Value {
         let shared = &self.shared;
+        let cast = shared.cast();
+        let with = crate::direct::persona_of(room);
         let view = shared.with_rooms(|rooms| {
             let r = rooms.entry(room.to_owned()).or_default();
-            let members: Vec<Member> = shared.cast().members.iter().chain(r.people()).cloned().collect();
+            // A direct room's members are the person and that persona.
+            let members: Vec<Member> = cast
+                .members
+                .iter()
+                .filter(|m| with.is_none_or(|p| m.id == p))
+                .chain(r.people())
+                .cloned()
+                .collect();
             let messages: Vec<&WebMsg> = r.history().collect();
             json!({ "type": "history", "room": room, "members": members, "messages": messages })
         });
         let mut v = view.unwrap_or_else(|e| error(e.to_string()));
+        match with.and_then(|p| cast.members.iter().find(|m| m.id == p)) {
+            Some(persona) => v["dm"] = json!(persona),
+            None if v["type"] == "history" => v["intro"] = shared.intro(room),
+            None => {}
+        }
         if let Some(n) = missed {
             v["resync"] = json!(true);
             v["missed"] = json!(n);
@@ -263,6 +290,24 @@ impl Conn {
             Ok(r) => r,
             Err(e) => return error(e),
         };
+        self.enter(member, room)
+    }
+
+    /// Opens the direct room of this person's key with `persona`.
+    fn dm(&mut self, persona: &str) -> Value {
+        let (Some(member), Some(key)) = (self.me.clone(), self.key.as_deref()) else {
+            return error("say hello first");
+        };
+        if !self.shared.cast().members.iter().any(|m| m.id == persona) {
+            return error(format!("there is no persona {:?} here", clip(persona, 64)));
+        }
+        let room = crate::direct::room_of(key, persona);
+        self.enter(member, room)
+    }
+
+    /// Puts this connection in `room` (a checked name) and answers with its
+    /// history.
+    fn enter(&mut self, member: Member, room: String) -> Value {
         let limit = self.shared.config.max_rooms_per_connection;
         if !self.joined.contains(&room) && self.joined.len() >= limit {
             return error(format!("one connection may be in at most {limit} rooms"));
@@ -350,6 +395,7 @@ impl Conn {
         };
         // Without a runtime (tests of the room alone) it is shown at once.
         let runtime = runtime?;
+        let dm_to = crate::direct::persona_of(&room).map(tactful_core::PersonaId::new);
         let msg = Message {
             id: MsgId::new(m.id.as_str()),
             room: RoomId::new(room.as_str()),
@@ -363,8 +409,8 @@ impl Conn {
             text: Arc::from(text),
             mentions: Mentions::Explicit(mentions.into_iter().map(UserId::new).collect()),
             reply_to: reply_to.map(MsgId::new),
-            is_dm: false,
-            dm_to: None,
+            is_dm: dm_to.is_some(),
+            dm_to,
             time,
         };
         // Shown (and acknowledged) once stored; refused, the sender gets
@@ -422,11 +468,20 @@ impl Conn {
         mentions
     }
 
-    /// The connection closed: it leaves its rooms, and its name is free
-    /// again when it was the last with it.
+    /// The connection closed: its name is free again when it was the last
+    /// with it, then it leaves its rooms (so whoever sees it leave may
+    /// take the name at once).
     fn leave_all(&mut self) {
         let Some(me) = self.me.take() else { return };
         let shared = &self.shared;
+        if let Ok(mut people) = shared.people.lock()
+            && let Some(p) = people.get_mut(&me.id)
+        {
+            p.connections -= 1;
+            if p.connections == 0 {
+                people.remove(&me.id);
+            }
+        }
         let _ = shared.with_rooms(|rooms| {
             for room in &self.joined {
                 if let Some(r) = rooms.get_mut(room)
@@ -439,14 +494,6 @@ impl Conn {
                 }
             }
         });
-        if let Ok(mut people) = shared.people.lock()
-            && let Some(p) = people.get_mut(&me.id)
-        {
-            p.connections -= 1;
-            if p.connections == 0 {
-                people.remove(&me.id);
-            }
-        }
     }
 }
 

@@ -220,6 +220,7 @@ impl Service {
                         allowed_origins: settings.allowed_origins.clone(),
                         max_rooms_per_connection: settings.max_rooms_per_connection,
                         show_decisions: settings.show_decisions,
+                        examples: settings.examples.clone(),
                     },
                     &engine.personas,
                 )?;
@@ -274,6 +275,9 @@ impl Service {
             .context("cannot read the store's saved state")?;
         let layers = crate::live_policies::LivePolicies::stored(config, &stored);
         layers.apply_to(&mut engine.policies);
+        if let Some(web) = &web {
+            web.set_policies(&engine.policies);
+        }
         let runtime = Runtime::start(
             RuntimeConfig {
                 engine,
@@ -294,6 +298,7 @@ impl Service {
             config.clone(),
             layers,
             runtime.handle(),
+            web.clone(),
         ));
         let reloader = Arc::new(tokio::sync::Mutex::new(crate::reload::Reloader::new(
             config,

@@ -19,6 +19,7 @@ use tactful_config::ConfigError;
 use tactful_core::policy::{PolicyTable, RoomLayer};
 use tactful_core::{RoomId, Timestamp};
 use tactful_runtime::RuntimeHandle;
+use tactful_web::WebPlatform;
 
 use crate::config::Config;
 
@@ -77,6 +78,8 @@ struct Inner {
 pub struct LivePolicies {
     inner: Mutex<Inner>,
     handle: RuntimeHandle,
+    /// The web room, whose introductions say each persona's mode.
+    web: Option<WebPlatform>,
 }
 
 impl LivePolicies {
@@ -108,7 +111,12 @@ impl LivePolicies {
 
     /// The running policies: `config`'s file with `layers` on top (as the
     /// engine already runs them).
-    pub fn new(config: Config, layers: Layers, handle: RuntimeHandle) -> LivePolicies {
+    pub fn new(
+        config: Config,
+        layers: Layers,
+        handle: RuntimeHandle,
+        web: Option<WebPlatform>,
+    ) -> LivePolicies {
         LivePolicies {
             inner: Mutex::new(Inner {
                 config,
@@ -116,6 +124,7 @@ impl LivePolicies {
                 seq: 0,
             }),
             handle,
+            web,
         }
     }
 
@@ -132,7 +141,11 @@ impl LivePolicies {
     }
 
     fn apply(&self) {
-        self.handle.set_policies(self.table());
+        let table = self.table();
+        if let Some(web) = &self.web {
+            web.set_policies(&table);
+        }
+        self.handle.set_policies(table);
     }
 
     /// Room `room`'s console layer, as given.

@@ -86,6 +86,16 @@ fn the_demo_works_in_a_real_browser() {
             "ok: a typed @Host is a mention and is answered",
             "ok: the decision view shows why an agent failed",
             "ok: the page reconnects by itself",
+            "ok: the introduction says what each persona does",
+            "ok: phone: a click on an example sends it, and Host answers",
+            "ok: Guide answers in the direct room",
+            "ok: Bob's direct room's address gives Alice her own, not his",
+            "ok: a message naming you is marked",
+            "ok: a bare address is a safe link",
+            "ok: a quote is rendered, not raw backticks",
+            "ok: phone: no ☰ before joining",
+            "ok: phone: ☰ opens the rooms and members",
+            "ok: a reload keeps the name, the room and the rooms joined",
         ],
     );
     for shot in [
@@ -93,6 +103,11 @@ fn the_demo_works_in_a_real_browser() {
         "join-phone.png",
         "room-bob-desktop.png",
         "room-phone.png",
+        "intro-desktop.png",
+        "intro-phone.png",
+        "direct-desktop.png",
+        "mention-link-quote.png",
+        "menu-phone.png",
     ] {
         assert!(shots.join(shot).exists(), "{shot} is kept");
     }
