@@ -12,6 +12,9 @@
 //! with the docs gets no answer. A reply to one of its own answers ("can
 //! you say more?") continues the section that answer came from.
 
+mod grounded;
+
+pub use grounded::GroundedAgent;
 mod talk;
 
 use std::sync::Arc;
@@ -61,6 +64,8 @@ pub struct KbAgent {
     headings: Vec<std::collections::HashSet<String>>,
     tokenizer: bm25::DefaultTokenizer,
     engine: SearchEngine<usize>,
+    /// Which documents name which (`docs/faq.md` → `docs/config.md`).
+    refers: Vec<(String, String)>,
     min_score: f32,
 }
 
@@ -125,8 +130,34 @@ fn outside_code(body: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The opening prose of a section: its first paragraphs, without code,
-/// tables or HTML, up to [`EXCERPT_CHARS`].
+/// tables or HTML, up to [`EXCERPT_CHARS`]. A section that is all code (an
+/// example config) is quoted as code, its first lines: an answer is never
+/// only a citation.
 fn excerpt(body: &str) -> String {
+    let prose = prose_excerpt(body);
+    if !prose.is_empty() {
+        return prose;
+    }
+    let Some(start) = body.find("```") else {
+        return prose;
+    };
+    let mut out = String::new();
+    for (n, line) in body[start..].lines().enumerate() {
+        if n > 0 && line.trim_start().starts_with("```") {
+            break;
+        }
+        if out.chars().count() + line.chars().count() > EXCERPT_CHARS {
+            out.push_str("…\n");
+            break;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("```");
+    out
+}
+
+fn prose_excerpt(body: &str) -> String {
     let mut out = String::new();
     for p in outside_code(body) {
         if p.is_empty() || p.starts_with('|') || p.starts_with('<') {
@@ -158,25 +189,23 @@ fn cited(id: &tactful_core::MsgId, text: &str, s: &Section) -> String {
     )
 }
 
-/// What follows the opening excerpt of a section: the rest of its prose,
-/// up to the same length, or the whole section again in brief when there
-/// is no more.
-fn more_of(body: &str) -> String {
-    let shown = excerpt(body);
-    let rest: String = body
-        .split("\n\n")
-        .filter(|p| {
-            let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
-            !p.is_empty() && !shown.contains(&p)
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    let more = excerpt(&rest);
-    if more.is_empty() {
-        format!("That is all this section says. In short: {shown}")
-    } else {
-        more
-    }
+/// What follows, in a section, the part of it an earlier answer showed
+/// (`shown`): its prose after the last paragraph that answer quoted (a
+/// paragraph it began counts), up to the excerpt's length; `None` when
+/// there is no more.
+fn more_of(body: &str, shown: &str) -> Option<String> {
+    let shown = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+    let paragraphs: Vec<String> = outside_code(body)
+        .filter(|p| !p.is_empty() && !p.starts_with('|') && !p.starts_with('<'))
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    let opening = |p: &str| p.chars().take(60).collect::<String>();
+    let after = paragraphs
+        .iter()
+        .rposition(|p| shown.contains(&opening(p)))
+        .map_or(0, |i| i + 1);
+    let more = prose_excerpt(&paragraphs[after..].join("\n\n"));
+    (!more.is_empty()).then_some(more)
 }
 
 /// The paragraphs and table rows of a section's prose (code left out), as
@@ -316,7 +345,16 @@ impl KbAgent {
             .iter()
             .map(|s| tokenizer.tokenize(&searchable(&s.heading)).into_iter().collect())
             .collect();
+        let refers = docs
+            .iter()
+            .flat_map(|from| {
+                docs.iter()
+                    .filter(|to| to.source != from.source && from.text.contains(to.source.as_str()))
+                    .map(|to| (from.source.clone(), to.source.clone()))
+            })
+            .collect();
         KbAgent {
+            refers,
             sections,
             defined,
             headings,
@@ -393,31 +431,34 @@ impl KbAgent {
     }
 
     /// When `e` replies to one of this persona's own answers, the section
-    /// that answer quoted, and how much of it was shown.
-    fn followed_up<'s>(&'s self, turn: &TurnRequest, e: &Entry) -> Option<&'s Section> {
+    /// that answer quoted, and what it showed of it.
+    fn followed_up<'s>(&'s self, turn: &'s TurnRequest, e: &Entry) -> Option<(&'s Section, &'s str)> {
         let to = e.reply_to.as_ref()?;
         let answer = turn
             .history
             .iter()
             .chain(&turn.triggers)
             .find(|h| &h.id == to && h.persona == Some(turn.persona_idx))?;
-        let (_, cite) = answer.text.rsplit_once("\n\n(from ")?;
+        let (shown, cite) = answer.text.rsplit_once("\n\n(from ")?;
         let (source, heading) = cite.trim_end_matches(")").split_once(", ")?;
         let heading = heading.trim_matches('"');
         self.sections
             .iter()
             .find(|s| s.source == source && s.heading == heading)
+            .map(|s| (s, shown))
     }
 
-    /// The answer text for a turn (before it is sent).
-    pub fn answer(&self, turn: &TurnRequest) -> String {
-        let ambient = turn.kind == TurnKind::Ambient;
-        // A follow-up to one of its own answers continues that section.
+    /// The sections a turn asks about, and the message each answers, newest
+    /// question first; a follow-up to one of its own answers ("say more")
+    /// gets the section that answer came from. Empty when nothing clears
+    /// the threshold.
+    fn wanted<'s>(&'s self, turn: &'s TurnRequest) -> Vec<(&'s Section, &'s Arc<Entry>)> {
         if let Some(e) = turn.triggers.last()
-            && let Some(s) = self.followed_up(turn, e)
+            && let Some((s, _)) = self.followed_up(turn, e)
         {
-            return cited(&e.id, &more_of(&s.body), s);
+            return vec![(s, e)];
         }
+        let ambient = turn.kind == TurnKind::Ambient;
         // In a batch, only questions; asked directly, the newest message.
         let candidates: Vec<&Arc<Entry>> = if ambient {
             turn.triggers
@@ -427,17 +468,74 @@ impl KbAgent {
         } else {
             turn.triggers.last().into_iter().collect()
         };
-        // Every question that has an answer, newest first, one reply each
-        // (two questions the same section answers get it once, under the
-        // newer one).
+        // Two questions the same section answers get it once, under the
+        // newer one.
         let mut answers: Vec<(&Section, &Arc<Entry>)> = Vec::new();
         for e in candidates.iter().rev() {
             if let Some((_, s)) = self.lookup(&e.text)
                 && !answers.iter().any(|(seen, _)| std::ptr::eq(*seen, s))
             {
-                answers.push((s, e));
+                answers.push((s, *e));
             }
         }
+        answers
+    }
+
+    /// "Say more" after an answer from `s`: the rest of `s`; when it has
+    /// no more (a FAQ entry is a paragraph), the longer section elsewhere in
+    /// the docs on the same subject (the FAQ's `mode = "ambient"` goes on in
+    /// `docs/config.md`); else it says plainly that this is all.
+    fn say_more(&self, e: &Entry, s: &Section, shown: &str) -> String {
+        if let Some(more) = more_of(&s.body, shown) {
+            return cited(&e.id, &more, s);
+        }
+        if let Some(d) = self.deeper(s) {
+            return cited(&e.id, &excerpt(&d.body), d);
+        }
+        cited(
+            &e.id,
+            &format!(
+                "That is all the docs say about this. In short: {}",
+                excerpt(&s.body)
+            ),
+            s,
+        )
+    }
+
+    /// Where the longer documentation says more about what `s` says: of
+    /// the three sections elsewhere that match it best (above the
+    /// threshold), the best one in a document `s`'s own names (a FAQ that
+    /// says "see docs/config.md" goes on there). A document that names no
+    /// other is the longer documentation itself: nothing deeper.
+    fn deeper(&self, s: &Section) -> Option<&Section> {
+        let query = searchable(&format!("{h} {h} {}", s.body, h = s.heading));
+        let found: Vec<&Section> = self
+            .engine
+            .search(&query, self.sections.len())
+            .into_iter()
+            .filter(|h| h.score >= self.min_score)
+            .map(|h| &self.sections[h.document.id])
+            .filter(|d| !d.source.is_empty() && d.source != s.source && !prose_excerpt(&d.body).is_empty())
+            .take(3)
+            .collect();
+        let named = |d: &&Section| {
+            self.refers
+                .iter()
+                .any(|(from, to)| *from == s.source && *to == d.source)
+        };
+        found.iter().copied().find(named)
+    }
+
+    /// The answer text for a turn (before it is sent).
+    pub fn answer(&self, turn: &TurnRequest) -> String {
+        // A follow-up to one of its own answers continues that section.
+        if let Some(e) = turn.triggers.last()
+            && let Some((s, shown)) = self.followed_up(turn, e)
+        {
+            return self.say_more(e, s, shown);
+        }
+        // Every question that has an answer, newest first, one reply each.
+        let answers = self.wanted(turn);
         if !answers.is_empty() {
             return answers
                 .iter()
@@ -452,7 +550,32 @@ impl KbAgent {
         let id = turn.triggers.last().map(|e| e.id.to_string()).unwrap_or_default();
         format!("[[reply_to:{id}]]\nI couldn't find that in the docs I know. Try asking with other words?")
     }
+
+    /// The documentation a model answering `turn` should have before it:
+    /// the sections its questions are about, whole (up to a few thousand
+    /// characters each), each headed by how to cite it. `None`: nothing in
+    /// the docs is about it.
+    pub fn context_for(&self, turn: &TurnRequest) -> Option<String> {
+        let wanted = self.wanted(turn);
+        if wanted.is_empty() {
+            return None;
+        }
+        let mut out = String::from(
+            "Documentation that may answer the messages below. Answer from it, briefly, and end each answer with its source as (from FILE, \"HEADING\"). If it does not answer a question, say so rather than guess.\n",
+        );
+        for (s, e) in &wanted {
+            let body: String = s.body.trim().chars().take(CONTEXT_CHARS).collect();
+            out.push_str(&format!(
+                "\n--- {} · \"{}\" (for message {}) ---\n{body}\n",
+                s.source, s.heading, e.id
+            ));
+        }
+        Some(out)
+    }
 }
+
+/// The most of one section put before a model, in characters.
+const CONTEXT_CHARS: usize = 4000;
 
 impl Agent for KbAgent {
     fn run<'a>(
@@ -482,6 +605,18 @@ mod tests {
         let headings: Vec<&str> = s.iter().map(|s| s.heading.as_str()).collect();
         assert_eq!(headings, ["a.md", "One", "Two"]);
         assert!(s[1].body.contains("# not a heading"));
+    }
+
+    #[test]
+    fn a_section_of_code_alone_is_quoted_as_code() {
+        let body = "\n```toml\n[[persona]]\nid = \"docs\"\n```\n";
+        assert_eq!(excerpt(body), "```toml\n[[persona]]\nid = \"docs\"\n```");
+        let long = format!("```toml\n{}```\n", "key = \"value\"\n".repeat(100));
+        let e = excerpt(&long);
+        assert!(
+            e.ends_with("…\n```") && e.chars().count() < EXCERPT_CHARS + 20,
+            "{e}"
+        );
     }
 
     #[test]

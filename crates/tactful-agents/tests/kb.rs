@@ -120,17 +120,39 @@ fn asked_directly_it_says_when_it_does_not_know() {
     assert!(a.contains("slot is reserved"), "{a}");
 }
 
-/// The Guide's labelled set (`tests/guide/labelled.jsonl`): each line heard
-/// alone in an ambient batch, as in the demo. Chatter must get no reply;
-/// a question about tactful must be answered from one of its right
-/// sections. Prints the figures for BENCHMARKS.md:
-/// `cargo test -p tactful-agents --test kb labelled -- --nocapture`.
-#[test]
-fn the_labelled_set_meets_its_precision_and_recall() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/guide/labelled.jsonl");
+/// How the Guide did on one labelled set.
+struct Score {
+    chatter: u32,
+    silent: u32,
+    questions: u32,
+    right: u32,
+    misses: Vec<String>,
+}
+
+impl Score {
+    fn quiet(&self) -> f64 {
+        f64::from(self.silent) / f64::from(self.chatter)
+    }
+    fn recall(&self) -> f64 {
+        f64::from(self.right) / f64::from(self.questions)
+    }
+}
+
+/// Each line of `tests/guide/<file>` heard alone in an ambient batch, as in
+/// the demo: chatter must get no reply; a question about tactful must be
+/// answered from one of its right sections.
+fn score(file: &str) -> Score {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/guide")
+        .join(file);
     let kb = kb();
-    let (mut chatter, mut silent, mut questions, mut right) = (0, 0, 0, 0);
-    let mut misses = Vec::new();
+    let mut s = Score {
+        chatter: 0,
+        silent: 0,
+        questions: 0,
+        right: 0,
+        misses: Vec::new(),
+    };
     for line in std::fs::read_to_string(&path).expect("the labelled set").lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
         let text = v["text"].as_str().expect("text");
@@ -146,36 +168,103 @@ fn the_labelled_set_meets_its_precision_and_recall() {
             format!("{source}#{}", heading.trim_matches('"'))
         });
         if want.is_empty() {
-            chatter += 1;
+            s.chatter += 1;
             if got == "NO_REPLY" {
-                silent += 1;
+                s.silent += 1;
             } else {
-                misses.push(format!("chatter answered: {text:?} -> {cited:?}"));
+                s.misses.push(format!("chatter answered: {text:?} -> {cited:?}"));
             }
         } else {
-            questions += 1;
+            s.questions += 1;
             match &cited {
-                Some(c) if want.contains(&c.as_str()) => right += 1,
-                _ => misses.push(format!("question {text:?} -> {cited:?}, want one of {want:?}")),
+                Some(c) if want.contains(&c.as_str()) => s.right += 1,
+                _ => s
+                    .misses
+                    .push(format!("question {text:?} -> {cited:?}, want one of {want:?}")),
             }
         }
     }
-    let quiet = f64::from(silent) / f64::from(chatter);
-    let recall = f64::from(right) / f64::from(questions);
     println!(
-        "labelled set: {chatter} chatter lines, {silent} unanswered ({:.1} %); {questions} questions, {right} answered from a right section ({:.1} %)",
-        quiet * 100.0,
-        recall * 100.0
+        "{file}: {} chatter lines, {} unanswered ({:.1} %); {} questions, {} answered from a right section ({:.1} %)",
+        s.chatter,
+        s.silent,
+        s.quiet() * 100.0,
+        s.questions,
+        s.right,
+        s.recall() * 100.0
     );
-    for m in &misses {
+    s
+}
+
+/// The set the Guide is tuned on (`tests/guide/labelled.jsonl`; add the
+/// lines that fool it). Prints the figures for BENCHMARKS.md:
+/// `cargo test -p tactful-agents --test kb labelled -- --nocapture`.
+#[test]
+fn the_labelled_set_meets_its_precision_and_recall() {
+    let s = score("labelled.jsonl");
+    for m in &s.misses {
         println!("  {m}");
     }
-    assert!(chatter + questions >= 200, "the set has at least 200 lines");
-    assert!(quiet >= 0.95, "chatter left alone: {:.1} % < 95 %", quiet * 100.0);
+    assert!(s.chatter + s.questions >= 200, "the set has at least 200 lines");
     assert!(
-        recall >= 0.90,
+        s.quiet() >= 0.95,
+        "chatter left alone: {:.1} % < 95 %",
+        s.quiet() * 100.0
+    );
+    assert!(
+        s.recall() >= 0.90,
         "questions answered right: {:.1} % < 90 %",
-        recall * 100.0
+        s.recall() * 100.0
+    );
+}
+
+/// The development set (`tests/guide/dev.jsonl`): written like the frozen
+/// one, by someone who saw neither the code nor the scores, for tuning;
+/// its misses are printed with `KB_MISSES=1`:
+/// `cargo test -p tactful-agents --test kb dev_set -- --nocapture`.
+/// The bounds are today's figures, so a change that loses ground fails;
+/// the goal (85 % of questions, 95 % of chatter) is not met yet
+/// (BENCHMARKS.md).
+#[test]
+fn the_dev_set_is_answered_no_worse_than_today() {
+    let s = score("dev.jsonl");
+    if std::env::var_os("KB_MISSES").is_some() {
+        for m in &s.misses {
+            println!("  {m}");
+        }
+    }
+    assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
+    assert!(
+        s.quiet() >= 0.89,
+        "chatter left alone: {:.1} % < 89 %",
+        s.quiet() * 100.0
+    );
+    assert!(
+        s.recall() >= 0.37,
+        "questions answered right: {:.1} % < 37 %",
+        s.recall() * 100.0
+    );
+}
+
+/// The frozen set (`tests/guide/frozen.jsonl`): written by someone who saw
+/// neither the Guide's code nor its scores, and never tuned on, so its
+/// figure says how the Guide does on questions nobody tuned it for. Its
+/// misses are not printed, so nobody tunes on them by accident:
+/// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
+/// As for the dev set, the bounds are today's figures, not the goal.
+#[test]
+fn the_frozen_set_says_how_the_guide_generalises() {
+    let s = score("frozen.jsonl");
+    assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
+    assert!(
+        s.quiet() >= 0.92,
+        "chatter left alone: {:.1} % < 92 %",
+        s.quiet() * 100.0
+    );
+    assert!(
+        s.recall() >= 0.46,
+        "questions answered right: {:.1} % < 46 %",
+        s.recall() * 100.0
     );
 }
 
@@ -196,17 +285,13 @@ fn in_a_batch_the_question_is_answered_not_the_chatter_beside_it() {
     );
 }
 
-/// A reply to one of its own answers ("can you say more?") goes on with
-/// the section that answer came from, instead of searching for "more".
-#[test]
-fn a_follow_up_continues_the_section_it_answered_from() {
-    let kb = kb();
-    let first = kb.answer(&ask(TurnKind::Ambient, false, &["what is ambient mode?"]));
+/// "Can you say more?" as a reply to `answer` (one of the Guide's own).
+fn say_more_to(answer: &str) -> TurnRequest {
     let mut turn = ask(TurnKind::Reply, true, &["can you say more?"]);
     let mut own = (*turn.history[0]).clone();
     own.id = "guide:1".into();
     own.persona = Some(turn.persona_idx);
-    own.text = first
+    own.text = answer
         .split_once('\n')
         .map(|(_, body)| body)
         .unwrap_or_default()
@@ -215,10 +300,25 @@ fn a_follow_up_continues_the_section_it_answered_from() {
     let mut q = (*turn.triggers[0]).clone();
     q.reply_to = Some("guide:1".into());
     turn.triggers = vec![std::sync::Arc::new(q)];
-    let more = kb.answer(&turn);
+    turn
+}
+
+/// A reply to one of its own answers ("can you say more?") goes on where
+/// that answer came from, instead of searching for "more": a FAQ entry is
+/// one paragraph, so it goes on in the longer section of docs/config.md;
+/// asked again, further in that section; at the end, it says so.
+#[test]
+fn a_follow_up_continues_into_the_longer_section() {
+    let kb = kb();
+    let first = kb.answer(&ask(TurnKind::Ambient, false, &["what is ambient mode?"]));
+    assert!(
+        first.contains("(from docs/faq.md, \"What is ambient mode?\")"),
+        "{first}"
+    );
+    let more = kb.answer(&say_more_to(&first));
     assert!(more.starts_with("[[reply_to:q0]]"), "{more}");
     assert!(
-        more.contains("(from docs/faq.md, \"What is ambient mode?\")"),
+        more.contains("(from docs/config.md, \"`ambient`: listening without paying per message\")"),
         "{more}"
     );
     assert!(!more.contains("couldn't find"), "{more}");
@@ -228,6 +328,68 @@ fn a_follow_up_continues_the_section_it_answered_from() {
         excerpt(&first),
         "says something more:\n{first}\n---\n{more}"
     );
+    // And on, until there is no more: then it says so, once.
+    let mut last = more;
+    for _ in 0..20 {
+        let next = kb.answer(&say_more_to(&last));
+        assert!(next.contains("(from docs/"), "{next}");
+        if next.contains("That is all the docs say") {
+            return;
+        }
+        assert_ne!(excerpt(&next), excerpt(&last), "each says something new");
+        last = next;
+    }
+    panic!("a section ends: {last}");
+}
+
+/// With `answer_with`, a model answers with the sections the search found
+/// before it; chatter in a batch costs no call at all.
+#[test]
+fn a_model_answers_from_the_sections_found() {
+    use tactful_agents::{Agent, AgentError, AgentReply, Deltas, NoDeltas};
+    #[derive(Debug, Default)]
+    struct Model(std::sync::Mutex<Vec<String>>);
+    impl Agent for Model {
+        fn run<'a>(
+            &'a self,
+            turn: &'a TurnRequest,
+            _: &'a mut dyn Deltas,
+        ) -> futures::future::BoxFuture<'a, Result<AgentReply, AgentError>> {
+            self.0.lock().expect("lock").push(turn.prompt.to_string());
+            Box::pin(async { Ok(AgentReply::text("an answer".to_owned())) })
+        }
+    }
+    let model = std::sync::Arc::new(Model::default());
+    let grounded = tactful_agents::kb::GroundedAgent::new(kb(), model.clone());
+    let run = |turn: TurnRequest| {
+        futures::executor::block_on(async { grounded.run(&turn, &mut NoDeltas).await.expect("runs").text })
+    };
+    assert_eq!(
+        run(ask(TurnKind::Ambient, false, &["lunch at noon anyone?"])),
+        "NO_REPLY"
+    );
+    assert!(
+        model.0.lock().expect("lock").is_empty(),
+        "chatter costs no model call"
+    );
+    assert_eq!(
+        run(ask(TurnKind::Ambient, false, &["what is ambient mode?"])),
+        "an answer"
+    );
+    let prompt = model.0.lock().expect("lock").pop().expect("one call");
+    assert!(
+        prompt.contains("docs/faq.md · \"What is ambient mode?\""),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("(from FILE, \"HEADING\")"),
+        "asked to cite: {prompt}"
+    );
+    // Asked directly about what the docs do not cover, it still answers,
+    // told so.
+    assert_eq!(run(ask(TurnKind::Reply, true, &["zxqv wibble?"])), "an answer");
+    let prompt = model.0.lock().expect("lock").pop().expect("one call");
+    assert!(prompt.contains("no section"), "{prompt}");
 }
 
 /// Three questions in one batch: each gets its own reply, newest first.

@@ -146,6 +146,10 @@ pub enum AgentConfig {
         docs: Vec<KbDoc>,
         /// The relevance threshold.
         min_score: f32,
+        /// `answer_with`: the agent that answers with the sections found
+        /// before it (its config, resolved when the file is read); `None`
+        /// quotes the sections offline.
+        answer_with: Option<Box<AgentConfig>>,
     },
 }
 
@@ -167,7 +171,19 @@ impl AgentConfig {
             AgentConfig::Script(a) => Arc::new(a.clone()),
             AgentConfig::Command(c) => Arc::new(CommandAgent::new(c.clone(), contract.clone())),
             AgentConfig::Acp(c) => Arc::new(AcpAgent::new(c.clone(), contract.clone())),
-            AgentConfig::Kb { docs, min_score } => Arc::new(KbAgent::new(docs, *min_score)),
+            AgentConfig::Kb {
+                docs,
+                min_score,
+                answer_with: None,
+            } => Arc::new(KbAgent::new(docs, *min_score)),
+            AgentConfig::Kb {
+                docs,
+                min_score,
+                answer_with: Some(model),
+            } => Arc::new(tactful_agents::kb::GroundedAgent::new(
+                KbAgent::new(docs, *min_score),
+                model.build(contract),
+            )),
             AgentConfig::OpenAi(c) => Arc::new(
                 OpenAiAgent::new(c.clone(), contract.clone())
                     .expect("headers were checked when the config was read"),
@@ -287,6 +303,7 @@ struct RawAgent {
     // kb
     paths: Option<Spanned<Vec<EnvString>>>,
     min_score: Option<Spanned<f64>>,
+    answer_with: Option<Spanned<String>>,
     // every kind
     strip_reasoning: Option<bool>,
 }
@@ -471,13 +488,18 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
     // Agents first: personas refer to them.
     let mut agents = BTreeMap::new();
     let mut reasoning_kept = Vec::new();
+    let mut answered_with = Vec::new();
     for (name, agent) in raw.agents {
         if agent.strip_reasoning == Some(false) {
             reasoning_kept.push(Arc::from(name.get_ref().as_str()));
         }
+        if let Some(with) = &agent.answer_with {
+            answered_with.push((name.get_ref().clone(), with.clone()));
+        }
         let built = agents::build_agent(name.get_ref(), agent, check)?;
         agents.insert(name.into_inner(), built);
     }
+    agents::resolve_answer_with(&mut agents, answered_with, check)?;
     let contract: Arc<str> = match &raw.instructions_file {
         None => Arc::from(tactful_core::prompt::DEFAULT_CONTRACT),
         Some(f) => {

@@ -35,6 +35,20 @@ pub fn builtin_docs() -> Vec<KbDoc> {
     .collect()
 }
 
+/// The demo's config as a file to start one's own from (`tactful demo
+/// --print-config`): Guide's documents are files beside it instead of the
+/// ones built into the binary.
+pub fn printable() -> String {
+    let header = "# tactful demo --print-config: the demo's config, to start your own from.\n\
+                  # Save it as tactful.toml, point Guide's `paths` at your documents, then\n\
+                  # `tactful check -c tactful.toml` and `tactful run -c tactful.toml`.\n\n";
+    let text = DEMO_TOML.replace(
+        "paths = []      # filled with the documentation built into the binary",
+        "paths = [\"README.md\", \"docs\"]   # Markdown files, or folders of them, beside this file",
+    );
+    format!("{header}{text}")
+}
+
 /// The demo's config. `env` answers environment lookups (`OPENAI_API_KEY`,
 /// `OPENAI_BASE_URL`, `TACTFUL_MODEL`).
 pub fn config(
@@ -47,6 +61,7 @@ pub fn config(
         AgentConfig::Kb {
             docs: builtin_docs(),
             min_score: DEFAULT_MIN_SCORE,
+            answer_with: None,
         },
     );
     if let Some(key) = env("OPENAI_API_KEY").filter(|k| !k.trim().is_empty()) {
@@ -59,7 +74,16 @@ pub fn config(
             timeout: Duration::from_secs(60),
             headers: Default::default(),
         });
-        c.agents.insert("docs".to_owned(), model.clone());
+        // Guide keeps the docs: the model answers with the sections its
+        // search finds before it, and cites them.
+        c.agents.insert(
+            "docs".to_owned(),
+            AgentConfig::Kb {
+                docs: builtin_docs(),
+                min_score: DEFAULT_MIN_SCORE,
+                answer_with: Some(Box::new(model.clone())),
+            },
+        );
         c.agents.insert("host".to_owned(), model);
     }
     if let (Some(addr), Some(web)) = (listen, c.platforms.web.as_mut()) {
@@ -139,6 +163,15 @@ pub fn default_store(env: &dyn Fn(&str) -> Option<std::ffi::OsString>, port: u16
 pub fn backend(c: &Config) -> String {
     let uses = |agent: &str| match c.agents.get(agent) {
         Some(AgentConfig::OpenAi(o)) => format!("the model {} at {}", o.model, o.base_url),
+        Some(AgentConfig::Kb {
+            answer_with: Some(m), ..
+        }) => match &**m {
+            AgentConfig::OpenAi(o) => format!(
+                "the model {} at {}, answering from the built-in documentation",
+                o.model, o.base_url
+            ),
+            _ => "a model answering from the built-in documentation".to_owned(),
+        },
         Some(AgentConfig::Kb { .. }) => "the built-in documentation (offline)".to_owned(),
         _ => "a built-in offline agent".to_owned(),
     };
@@ -172,9 +205,30 @@ mod tests {
         let c = config(Some("127.0.0.1:0".parse().expect("addr")), &env).expect("valid");
         assert_eq!(
             backend(&c),
-            "Guide uses the model llama3.2 at http://localhost:11434/v1, Host the model llama3.2 at http://localhost:11434/v1 (OPENAI_API_KEY is set; --offline uses the built-in agents)"
+            "Guide uses the model llama3.2 at http://localhost:11434/v1, answering from the built-in documentation, Host the model llama3.2 at http://localhost:11434/v1 (OPENAI_API_KEY is set; --offline uses the built-in agents)"
         );
         assert_eq!(c.platforms.web.as_ref().map(|w| w.listen.port()), Some(0));
+    }
+
+    /// What `--print-config` prints is a working config where the docs
+    /// are: in tactful's own checkout, Guide reads README.md and docs/.
+    #[test]
+    fn the_printed_config_runs_beside_its_documents() {
+        let text = printable();
+        assert!(!text.contains("paths = []"), "{text}");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tactful.toml");
+        let c = Config::parse(&text, &root, &|_| None).expect("valid");
+        match &c.agents["docs"] {
+            AgentConfig::Kb { docs, .. } => {
+                let sources: Vec<&str> = docs.iter().map(|d| d.source.as_str()).collect();
+                assert!(
+                    sources.contains(&"README.md") && sources.contains(&"docs/faq.md"),
+                    "{sources:?}"
+                );
+            }
+            other => panic!("Guide is a kb agent: {other:?}"),
+        }
+        assert_eq!(c.platforms.web.as_ref().map(|w| w.examples.len()), Some(3));
     }
 
     #[test]

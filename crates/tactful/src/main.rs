@@ -73,6 +73,9 @@ enum Command {
         /// that model).
         #[arg(long)]
         offline: bool,
+        /// Print the demo's config (to start your own from) and exit.
+        #[arg(long)]
+        print_config: bool,
     },
     /// Run tactful live: the configured platforms and personas, until
     /// Ctrl-C or SIGTERM.
@@ -150,7 +153,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             token,
             store,
             offline,
+            print_config,
         } => {
+            if print_config {
+                print!("{}", tactful::demo::printable());
+                return Ok(());
+            }
             let env = |k: &str| if offline { None } else { std::env::var(k).ok() };
             let mut c = tactful::demo::config(listen, &env).map_err(|e| InputError(e.to_string()))?;
             let token = tactful::demo::set_token(&mut c, token).map_err(InputError)?;

@@ -30,6 +30,7 @@ const KIND_KEYS: &[(&str, &[AgentKind])] = {
         ("inactivity_timeout_ms", &[Acp]),
         ("paths", &[Kb]),
         ("min_score", &[Kb]),
+        ("answer_with", &[Kb]),
     ]
 };
 
@@ -68,8 +69,45 @@ fn span_of(a: &RawAgent, k: &str) -> Option<std::ops::Range<usize>> {
         "inactivity_timeout_ms" => a.inactivity_timeout_ms.as_ref().map(|v| v.span()),
         "paths" => a.paths.as_ref().map(|v| v.span()),
         "min_score" => a.min_score.as_ref().map(|v| v.span()),
+        "answer_with" => a.answer_with.as_ref().map(|v| v.span()),
         _ => None,
     }
+}
+
+/// Gives each kb agent with `answer_with = "<agent>"` that agent's config:
+/// it must exist and not be a kb agent itself (a kb cannot answer for a
+/// kb).
+pub(super) fn resolve_answer_with(
+    agents: &mut BTreeMap<String, AgentConfig>,
+    wanted: Vec<(String, Spanned<String>)>,
+    check: &Checker<'_>,
+) -> Result<(), ConfigError> {
+    for (kb, with) in wanted {
+        let name = with.get_ref();
+        let model = match agents.get(name) {
+            Some(AgentConfig::Kb { .. }) => {
+                return Err(check.at(
+                    with.span(),
+                    format!("`agents.{kb}.answer_with`: {name:?} is a kb agent too; name a model (kind openai, acp or command)"),
+                ));
+            }
+            Some(m) => m.clone(),
+            None => {
+                let known: Vec<&str> = agents.keys().map(String::as_str).collect();
+                return Err(check.at(
+                    with.span(),
+                    format!(
+                        "`agents.{kb}.answer_with`: there is no agent {name:?} (agents: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        };
+        if let Some(AgentConfig::Kb { answer_with, .. }) = agents.get_mut(&kb) {
+            *answer_with = Some(Box::new(model));
+        }
+    }
+    Ok(())
 }
 
 /// Reads a markdown file, or every `.md` file in a folder (sorted), into
@@ -266,7 +304,12 @@ pub(super) fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Resul
                 Some(m) => *m.get_ref() as f32,
                 None => tactful_agents::kb::DEFAULT_MIN_SCORE,
             };
-            AgentConfig::Kb { docs, min_score }
+            // `answer_with` is resolved once every agent is read.
+            AgentConfig::Kb {
+                docs,
+                min_score,
+                answer_with: None,
+            }
         }
         AgentKind::OpenAi => {
             let model = a.model.ok_or_else(|| required("model"))?;
@@ -311,4 +354,48 @@ pub(super) fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Resul
             AgentConfig::OpenAi(config)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(src: &str) -> Result<Config, ConfigError> {
+        // Beside the repository's README, so `paths` finds a document.
+        let here = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../t.toml");
+        Config::parse(src, &here, &|_| None)
+    }
+
+    const KB: &str = r#"
+[[persona]]
+id = "guide"
+agent = "docs"
+
+[agents.docs]
+kind = "kb"
+paths = ["README.md"]
+"#;
+
+    #[test]
+    fn a_kb_answers_with_a_model_it_names() {
+        let c = parse(&format!(
+            "{KB}answer_with = \"llm\"\n\n[agents.llm]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n"
+        ))
+        .expect("valid");
+        match &c.agents["docs"] {
+            AgentConfig::Kb {
+                answer_with: Some(m), ..
+            } => assert!(matches!(**m, AgentConfig::OpenAi(_))),
+            other => panic!("a kb answering with the model: {other:?}"),
+        }
+        let e = parse(&format!("{KB}answer_with = \"nobody\"\n")).expect_err("no such agent");
+        let text = e.to_string();
+        assert!(
+            text.contains("`agents.docs.answer_with`: there is no agent \"nobody\" (agents: docs)"),
+            "{text}"
+        );
+        assert!(text.contains(":9:"), "names the line: {text}");
+        let e = parse(&format!("{KB}answer_with = \"docs\"\n")).expect_err("a kb for a kb");
+        assert!(e.to_string().contains("is a kb agent too"), "{e}");
+    }
 }
