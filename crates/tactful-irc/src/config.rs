@@ -21,6 +21,7 @@ struct RawIrc {
     tls: bool,
     channels: Vec<Spanned<EnvString>>,
     send_interval_ms: Option<u64>,
+    nick_retry_seconds: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -57,6 +58,16 @@ pub fn parse(
         }
         channels.push(name.to_owned());
     }
+    let nick_retry = match &irc.nick_retry_seconds {
+        Some(s) if *s.get_ref() == 0 => {
+            return Err(check.at(
+                s.span(),
+                "`platforms.irc.nick_retry_seconds` must be at least 1 (how often a persona on a fallback nick asks whether its own is free)",
+            ));
+        }
+        Some(s) => Duration::from_secs(*s.get_ref()),
+        None => Duration::from_secs(30),
+    };
     let mut out = Vec::new();
     for p in personas {
         let i = p.index;
@@ -98,6 +109,7 @@ pub fn parse(
         send_interval: Duration::from_millis(irc.send_interval_ms.unwrap_or(700)),
         personas: out,
         max_backoff: Duration::from_secs(60),
+        nick_retry,
     })
 }
 

@@ -44,6 +44,26 @@ const REMEMBERED_AUTHORS: usize = 2048;
 /// What people see when a persona leaves because tactful stops.
 const QUIT_MESSAGE: &str = "tactful is stopping; back soon";
 
+/// Taking a persona's own nick back from a fallback one.
+#[derive(Default)]
+struct Reclaim {
+    /// A NICK was sent and not answered yet.
+    asked: bool,
+    /// The server refused it although it looked free (a nick the network
+    /// holds back): no more asking on a timer this connection.
+    refused: bool,
+}
+
+impl Reclaim {
+    fn ask(&mut self, client: &Client, nick: &str) -> Result<(), irc::error::Error> {
+        if !self.asked {
+            self.asked = true;
+            client.send(Command::NICK(nick.to_owned()))?;
+        }
+        Ok(())
+    }
+}
+
 /// One persona's IRC identity.
 #[derive(Clone, Debug)]
 pub struct IrcPersona {
@@ -72,6 +92,9 @@ pub struct IrcSettings {
     pub personas: Vec<IrcPersona>,
     /// The longest wait between reconnection attempts.
     pub max_backoff: Duration,
+    /// How often a persona on a fallback nick (`docs_`) asks the server
+    /// whether its own is free again, to take it back.
+    pub nick_retry: Duration,
 }
 
 impl std::fmt::Debug for IrcSettings {
@@ -281,35 +304,109 @@ impl Shared {
         let mut client = Client::from_config(config).await?;
         client.identify()?;
         let mut stream = client.stream()?;
-        while let Some(message) = stream.next().await.transpose()? {
-            if let Command::Response(irc::client::prelude::Response::RPL_WELCOME, _) = &message.command
-                && let Ok(mut live) = self.live.lock()
-            {
-                let nick = client.current_nickname();
-                if text::nick_eq(nick, &persona.nick) {
-                    tracing::info!(persona = %persona.id, %nick, "connected to IRC");
-                } else {
-                    tracing::warn!(persona = %persona.id, %nick, "connected to IRC, but {} was taken", persona.nick);
+        // The nick this connection has: the crate's own idea of it does not
+        // follow a NICK we send, so it is followed here.
+        let mut nick = String::new();
+        let mut reclaim = Reclaim::default();
+        let mut retry = tokio::time::interval(s.nick_retry);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let message = tokio::select! {
+                next = stream.next() => match next.transpose()? {
+                    Some(m) => m,
+                    None => break,
+                },
+                _ = retry.tick() => {
+                    // On a fallback nick: is ours free again?
+                    if !nick.is_empty() && !text::nick_eq(&nick, &persona.nick) && !reclaim.refused {
+                        client.send(Command::ISON(vec![persona.nick.clone()]))?;
+                    }
+                    continue;
                 }
-                live.insert(persona.id.clone(), (client.sender(), nick.to_owned()));
-                drop(live);
-                account.connected();
-                self.connected.notify_waiters();
-            }
-            if let Command::PRIVMSG(target, body) = &message.command
-                && let Some(from) = message.source_nickname()
-            {
-                self.heard(i, persona, client.current_nickname(), from, target, body);
+            };
+            let from = message.source_nickname().unwrap_or("");
+            match &message.command {
+                Command::Response(irc::client::prelude::Response::RPL_WELCOME, _) => {
+                    nick = client.current_nickname().to_owned();
+                    if text::nick_eq(&nick, &persona.nick) {
+                        tracing::info!(persona = %persona.id, %nick, "connected to IRC");
+                    } else {
+                        tracing::warn!(persona = %persona.id, %nick, "connected to IRC, but {} was taken; it takes it back once it is free", persona.nick);
+                    }
+                    self.set_live(persona, client.sender(), &nick);
+                    account.connected();
+                    self.connected.notify_waiters();
+                }
+                // Our own nick changed (taken back, or a fallback).
+                Command::NICK(new) if !nick.is_empty() && text::nick_eq(from, &nick) => {
+                    nick.clone_from(new);
+                    reclaim.asked = false;
+                    if text::nick_eq(&nick, &persona.nick) {
+                        tracing::info!(persona = %persona.id, %nick, "took its nick back");
+                    }
+                    self.set_live(persona, client.sender(), &nick);
+                }
+                // Whoever held our nick left it, or the server says it is
+                // not online: take it.
+                Command::QUIT(_) | Command::NICK(_)
+                    if text::nick_eq(from, &persona.nick) && !text::nick_eq(&nick, &persona.nick) =>
+                {
+                    reclaim.ask(&client, &persona.nick)?;
+                }
+                Command::Response(irc::client::prelude::Response::RPL_ISON, args)
+                    if !text::nick_eq(&nick, &persona.nick)
+                        && !args.last().is_some_and(|online| {
+                            online.split(' ').any(|n| text::nick_eq(n, &persona.nick))
+                        }) =>
+                {
+                    reclaim.ask(&client, &persona.nick)?;
+                }
+                // Refused after all (a nick held back by the network): stop
+                // asking on a timer; someone leaving it still brings it back.
+                Command::Response(irc::client::prelude::Response::ERR_NICKNAMEINUSE, _) if reclaim.asked => {
+                    tracing::warn!(persona = %persona.id, "the server refused {} again; it stops asking every {:?}", persona.nick, s.nick_retry);
+                    reclaim = Reclaim {
+                        asked: false,
+                        refused: true,
+                    };
+                }
+                Command::PRIVMSG(target, body) if !from.is_empty() => {
+                    let present = |chan: &str, who: &str| {
+                        client
+                            .list_users(chan)
+                            .is_some_and(|users| users.iter().any(|u| text::nick_eq(u.get_nickname(), who)))
+                    };
+                    self.heard(i, persona, &nick, from, target, body, &present);
+                }
+                _ => {}
             }
         }
         Ok(())
     }
 
-    /// A PRIVMSG reached persona `i`'s connection.
-    fn heard(&self, i: usize, persona: &IrcPersona, own_nick: &str, from: &str, target: &str, body: &str) {
+    /// Records the nick persona's connection has now (what the others see,
+    /// what mentions of it look like).
+    fn set_live(&self, persona: &IrcPersona, sender: irc::client::Sender, nick: &str) {
+        if let Ok(mut live) = self.live.lock() {
+            live.insert(persona.id.clone(), (sender, nick.to_owned()));
+        }
+    }
+
+    /// A PRIVMSG reached persona `i`'s connection; `present(channel, nick)`
+    /// says whether someone of that nick is in the channel.
+    #[allow(clippy::too_many_arguments)]
+    fn heard(
+        &self,
+        i: usize,
+        persona: &IrcPersona,
+        own_nick: &str,
+        from: &str,
+        target: &str,
+        body: &str,
+        present: &dyn Fn(&str, &str) -> bool,
+    ) {
         // Each persona's nick as the network knows it now: the one its
-        // connection got (maybe `nick_`), else the configured one. A
-        // configured nick held by someone else is that person's.
+        // connection got (maybe `nick_`), else the configured one.
         let nicks: Vec<(String, PersonaId, bool)> = {
             let Ok(live) = self.live.lock() else {
                 return;
@@ -323,6 +420,21 @@ impl Shared {
                 })
                 .collect()
         };
+        // On a fallback nick, a persona still answers to its own in a
+        // channel where nobody of that name is (people keep typing
+        // `docs:`); where the holder is present, the name is theirs.
+        let fallbacks: Vec<(String, PersonaId, bool)> = self
+            .settings
+            .personas
+            .iter()
+            .filter(|p| {
+                nicks
+                    .iter()
+                    .any(|(n, id, live)| *id == p.id && *live && !text::nick_eq(n, &p.nick))
+                    && !present(target, &p.nick)
+            })
+            .map(|p| (p.nick.clone(), p.id.clone(), false))
+            .collect();
         if nicks
             .iter()
             .any(|(nick, _, live)| *live && text::nick_eq(nick, from))
@@ -353,10 +465,14 @@ impl Shared {
         } else {
             return;
         };
-        let names: Vec<&str> = nicks.iter().map(|(n, _, _)| n.as_str()).collect();
+        let names: Vec<&str> = nicks
+            .iter()
+            .chain(&fallbacks)
+            .map(|(n, _, _)| n.as_str())
+            .collect();
         let mut mentions: Vec<UserId> = Vec::new();
         for n in text::mentioned(&body, &names) {
-            if let Some((_, id, _)) = nicks.iter().find(|(nick, _, _)| nick == n)
+            if let Some((_, id, _)) = nicks.iter().chain(&fallbacks).find(|(nick, _, _)| nick == n)
                 && !mentions.iter().any(|m| m.as_str() == id.as_str())
             {
                 mentions.push(UserId::new(id.as_str()));
@@ -526,7 +642,9 @@ impl Platform for IrcPlatform {
                 .and_then(|r| shared.author_of(r))
                 .map(|nick| format!("{nick}: "))
                 .unwrap_or_default();
-            let lines = text::split_lines(&format!("{prefix}{}", msg.text), text::max_text_bytes(&target));
+            // IRC shows no Markdown: `**mode**` would arrive with its stars.
+            let plain = tactful_runtime::markdown_plain(msg.text);
+            let lines = text::split_lines(&format!("{prefix}{plain}"), text::max_text_bytes(&target));
             for (n, line) in lines.iter().enumerate() {
                 if n > 0 {
                     tokio::time::sleep(shared.settings.send_interval).await;

@@ -25,7 +25,7 @@ pub mod slot;
 
 pub use connections::{Account, Connections, LinkState};
 pub use delivery::DeliveryConfig;
-pub use markup::{escape_markup, markdown_html};
+pub use markup::{escape_markup, markdown_html, markdown_plain};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
 pub use platform::{

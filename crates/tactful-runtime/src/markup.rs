@@ -5,7 +5,9 @@
 //!   mrkdwn reserve;
 //! - [`markdown_html`]: Markdown rendered to HTML and sanitised with the
 //!   platform's allowlist (the web room's page, Matrix's
-//!   `org.matrix.custom.html`).
+//!   `org.matrix.custom.html`);
+//! - [`markdown_plain`]: Markdown read as plain text, for a platform that
+//!   shows none of it (IRC).
 
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
@@ -58,6 +60,94 @@ pub fn markdown_html(text: &str, clean: &ammonia::Builder<'_>) -> String {
     clean.clean(&out).to_string()
 }
 
+/// `text` as a person would write it where nothing is formatted (IRC):
+/// `**bold**`, `_emphasis_` and `` `code` `` lose their markers, a link is
+/// its text and address (`docs (https://…)`), a heading or list item is
+/// its own line (`- item`, `1. item`), a code block's lines stay as they
+/// are, a table's rows are cells joined with ` | `. One line per line:
+/// paragraphs are not separated by a blank line, which such a platform
+/// cannot show.
+pub fn markdown_plain(text: &str) -> String {
+    let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
+    let mut out = String::with_capacity(text.len());
+    // Per open list: the next item's number, or `None` for bullets.
+    let mut lists: Vec<Option<u64>> = Vec::new();
+    // Per open link: its address and where its text starts.
+    let mut links: Vec<(String, usize)> = Vec::new();
+    let mut cells = 0usize;
+    let newline = |out: &mut String| {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+    };
+    for e in Parser::new_ext(text, options) {
+        match e {
+            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => out.push_str(&t),
+            Event::SoftBreak | Event::HardBreak => out.push('\n'),
+            Event::Start(Tag::Item) => {
+                newline(&mut out);
+                let depth = lists.len().saturating_sub(1);
+                out.push_str(&"  ".repeat(depth));
+                match lists.last_mut() {
+                    Some(Some(n)) => {
+                        out.push_str(&format!("{n}. "));
+                        *n += 1;
+                    }
+                    _ => out.push_str("- "),
+                }
+            }
+            Event::Start(Tag::List(first)) => {
+                newline(&mut out);
+                lists.push(first);
+            }
+            Event::End(TagEnd::List(_)) => {
+                lists.pop();
+                newline(&mut out);
+            }
+            Event::Start(Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. }) => {
+                links.push((dest_url.to_string(), out.len()));
+            }
+            Event::End(TagEnd::Link | TagEnd::Image) => {
+                // The link's text is there; then its address, unless that
+                // is the text.
+                let (url, start) = links.pop().unwrap_or_default();
+                let label = out.get(start..).unwrap_or_default().trim();
+                if !url.is_empty() && label != url && !url.starts_with('#') {
+                    out.push_str(&format!(" ({url})"));
+                }
+            }
+            Event::Start(Tag::TableRow | Tag::TableHead) => {
+                newline(&mut out);
+                cells = 0;
+            }
+            Event::Start(Tag::TableCell) => {
+                if cells > 0 {
+                    out.push_str(" | ");
+                }
+                cells += 1;
+            }
+            Event::Start(Tag::BlockQuote(_)) => {
+                newline(&mut out);
+                out.push_str("> ");
+            }
+            Event::End(
+                TagEnd::Paragraph
+                | TagEnd::Heading(_)
+                | TagEnd::CodeBlock
+                | TagEnd::TableRow
+                | TagEnd::TableHead,
+            ) => newline(&mut out),
+            Event::Rule => {
+                newline(&mut out);
+                out.push_str("---\n");
+            }
+            Event::TaskListMarker(done) => out.push_str(if done { "[x] " } else { "[ ] " }),
+            _ => {}
+        }
+    }
+    out.trim_end().to_owned()
+}
+
 /// `text` with each bare web address in it made a link.
 fn linked(text: &str) -> Vec<Event<'static>> {
     let mut finder = linkify::LinkFinder::new();
@@ -101,6 +191,26 @@ mod tests {
         assert_eq!(
             markdown_html("**a** <b>b</b>\nc", &clean),
             "<p><strong>a</strong> &lt;b&gt;b&lt;/b&gt;<br>\nc</p>\n"
+        );
+    }
+
+    #[test]
+    fn markdown_reads_as_plain_text_where_nothing_is_formatted() {
+        let md = "# Resetting\n\nHold **the button** for `5 s`, see [the docs](https://e.test/r).\n\n\
+                  - one\n- two\n\n1. first\n2. second\n\n```sh\ntactful check -c x.toml\n```\n\n\
+                  | key | meaning |\n|---|---|\n| `mode` | who is answered |\n\nhttps://e.test/bare and <b>kept</b>";
+        assert_eq!(
+            markdown_plain(md),
+            "Resetting\nHold the button for 5 s, see the docs (https://e.test/r).\n- one\n- two\n1. first\n2. second\n\
+             tactful check -c x.toml\nkey | meaning\nmode | who is answered\nhttps://e.test/bare and <b>kept</b>"
+        );
+        assert_eq!(
+            markdown_plain("docs_: line one\nline two"),
+            "docs_: line one\nline two"
+        );
+        assert_eq!(
+            markdown_plain("[https://e.test](https://e.test)"),
+            "https://e.test"
         );
     }
 

@@ -212,6 +212,7 @@ rules = [
   {{ when = "(?i)long", reply = "[[reply_to:{{msg_id}}]]\nHere is the long story.\n\n{long}\nThe end." }},
   {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the button for 5 s." }},
   {{ when = "(?i)never mind", reply = "NO_REPLY" }},
+  {{ when = "(?i)format", reply = "[[reply_to:{{msg_id}}]]\nUse **mode** = `mention`, see [the docs](https://e.test/d)." }},
 ]
 
 [agents.chef]
@@ -259,6 +260,14 @@ async fn personas_answer_on_a_real_irc_server() {
     alice.send("PRIVMSG #tactful :docs: never mind").await;
     let (text, _) = alice.said_by("docs", "#tactful").await;
     assert_eq!(text, "alice: I read this, but I have nothing to add.");
+
+    // Markdown reads as plain text: no stars, no backticks.
+    alice.send("PRIVMSG #tactful :docs: which format?").await;
+    let (text, _) = alice.said_by("docs", "#tactful").await;
+    assert_eq!(
+        text,
+        "alice: Use mode = mention, see the docs (https://e.test/d)."
+    );
 
     // The nick with IRC specials, in the other case mapping.
     alice.send("PRIVMSG #tactful :chef{bot}, what's cooking?").await;
@@ -358,6 +367,43 @@ async fn a_taken_nick_falls_back_and_a_restarted_server_is_rejoined() {
     };
     let mut alice = Person::connect(port, "alice").await;
     join_with(&mut alice, "#tactful", &["docs", "Chef[bot]"]).await;
+    alice.send("PRIVMSG #tactful :docs: reset again?").await;
+    let (text, _) = alice.said_by("docs", "#tactful").await;
+    assert_eq!(text, "alice: Hold the button for 5 s.");
+}
+
+/// The nick is held by someone who is not in the channel (a ghost of an
+/// earlier connection, say): the persona, on `docs_`, still answers to
+/// `docs:` there, and takes `docs` back once it is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persona_answers_to_its_nick_on_a_fallback_and_takes_it_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some((_server, port)) = start_ngircd(dir.path()) else {
+        return;
+    };
+    let mut ghost = Person::connect(port, "docs").await;
+    let config = config(port, "unused").replace(
+        "send_interval_ms = 20",
+        "send_interval_ms = 20\nnick_retry_seconds = 1",
+    );
+    let tactful = start_tactful(dir.path(), &config);
+    let banner = tactful.printed(|l| l.contains("on IRC at"));
+    assert!(banner.contains(" as docs_ (docs was taken)"), "{banner}");
+    let mut alice = Person::connect(port, "alice").await;
+    join_with(&mut alice, "#tactful", &["docs_", "Chef[bot]"]).await;
+    alice.send("PRIVMSG #tactful :docs: how do I reset it?").await;
+    let (text, _) = alice.said_by("docs_", "#tactful").await;
+    assert_eq!(
+        text, "alice: Hold the button for 5 s.",
+        "answered to its own nick"
+    );
+
+    // The ghost goes: within a retry the persona is docs again.
+    ghost.send("QUIT :bye").await;
+    let line = alice
+        .until(|l| l.starts_with(":docs_!") && l.contains(" NICK "))
+        .await;
+    assert!(line.ends_with(":docs") || line.ends_with(" docs"), "{line}");
     alice.send("PRIVMSG #tactful :docs: reset again?").await;
     let (text, _) = alice.said_by("docs", "#tactful").await;
     assert_eq!(text, "alice: Hold the button for 5 s.");
