@@ -384,16 +384,7 @@ async fn read_stream(
 /// and the URL asked (without the user name and password it may hold: a
 /// proxy's key is sometimes put there).
 fn connect_error(e: &reqwest::Error, url: &str) -> String {
-    let text = tactful_core::cause::root_cause(e);
-    let url = match reqwest::Url::parse(url) {
-        Ok(mut u) => {
-            let _ = u.set_password(None);
-            let _ = u.set_username("");
-            u.to_string()
-        }
-        Err(_) => url.to_owned(),
-    };
-    format!("{text}: {url}")
+    tactful_core::cause::reaching(e, url)
 }
 
 impl Agent for OpenAiAgent {

@@ -15,6 +15,42 @@ pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     }
 }
 
+/// What went wrong reaching `url`, as people read it and can act on:
+/// `connection refused: http://127.0.0.1:9/v1/chat/completions`. The
+/// address is shown without what could be a secret in it (a user and
+/// password, a query, a fragment).
+pub fn reaching(e: &(dyn std::error::Error + 'static), url: &str) -> String {
+    format!("{}: {}", root_cause(e), shown_url(url))
+}
+
+/// `e` as people read it: when it failed on the way (a refused or broken
+/// connection, a name that does not resolve: an I/O error at its root),
+/// [`reaching`] `url`; otherwise (the server answered: a wrong token, a
+/// refusal) its own words.
+pub fn explain(e: &(dyn std::error::Error + 'static), url: &str) -> String {
+    let mut root = e;
+    while let Some(inner) = root.source() {
+        root = inner;
+    }
+    if root.downcast_ref::<std::io::Error>().is_some() {
+        reaching(e, url)
+    } else {
+        e.to_string()
+    }
+}
+
+/// `url` without its user, password, query and fragment.
+pub fn shown_url(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or_default();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    format!("{scheme}://{host}{path}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -22,6 +58,27 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("error sending request")]
     struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn an_address_is_shown_without_its_secrets() {
+        let refused = Outer(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(
+            reaching(
+                &refused,
+                "http://user:pw@127.0.0.1:9/v1/chat/completions?key=sk-1#x"
+            ),
+            "connection refused: http://127.0.0.1:9/v1/chat/completions"
+        );
+        assert_eq!(shown_url("https://slack.com/api"), "https://slack.com/api");
+        assert_eq!(shown_url("not a url"), "not a url");
+        assert_eq!(shown_url("http://a@b@host"), "http://host");
+        assert_eq!(explain(&refused, "http://h/x"), "connection refused: http://h/x");
+        assert_eq!(
+            explain(&std::fmt::Error, "http://h/x"),
+            std::fmt::Error.to_string(),
+            "not on the way: its own words"
+        );
+    }
 
     #[test]
     fn the_innermost_cause_is_named() {

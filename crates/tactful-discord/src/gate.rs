@@ -48,6 +48,10 @@ pub const REFUSE_FROM: usize = 5_000;
 /// answer, not a reason to stop for hours.
 const LONGEST_PAUSE: Duration = Duration::from_secs(600);
 
+/// How the gate's own answer begins when Discord could not be reached:
+/// [`crate::send::deadline`] shows such an answer as the cause it names.
+pub(crate) const UNREACHED: &str = "Discord did not answer: ";
+
 /// The largest answer passed on (Discord's are a few KiB).
 const MAX_ANSWER: usize = 8 << 20;
 
@@ -274,12 +278,17 @@ async fn forward(State(state): State<Arc<GateState>>, request: Request) -> Respo
     let answer = match out.body(body).send().await {
         Ok(a) => a,
         Err(e) => {
-            let e = tactful_core::secrets::redact(&e.without_url().to_string()).into_owned();
-            return (
-                StatusCode::BAD_GATEWAY,
-                format!("tactful: Discord did not answer: {e}"),
-            )
-                .into_response();
+            // In Discord's own error shape, so whoever asked reads it as
+            // an answer: the cause and where (without the query).
+            let why = tactful_core::cause::explain(&e.without_url(), &format!("{}{path}", state.upstream));
+            let message = format!("{UNREACHED}{}", tactful_core::secrets::redact(&why));
+            let body = serde_json::json!({ "code": 0, "message": message }).to_string();
+            let mut response = (StatusCode::BAD_GATEWAY, body).into_response();
+            response.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                "application/json".parse().expect("header value"),
+            );
+            return response;
         }
     };
     let status = answer.status().as_u16();

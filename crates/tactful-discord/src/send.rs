@@ -20,7 +20,27 @@ pub(crate) async fn deadline<R, T>(req: R) -> Result<twilight_http::Response<T>,
 where
     R: IntoFuture<Output = Result<twilight_http::Response<T>, twilight_http::Error>>,
 {
-    within_deadline("Discord", req.into_future()).await
+    use futures::TryFutureExt as _;
+    within_deadline("Discord", req.into_future().map_err(Readable)).await
+}
+
+/// A twilight error as people read it: when the gate could not reach
+/// Discord, what it said ("Discord did not answer: connection refused:
+/// http://…"), not twilight's "response error: status code 502, …".
+struct Readable(twilight_http::Error);
+
+impl std::fmt::Display for Readable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let twilight_http::error::ErrorType::Response {
+            error: twilight_http::api_error::ApiError::General(g),
+            ..
+        } = self.0.kind()
+            && let Some(why) = g.message.strip_prefix(crate::gate::UNREACHED)
+        {
+            return write!(f, "did not answer: {why}");
+        }
+        self.0.fmt(f)
+    }
 }
 
 /// `allowed_mentions` for every message: what `pings` allows, nothing

@@ -295,7 +295,7 @@ impl Shared {
                         .initial_device_display_name("tactful doctor")
                         .send()
                         .await
-                        .map_err(|e| e.to_string())?;
+                        .map_err(|e| tactful_core::cause::explain(&e, &s.homeserver))?;
                     let _ = client.matrix_auth().logout().await;
                     me.user_id.to_string()
                 }
@@ -575,6 +575,7 @@ pub fn invited_by_allowed(invites_from: &[String], inviter: &str) -> bool {
 /// Signs `client` in with an access token (as device `TACTFUL`) and asks
 /// the homeserver whose it is: the user id `whoami` gives.
 async fn token_whoami(client: &Client, user_id: &str, token: &str) -> Result<String, String> {
+    let url = client.homeserver().to_string();
     let user: OwnedUserId = user_id.try_into().map_err(|e| format!("{e}"))?;
     let session = MatrixSession {
         meta: SessionMeta {
@@ -590,11 +591,11 @@ async fn token_whoami(client: &Client, user_id: &str, token: &str) -> Result<Str
         .matrix_auth()
         .restore_session(session, Default::default())
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| tactful_core::cause::explain(&e, &url))?;
     Ok(client
         .whoami()
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| tactful_core::cause::explain(&e, &url))?
         .user_id
         .to_string())
 }

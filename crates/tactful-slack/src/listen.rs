@@ -220,9 +220,11 @@ impl Shared {
     /// Learns the bot's user id (mentions name it) with `auth.test`.
     async fn identify(&self, i: usize) -> Result<(), ConnectError> {
         let persona = &self.settings.personas[i];
-        let me = send::with_retry(|| async { self.session(i).auth_test().await })
-            .await
-            .map_err(|e| ConnectError::Identify(e.0))?;
+        let me = send::with_retry(&self.settings.api_url, || async {
+            self.session(i).auth_test().await
+        })
+        .await
+        .map_err(|e| ConnectError::Identify(e.0))?;
         let name = me.user.clone().unwrap_or_else(|| me.user_id.to_string());
         tracing::info!(persona = %persona.id, bot = %name, team = %me.team_id, "Slack: bot identified");
         if let Ok(mut bots) = self.bots.write() {
@@ -246,7 +248,11 @@ impl Shared {
             format!("Slack {} (auth.test)", persona.id),
             "check the persona's slack.bot_token (OAuth & Permissions: the Bot User OAuth Token, xoxb-…) and that the app is installed",
             async {
-                let me = self.session(i).auth_test().await.map_err(|e| send::one_line(&e.to_string()))?;
+                let me = self
+                    .session(i)
+                    .auth_test()
+                    .await
+                    .map_err(|e| send::failed(&e, &self.settings.api_url))?;
                 Ok::<_, String>(format!(
                     "{} in team {}",
                     me.user.clone().unwrap_or_else(|| me.user_id.to_string()),
@@ -264,7 +270,7 @@ impl Shared {
                     .open_session(&app_token)
                     .apps_connections_open(&SlackApiAppsConnectionOpenRequest::new())
                     .await
-                    .map_err(|e| send::one_line(&e.to_string()))?;
+                    .map_err(|e| send::failed(&e, &self.settings.api_url))?;
                 Ok::<_, String>("Socket Mode open to this app".to_owned())
             },
         )
@@ -276,7 +282,7 @@ impl Shared {
     /// retries; asked once here, a wrong one is said plainly.
     async fn check_app_token(&self, i: usize) -> Result<(), ConnectError> {
         let app_token = SlackApiToken::new(self.settings.personas[i].app_token.clone().into());
-        send::with_retry(|| async {
+        send::with_retry(&self.settings.api_url, || async {
             self.client
                 .open_session(&app_token)
                 .apps_connections_open(&SlackApiAppsConnectionOpenRequest::new())

@@ -22,7 +22,7 @@ const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 /// means the call was not made, so trying again cannot post twice), all
 /// under [`CALL_DEADLINE`]. Other failures are returned: without an
 /// idempotency key a failed post may still have arrived.
-pub(crate) async fn with_retry<T, F, Fut>(mut call: F) -> Result<T, PlatformError>
+pub(crate) async fn with_retry<T, F, Fut>(api: &str, mut call: F) -> Result<T, PlatformError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, SlackClientError>>,
@@ -41,8 +41,25 @@ where
                 tracing::debug!("Slack: rate limited; retrying in {wait:?}");
                 tokio::time::sleep(wait).await;
             }
-            Ok(Err(e)) => return Err(PlatformError(said(&e))),
+            Ok(Err(e)) => return Err(PlatformError(failed(&e, api))),
         }
+    }
+}
+
+/// A failed Web API call (at `api`, the configured `api_url`) as people
+/// read it: not reached, the cause and the address ("Slack: connection
+/// refused: https://…"), where slack-morphism prints its transport error's
+/// Debug form; answered, Slack's own words ([`said`]).
+pub(crate) fn failed(e: &SlackClientError, api: &str) -> String {
+    match e {
+        SlackClientError::HttpProtocolError(p) => match &p.cause {
+            Some(cause) => format!(
+                "Slack: {}",
+                one_line(&tactful_core::cause::explain(cause.as_ref(), api))
+            ),
+            None => said(e),
+        },
+        _ => said(e),
     }
 }
 
@@ -122,7 +139,7 @@ impl Platform for SlackPlatform {
                 }
             };
             let text = mrkdwn::render(msg.text);
-            let sent = with_retry(|| {
+            let sent = with_retry(&self.shared.settings.api_url, || {
                 let mut req = SlackApiChatPostMessageRequest::new(
                     channel.to_owned().into(),
                     SlackMessageContent::new().with_text(text.clone()),
@@ -153,7 +170,7 @@ impl Platform for SlackPlatform {
             let i = self.index(persona)?;
             let channel = Self::channel(room)?;
             let text = mrkdwn::render(text);
-            with_retry(|| {
+            with_retry(&self.shared.settings.api_url, || {
                 let req = SlackApiChatUpdateRequest::new(
                     channel.to_owned().into(),
                     SlackMessageContent::new().with_text(text.clone()),
@@ -177,7 +194,7 @@ impl Platform for SlackPlatform {
         Box::pin(async move {
             let i = self.index(persona)?;
             let channel = Self::channel(room)?;
-            with_retry(|| {
+            with_retry(&self.shared.settings.api_url, || {
                 let req =
                     SlackApiChatDeleteRequest::new(channel.to_owned().into(), id.as_str().to_owned().into());
                 let session = self.shared.session(i);
@@ -204,7 +221,7 @@ impl Platform for SlackPlatform {
             let name = emojis::get(emoji)
                 .and_then(emojis::Emoji::shortcode)
                 .ok_or_else(|| PlatformError(format!("Slack: no reaction name for {emoji}")))?;
-            let done = with_retry(|| {
+            let done = with_retry(&self.shared.settings.api_url, || {
                 let req = SlackApiReactionsAddRequest::new(
                     channel.to_owned().into(),
                     SlackReactionName(name.to_owned()),

@@ -392,7 +392,7 @@ impl Connected for TelegramPlatform {
                     Probe::run(what, &fix, async {
                         let me = bot.get_me().send().await.map_err(|e| match &e {
                             teloxide_core::RequestError::Network(n) => {
-                                format!("{}: {}", tactful_core::cause::root_cause(n), settings.api_url)
+                                tactful_core::cause::reaching(n, &settings.api_url)
                             }
                             _ => send::describe(&e),
                         })?;

@@ -15,7 +15,9 @@ use tracing_subscriber::fmt::MakeWriter;
 /// Installs the global subscriber. `RUST_LOG` (an `EnvFilter`, e.g. `info`
 /// or `tactful=debug,matrix_sdk=warn`), the convention every Rust service
 /// follows, picks what is shown; `TACTFUL_LOG` wins when both are set;
-/// `warn` by default. A filter that does not parse is said once, not
+/// `warn` by default, without the Matrix SDK's own report of each failed
+/// request (a Debug dump of the HTTP error; tactful says what failed, and
+/// where, in its own line). A filter that does not parse is said once, not
 /// silently ignored.
 pub fn init() {
     let (filter, bad) = filter_from(|k| std::env::var(k).ok());
@@ -39,12 +41,15 @@ fn filter_from(
         if let Some(spec) = env(var).filter(|s| !s.trim().is_empty()) {
             return match tracing_subscriber::EnvFilter::try_new(&spec) {
                 Ok(f) => (f, None),
-                Err(e) => ("warn".into(), Some((var, e.to_string()))),
+                Err(e) => (DEFAULT.into(), Some((var, e.to_string()))),
             };
         }
     }
-    ("warn".into(), None)
+    (DEFAULT.into(), None)
 }
+
+/// The filter when none is set.
+const DEFAULT: &str = "matrix_sdk::http_client=off,warn";
 
 /// Makes [`RedactingWriter`]s onto stderr.
 #[derive(Clone, Copy, Debug, Default)]
@@ -84,11 +89,11 @@ mod tests {
             move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned())
         };
         let shown = |pairs| filter_from(env(pairs)).0.to_string();
-        assert_eq!(shown(&[]), "warn");
+        assert_eq!(shown(&[]), DEFAULT);
         assert_eq!(shown(&[("RUST_LOG", "debug")]), "debug");
         assert_eq!(shown(&[("RUST_LOG", "debug"), ("TACTFUL_LOG", "info")]), "info");
         let (f, bad) = filter_from(env(&[("RUST_LOG", "tactful=lots")]));
-        assert_eq!(f.to_string(), "warn");
+        assert_eq!(f.to_string(), DEFAULT);
         assert_eq!(bad.map(|b| b.0), Some("RUST_LOG"));
     }
 

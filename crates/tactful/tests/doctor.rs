@@ -284,3 +284,73 @@ async fn doctor_passes_a_good_config_and_names_each_broken_part_with_a_fix() {
     }
     drop(taken);
 }
+
+/// Nothing listening where a platform's server should be: every row names
+/// the cause and the address, not "error sending request" or a transport
+/// error's Debug form; the Matrix SDK's own dump of the error is not in the
+/// log either.
+#[test]
+fn a_server_that_is_not_there_is_named_with_the_cause() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let base = format!("http://127.0.0.1:{refused}");
+    let config = format!(
+        r#"
+[[persona]]
+id = "docs"
+agent = "main"
+telegram = {{ token = "123456:AAHabcdefghijklmnopqrstuvwxyz012345" }}
+discord = {{ token = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GaBcDe.abcdefghijklmnopqrstuvwxyz0123456789" }}
+slack = {{ bot_token = "xoxb-1-2-abcdef", app_token = "xapp-1-A1-2-abcdef" }}
+matrix = {{ user_id = "@docs:example.org", access_token = "syt_abcdef" }}
+
+[agents.main]
+kind = "script"
+rules = []
+
+[platforms.telegram]
+api_url = "{base}"
+[platforms.discord]
+api_url = "{base}"
+[platforms.slack]
+api_url = "{base}/api"
+[platforms.matrix]
+homeserver = "{base}"
+
+[store]
+path = ":memory:"
+"#
+    );
+    let (code, table, stderr) = common::doctor(dir.path(), &config);
+    assert_eq!(code, Some(1), "{table}\n{stderr}");
+    for (what, said) in [
+        ("Telegram docs (getMe)", format!("connection refused: {base}")),
+        (
+            "Discord docs (users/@me)",
+            format!("Discord: did not answer: connection refused: {base}/api/v10/users/@me"),
+        ),
+        (
+            "Slack docs (auth.test)",
+            format!("Slack: connection refused: {base}/api"),
+        ),
+        (
+            "Slack docs (apps.connections.open)",
+            format!("Slack: connection refused: {base}/api"),
+        ),
+        (
+            "Matrix docs (@docs:example.org)",
+            format!("connection refused: {base}/"),
+        ),
+    ] {
+        let (line, _) = row(&table, what);
+        assert!(
+            line.contains("FAIL") && line.trim_end().ends_with(&said),
+            "{what}: {line}\n{table}"
+        );
+    }
+    assert!(!stderr.contains("reqwest::Error"), "{stderr}");
+    assert!(!table.contains("hyper_util"), "{table}");
+}
