@@ -60,6 +60,13 @@ pub(crate) fn describe(e: &RequestError) -> String {
         RequestError::InvalidJson { raw, .. } => {
             format!("an answer that is not the Bot API's JSON: {}", clip(raw))
         }
+        // 409 Conflict: something else takes this bot's updates.
+        RequestError::Api(ApiError::TerminatedByOtherGetUpdates) => {
+            "409 Conflict: another program is polling this bot (getUpdates): a second tactful, or another bot framework, with the same token; only one may, so stop the other (or give this persona a bot of its own)".to_owned()
+        }
+        RequestError::Api(ApiError::CantGetUpdates) => {
+            "409 Conflict: this bot has a webhook set, so Telegram will not answer getUpdates; tactful polls: remove the webhook (the Bot API's deleteWebhook, called with the bot's token) if nothing else needs it".to_owned()
+        }
         RequestError::Api(api) => clip(&api.to_string()),
         RequestError::RetryAfter(s) => format!("flood control: retry after {}s", s.seconds()),
         RequestError::MigrateToChatId(id) => format!("the group is now the supergroup {}", id.0),
@@ -291,6 +298,23 @@ impl Platform for TelegramPlatform {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Telegram's 409s say what to do: a second poller or a webhook takes
+    /// this bot's updates.
+    #[test]
+    fn a_conflict_names_the_other_taker_and_the_fix() {
+        let other = describe(&RequestError::Api(ApiError::TerminatedByOtherGetUpdates));
+        assert!(
+            other.starts_with("409 Conflict: another program is polling this bot"),
+            "{other}"
+        );
+        assert!(other.contains("stop the other"), "{other}");
+        let hook = describe(&RequestError::Api(ApiError::CantGetUpdates));
+        assert!(
+            hook.contains("webhook") && hook.contains("deleteWebhook"),
+            "{hook}"
+        );
+    }
 
     #[test]
     fn the_general_topic_is_sent_to_without_a_thread() {

@@ -87,6 +87,10 @@ fn every_toml_snippet_in_the_docs_is_a_valid_config() {
     // Files snippets refer to, beside the config.
     let folder = tempfile::tempdir().expect("temp dir");
     std::fs::write(folder.path().join("contract.md"), "Speak briefly.").expect("file");
+    // A kb agent's documents.
+    std::fs::write(folder.path().join("README.md"), "# Readme\n\nAbout it.").expect("file");
+    std::fs::create_dir(folder.path().join("docs")).expect("folder");
+    std::fs::write(folder.path().join("docs/faq.md"), "# FAQ\n\n## Why?\n\nBecause.").expect("file");
     let path = folder.path().join("tactful.toml");
     let mut checked = 0;
     for file in files {
@@ -174,4 +178,38 @@ fn the_slack_app_manifest_in_the_readme_has_socket_mode_and_the_scopes() {
             "bot scope {scope} in {scopes:?}"
         );
     }
+}
+
+/// What trips people setting a platform up is in its README section:
+/// Telegram's bot-to-bot mode and its 409s (quoted as tactful logs them),
+/// where Discord hides Developer Mode and "Public Bot", Slack's app limit.
+#[test]
+fn each_platform_section_says_what_trips_people() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README");
+    // Each section's text, its line breaks as spaces.
+    let section = |name: &str| {
+        let rest = readme
+            .split(&format!("## On {name}\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("## On {name}"));
+        let text = rest.split("\n## ").next().unwrap_or_default();
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    };
+    let telegram = section("Telegram");
+    for said in [
+        "Bot-to-Bot Communication Mode",
+        "ignore_bots",
+        "409 Conflict: another program is polling this bot",
+        "409 Conflict: this bot has a webhook set",
+        "deleteWebhook",
+    ] {
+        assert!(telegram.contains(said), "Telegram: {said:?} missing");
+    }
+    let discord = section("Discord");
+    for said in ["User Settings → Advanced → Developer Mode", "**Public Bot**"] {
+        assert!(discord.contains(said), "Discord: {said:?} missing");
+    }
+    let slack = section("Slack");
+    assert!(slack.contains("10 apps and integrations"), "Slack: the app limit");
 }
