@@ -12,6 +12,7 @@
 //! with the docs gets no answer. A reply to one of its own answers ("can
 //! you say more?") continues the section that answer came from.
 
+mod gate;
 mod grounded;
 
 pub use grounded::GroundedAgent;
@@ -54,6 +55,16 @@ const HEADING_BONUS: f32 = 2.5;
 /// that questions about them clear it and everyday chatter does not.
 pub const DEFAULT_MIN_SCORE: f32 = 4.0;
 
+/// What the search made of a line ([`KbAgent::ranked`]).
+struct Ranked {
+    /// The five best documentation sections and their scores, best first.
+    docs: Vec<(usize, f32)>,
+    /// The best small-talk score.
+    chatter: f32,
+    /// The section defining a setting the line names.
+    defined: Option<usize>,
+}
+
 /// A knowledge-base agent.
 pub struct KbAgent {
     sections: Vec<Section>,
@@ -64,7 +75,8 @@ pub struct KbAgent {
     headings: Vec<std::collections::HashSet<String>>,
     tokenizer: bm25::DefaultTokenizer,
     engine: SearchEngine<usize>,
-    /// Which documents name which (`docs/faq.md` → `docs/config.md`).
+    /// Which documents point to which for more (`docs/faq.md` →
+    /// `docs/config.md`).
     refers: Vec<(String, String)>,
     min_score: f32,
 }
@@ -345,11 +357,27 @@ impl KbAgent {
             .iter()
             .map(|s| tokenizer.tokenize(&searchable(&s.heading)).into_iter().collect())
             .collect();
+        // A document points to the longer documentation when it names a
+        // document whose sections are longer than its own (a FAQ's short
+        // answers → the reference); the reference naming a file in an
+        // example is no such pointer.
+        let mean_len = |source: &str| {
+            let lens: Vec<usize> = sections
+                .iter()
+                .filter(|s| s.source == source)
+                .map(|s| s.body.len())
+                .collect();
+            lens.iter().sum::<usize>() / lens.len().max(1)
+        };
         let refers = docs
             .iter()
             .flat_map(|from| {
                 docs.iter()
-                    .filter(|to| to.source != from.source && from.text.contains(to.source.as_str()))
+                    .filter(|to| {
+                        to.source != from.source
+                            && from.text.contains(to.source.as_str())
+                            && mean_len(&to.source) > mean_len(&from.source)
+                    })
                     .map(|to| (from.source.clone(), to.source.clone()))
             })
             .collect();
@@ -374,21 +402,21 @@ impl KbAgent {
         self.len() == 0
     }
 
-    /// The best section for `query` and its score, if it clears the
-    /// threshold.
-    fn lookup(&self, raw: &str) -> Option<(f32, &Section)> {
+    /// What the search makes of a line: every section's score (BM25 over
+    /// whole sections, plus a bonus for each word of the question its
+    /// heading holds: a heading says what a section is about in a handful
+    /// of words, where a long section's body dilutes), the best
+    /// documentation section, the best small talk, and a setting the line
+    /// names.
+    fn ranked(&self, raw: &str) -> Ranked {
         let raw = &with_phrases(raw);
         // A setting named in the question: the section defining it.
-        for word in raw.split_whitespace() {
+        let defined = raw.split_whitespace().find_map(|word| {
             let w = word
                 .trim_matches(|c: char| !c.is_alphanumeric() && c != '_')
                 .to_lowercase();
-            if w.contains('_')
-                && let Some(&i) = self.defined.get(&w)
-            {
-                return Some((f32::MAX, &self.sections[i]));
-            }
-        }
+            w.contains('_').then(|| self.defined.get(&w).copied()).flatten()
+        });
         let query = &query_of(raw);
         if std::env::var_os("TACTFUL_KB_DEBUG").is_some() {
             for h in self.engine.search(query, 2) {
@@ -397,9 +425,6 @@ impl KbAgent {
                 eprintln!("  {:.2} {} / {}", h.score, s.source, s.heading);
             }
         }
-        // BM25 over whole sections, plus a bonus for each word of the
-        // question its heading holds: a heading says what a section is
-        // about in a handful of words, where a long section's body dilutes.
         let mut scores = vec![0.0f32; self.sections.len()];
         for h in self.engine.search(query, self.sections.len()) {
             scores[h.document.id] = h.score;
@@ -422,12 +447,69 @@ impl KbAgent {
             .filter(|&i| self.sections[i].source.is_empty())
             .map(|i| scores[i])
             .fold(0.0f32, f32::max);
-        let (best, score) = (0..scores.len())
+        let mut docs: Vec<(usize, f32)> = (0..scores.len())
             .filter(|&i| !self.sections[i].source.is_empty())
             .map(|i| (i, scores[i]))
-            .max_by(|a, b| a.1.total_cmp(&b.1))?;
-        (score >= self.min_score && score >= chatter * talk::MARGIN_OVER_CHATTER)
+            .collect();
+        docs.sort_by(|a, b| b.1.total_cmp(&a.1));
+        docs.truncate(5);
+        Ranked {
+            docs,
+            chatter,
+            defined,
+        }
+    }
+
+    /// The section for a question put to it directly, if one clears the
+    /// threshold and explains it clearly better than small talk would.
+    fn lookup(&self, raw: &str) -> Option<(f32, &Section)> {
+        let r = self.ranked(raw);
+        if let Some(i) = r.defined {
+            return Some((f32::MAX, &self.sections[i]));
+        }
+        let &(best, score) = r.docs.first()?;
+        (score >= self.min_score && score >= r.chatter * talk::MARGIN_OVER_CHATTER)
             .then(|| (score, &self.sections[best]))
+    }
+
+    /// The section for a line heard in an ambient batch, nobody asking the
+    /// persona: only when the line asks the docs something ([`gate`]);
+    /// without the model, by [`KbAgent::lookup`]'s rule for a question.
+    fn heard(&self, raw: &str) -> Option<&Section> {
+        let r = self.ranked(raw);
+        let top = r.docs.first().map_or(0.0, |d| d.1);
+        let seen = gate::Seen {
+            text: raw,
+            question: talk::is_question(raw),
+            defined: r.defined.is_some(),
+            top,
+            chatter: r.chatter,
+        };
+        match gate::answers(&seen) {
+            Some(false) => None,
+            Some(true) => r.defined.or(r.docs.first().map(|d| d.0)).map(|i| &self.sections[i]),
+            None => talk::is_question(raw).then(|| self.lookup(raw)).flatten().map(|(_, s)| s),
+        }
+    }
+
+    /// What the search made of `text`, as `scripts/guide-train.py` reads
+    /// it (`KB_EXPORT=1` in the kb tests): the gate's inputs and the five
+    /// best sections as `file#heading`.
+    #[doc(hidden)]
+    pub fn export(&self, text: &str) -> serde_json::Value {
+        let r = self.ranked(text);
+        let top: Vec<(String, f32)> = r
+            .docs
+            .iter()
+            .map(|&(i, score)| (format!("{}#{}", self.sections[i].source, self.sections[i].heading), score))
+            .collect();
+        serde_json::json!({
+            "text": text,
+            "top": top,
+            "chatter": r.chatter,
+            "q": talk::is_question(text),
+            "defined": r.defined.is_some(),
+        })
     }
 
     /// When `e` replies to one of this persona's own answers, the section
@@ -458,24 +540,27 @@ impl KbAgent {
         {
             return vec![(s, e)];
         }
-        let ambient = turn.kind == TurnKind::Ambient;
-        // In a batch, only questions; asked directly, the newest message.
-        let candidates: Vec<&Arc<Entry>> = if ambient {
+        // In a batch, every line that asks the docs something; asked
+        // directly, the newest message.
+        let found: Vec<(&Section, &Arc<Entry>)> = if turn.kind == TurnKind::Ambient {
             turn.triggers
                 .iter()
-                .filter(|e| talk::is_question(&e.text))
+                .rev()
+                .filter_map(|e| self.heard(&e.text).map(|s| (s, e)))
                 .collect()
         } else {
-            turn.triggers.last().into_iter().collect()
+            turn.triggers
+                .last()
+                .and_then(|e| self.lookup(&e.text).map(|(_, s)| (s, e)))
+                .into_iter()
+                .collect()
         };
         // Two questions the same section answers get it once, under the
         // newer one.
         let mut answers: Vec<(&Section, &Arc<Entry>)> = Vec::new();
-        for e in candidates.iter().rev() {
-            if let Some((_, s)) = self.lookup(&e.text)
-                && !answers.iter().any(|(seen, _)| std::ptr::eq(*seen, s))
-            {
-                answers.push((s, *e));
+        for (s, e) in found {
+            if !answers.iter().any(|(seen, _)| std::ptr::eq(*seen, s)) {
+                answers.push((s, e));
             }
         }
         answers

@@ -163,6 +163,13 @@ fn score(file: &str) -> Score {
             .filter_map(|a| a.as_str())
             .collect();
         let got = kb.answer(&ask(TurnKind::Ambient, false, &[text]));
+        // For scripts/guide-train.py; never the frozen set.
+        if std::env::var_os("KB_EXPORT").is_some() && file != "frozen.jsonl" {
+            let mut row = kb.export(text);
+            row["set"] = file.into();
+            row["want"] = want.clone().into();
+            eprintln!("EXPORT {row}");
+        }
         let cited = got.rsplit_once("\n\n(from ").map(|(_, c)| {
             let (source, heading) = c.trim_end_matches(')').split_once(", ").unwrap_or_default();
             format!("{source}#{}", heading.trim_matches('"'))
