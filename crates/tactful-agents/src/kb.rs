@@ -6,11 +6,11 @@
 //! `min_score`, the answer quotes its opening and cites the file and
 //! heading it came from, as a reply to the question. Below the threshold
 //! the agent stays silent (`NO_REPLY`), or, when someone asked it directly,
-//! says it does not know. In an ambient batch only questions are looked up,
-//! and a section answers only when it explains the question clearly better
-//! than everyday talk would ([`talk`]): chatter that happens to share words
-//! with the docs gets no answer. A reply to one of its own answers ("can
-//! you say more?") continues the section that answer came from.
+//! says it does not know. In an ambient batch a line is answered only when
+//! a small learned model says it asks the docs something ([`gate`]), so
+//! chatter that happens to share words with the docs gets no answer. A
+//! reply to one of its own answers ("can you say more?") continues past
+//! what that answer showed.
 
 mod gate;
 mod grounded;
@@ -487,8 +487,14 @@ impl KbAgent {
         };
         match gate::answers(&seen) {
             Some(false) => None,
-            Some(true) => r.defined.or(r.docs.first().map(|d| d.0)).map(|i| &self.sections[i]),
-            None => talk::is_question(raw).then(|| self.lookup(raw)).flatten().map(|(_, s)| s),
+            Some(true) => r
+                .defined
+                .or(r.docs.first().map(|d| d.0))
+                .map(|i| &self.sections[i]),
+            None => talk::is_question(raw)
+                .then(|| self.lookup(raw))
+                .flatten()
+                .map(|(_, s)| s),
         }
     }
 
@@ -501,7 +507,12 @@ impl KbAgent {
         let top: Vec<(String, f32)> = r
             .docs
             .iter()
-            .map(|&(i, score)| (format!("{}#{}", self.sections[i].source, self.sections[i].heading), score))
+            .map(|&(i, score)| {
+                (
+                    format!("{}#{}", self.sections[i].source, self.sections[i].heading),
+                    score,
+                )
+            })
             .collect();
         serde_json::json!({
             "text": text,

@@ -226,8 +226,10 @@ fn the_labelled_set_meets_its_precision_and_recall() {
 }
 
 /// The development set (`tests/guide/dev.jsonl`): written like the frozen
-/// one, by someone who saw neither the code nor the scores, for tuning;
-/// its misses are printed with `KB_MISSES=1`:
+/// one, by someone who saw neither the code nor the scores, for tuning
+/// (the learned gate is trained on it, so this figure is in-sample;
+/// `scripts/guide-train.py --cv` gives the held-out one); its misses are
+/// printed with `KB_MISSES=1`:
 /// `cargo test -p tactful-agents --test kb dev_set -- --nocapture`.
 /// The bounds are today's figures, so a change that loses ground fails;
 /// the goal (85 % of questions, 95 % of chatter) is not met yet
@@ -242,13 +244,13 @@ fn the_dev_set_is_answered_no_worse_than_today() {
     }
     assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
     assert!(
-        s.quiet() >= 0.89,
-        "chatter left alone: {:.1} % < 89 %",
+        s.quiet() >= 0.97,
+        "chatter left alone: {:.1} % < 97 %",
         s.quiet() * 100.0
     );
     assert!(
-        s.recall() >= 0.37,
-        "questions answered right: {:.1} % < 37 %",
+        s.recall() >= 0.70,
+        "questions answered right: {:.1} % < 70 %",
         s.recall() * 100.0
     );
 }
@@ -258,19 +260,20 @@ fn the_dev_set_is_answered_no_worse_than_today() {
 /// figure says how the Guide does on questions nobody tuned it for. Its
 /// misses are not printed, so nobody tunes on them by accident:
 /// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
-/// As for the dev set, the bounds are today's figures, not the goal.
+/// The chatter bound is the goal (95 %); the questions' is today's figure
+/// (the goal is 85 %).
 #[test]
 fn the_frozen_set_says_how_the_guide_generalises() {
     let s = score("frozen.jsonl");
     assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
     assert!(
-        s.quiet() >= 0.92,
-        "chatter left alone: {:.1} % < 92 %",
+        s.quiet() >= 0.95,
+        "chatter left alone: {:.1} % < 95 %",
         s.quiet() * 100.0
     );
     assert!(
-        s.recall() >= 0.46,
-        "questions answered right: {:.1} % < 46 %",
+        s.recall() >= 0.74,
+        "questions answered right: {:.1} % < 74 %",
         s.recall() * 100.0
     );
 }

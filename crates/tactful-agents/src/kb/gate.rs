@@ -25,7 +25,8 @@ struct Model {
     weights: HashMap<String, f32>,
 }
 
-static MODEL: LazyLock<Option<Model>> = LazyLock::new(|| serde_json::from_str(include_str!("gate.json")).ok());
+static MODEL: LazyLock<Option<Model>> =
+    LazyLock::new(|| serde_json::from_str(include_str!("gate.json")).ok());
 
 /// What the search made of a line, as the model reads it.
 pub(super) struct Seen<'a> {
@@ -44,8 +45,7 @@ pub(super) struct Seen<'a> {
 /// same.
 fn features(s: &Seen<'_>) -> Vec<(String, f32)> {
     static WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[a-z0-9_']+").expect("regex"));
-    static IDENT: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"[_`=]|\b[a-z]+\.[a-z]+\b").expect("regex"));
+    static IDENT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[_`=]|\b[a-z]+\.[a-z]+\b").expect("regex"));
     let lower = s.text.to_lowercase();
     let words: Vec<&str> = WORD.find_iter(&lower).map(|m| m.as_str()).collect();
     let mut f: Vec<(String, f32)> = Vec::with_capacity(words.len() * 2 + 12);
