@@ -42,6 +42,13 @@ pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
 
     /// Builds the platform, not yet connected.
     fn build(&self, cx: &Context<'_>) -> Result<Arc<dyn Connected>, String>;
+
+    /// What `tactful check` should warn about in how the rooms are set up
+    /// for this platform (a setting it cannot honour), one line each; the
+    /// config still loads.
+    fn warnings(&self, _policies: &tactful_core::PolicyTable) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Reads a platform's section and the personas' sub-tables for it (every

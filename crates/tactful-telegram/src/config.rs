@@ -129,6 +129,116 @@ pub fn describe(s: &TelegramSettings, usernames: &[(String, Option<String>)]) ->
     format!("on Telegram{at} as {}", bots.join(", "))
 }
 
+/// The reactions the Bot API lets a bot set (`ReactionTypeEmoji`); any
+/// other is refused with `REACTION_INVALID`.
+pub const REACTIONS: &[&str] = &[
+    "👍",
+    "👎",
+    "❤",
+    "🔥",
+    "🥰",
+    "👏",
+    "😁",
+    "🤔",
+    "🤯",
+    "😱",
+    "🤬",
+    "😢",
+    "🎉",
+    "🤩",
+    "🤮",
+    "💩",
+    "🙏",
+    "👌",
+    "🕊",
+    "🤡",
+    "🥱",
+    "🥴",
+    "😍",
+    "🐳",
+    "❤\u{200d}🔥",
+    "🌚",
+    "🌭",
+    "💯",
+    "🤣",
+    "⚡",
+    "🍌",
+    "🏆",
+    "💔",
+    "🤨",
+    "😐",
+    "🍓",
+    "🍾",
+    "💋",
+    "🖕",
+    "😈",
+    "😴",
+    "😭",
+    "🤓",
+    "👻",
+    "👨\u{200d}💻",
+    "👀",
+    "🎃",
+    "🙈",
+    "😇",
+    "😨",
+    "🤝",
+    "✍",
+    "🤗",
+    "🫡",
+    "🎅",
+    "🎄",
+    "☃",
+    "💅",
+    "🤪",
+    "🗿",
+    "🆒",
+    "💘",
+    "🙉",
+    "🦄",
+    "😘",
+    "💊",
+    "🙊",
+    "😎",
+    "👾",
+    "🤷\u{200d}♂",
+    "🤷",
+    "🤷\u{200d}♀",
+    "😡",
+];
+
+/// A `silence_emoji` Telegram would refuse, where it could apply to a
+/// Telegram room (the default layer, `tg:` rooms): every silent answer
+/// there would end in a failed reaction instead of the mark people see.
+fn reaction_warnings(policies: &tactful_core::PolicyTable) -> Vec<String> {
+    let layers = std::iter::once(("rooms.default".to_owned(), &policies.default)).chain(
+        policies
+            .rooms
+            .iter()
+            .filter(|(room, _)| room.as_str().starts_with("tg:"))
+            .map(|(room, layer)| (format!("rooms.\"{room}\""), layer)),
+    );
+    let mut out = Vec::new();
+    for (key, layer) in layers {
+        let patches = std::iter::once((key.clone(), &layer.all)).chain(
+            layer
+                .personas
+                .iter()
+                .map(|(p, patch)| (format!("{key}.personas.{p}"), patch)),
+        );
+        for (key, patch) in patches {
+            if let Some(e) = &patch.silence_emoji
+                && !REACTIONS.contains(&e.as_ref().trim_end_matches('\u{fe0f}'))
+            {
+                out.push(format!(
+                    "`{key}.silence_emoji = \"{e}\"` is not a reaction Telegram lets bots use: on Telegram each silent answer would fail to react; pick one it allows, such as 👀 (the default), 👍, 👌, 🤔 or 🫡"
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// The settings' secrets (bot tokens), for redaction.
 pub fn secrets(s: &TelegramSettings) -> Vec<String> {
     s.personas.iter().map(|p| p.token.clone()).collect()
@@ -139,10 +249,50 @@ impl PlatformConfig for TelegramSettings {
         secrets(self)
     }
 
+    fn warnings(&self, policies: &tactful_core::PolicyTable) -> Vec<String> {
+        reaction_warnings(policies)
+    }
+
     fn build(&self, cx: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
         Ok(std::sync::Arc::new(crate::TelegramPlatform::new(
             self.clone(),
             cx.saved,
         )?))
+    }
+}
+
+#[cfg(test)]
+mod reaction_tests {
+    use super::*;
+
+    #[test]
+    fn a_silence_emoji_telegram_refuses_is_warned_about_where_it_applies() {
+        let mut table = tactful_core::PolicyTable::default();
+        table.default.all.silence_emoji = Some("👀".into());
+        assert!(reaction_warnings(&table).is_empty(), "👀 is allowed");
+        table.default.all.silence_emoji = Some("❤\u{fe0f}".into());
+        assert!(
+            reaction_warnings(&table).is_empty(),
+            "a variation selector is the same heart"
+        );
+        table.default.all.silence_emoji = Some("🫠".into());
+        let w = reaction_warnings(&table);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with(
+                "`rooms.default.silence_emoji = \"🫠\"` is not a reaction Telegram lets bots use"
+            ),
+            "{w:?}"
+        );
+        table.default.all.silence_emoji = None;
+        let mut other = tactful_core::RoomLayer::default();
+        other.all.silence_emoji = Some("🫠".into());
+        table.rooms.insert("discord:1".into(), other.clone());
+        assert!(
+            reaction_warnings(&table).is_empty(),
+            "a Discord room is not Telegram's"
+        );
+        table.rooms.insert("tg:-100".into(), other);
+        assert_eq!(reaction_warnings(&table).len(), 1);
     }
 }

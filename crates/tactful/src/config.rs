@@ -390,6 +390,9 @@ impl Config {
         }
         out.extend(self.notes.iter().cloned());
         out.extend(advice::unused_agents(self));
+        for (_, platform) in &self.platforms.connected {
+            out.extend(platform.warnings(&self.engine.policies));
+        }
         for hook in self.hooks.iter() {
             if let tactful_agents::hooks::HookKind::Command(c) = &hook.kind {
                 let key = format!("hook \"{}\"", hook.name);

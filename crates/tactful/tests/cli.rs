@@ -104,6 +104,33 @@ fn check_names_the_platforms_and_never_a_token() {
     assert!(!out.contains("AAE-in-the-file") && !stderr(&o).contains("AAE-in-the-file"));
 }
 
+/// A silence reaction Telegram does not let bots use is said by `check`
+/// (the config still loads): otherwise every silent answer there fails.
+#[test]
+fn check_warns_about_a_silence_emoji_telegram_refuses() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tg.toml");
+    std::fs::write(
+        &cfg,
+        "[[persona]]\nid = \"docs\"\nagent = \"a\"\ntelegram = { token = \"${TG}\" }\n\n\
+         [agents.a]\nkind = \"script\"\nrules = []\n\n[rooms.default]\nsilence_emoji = \"🫠\"\n\n[platforms.telegram]\n",
+    )
+    .expect("config");
+    let o = Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["check", "-c", cfg.to_str().expect("utf-8 path")])
+        .env("TG", "123456789:AAE-from-the-env")
+        .output()
+        .expect("runs");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning: ")
+            && stderr(&o)
+                .contains("`rooms.default.silence_emoji = \"🫠\"` is not a reaction Telegram lets bots use"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn a_missing_file_is_a_clear_error() {
     let o = tactful(&["replay", "-c", "nope.toml", "nope.jsonl"]);
