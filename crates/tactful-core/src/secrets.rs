@@ -57,6 +57,22 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     }
 }
 
+/// `text` on one line: every control character (a line break, a carriage
+/// return, an escape sequence's start) and line or paragraph separator
+/// shown as a space, so text from outside (a server's error, a message in
+/// a trace) cannot start a forged line of a log or a text trace.
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 /// [`redact`], then cut to `max` characters (with `…` when cut): a
 /// server's text in an error, at a loggable size. Masked before it is
 /// cut, since a token cut in half would no longer be recognised.

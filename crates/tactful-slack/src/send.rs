@@ -78,10 +78,7 @@ pub(crate) fn said(e: &dyn std::fmt::Display) -> String {
 /// response body, over several lines. Redacted before it is clipped
 /// ([`tactful_core::secrets::redact_clipped`]), then put on one line.
 pub(crate) fn one_line(text: &str) -> String {
-    tactful_core::secrets::redact_clipped(text, 400)
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    tactful_core::secrets::one_line(&tactful_core::secrets::redact_clipped(text, 400))
 }
 
 fn poisoned() -> PlatformError {

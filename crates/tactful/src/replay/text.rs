@@ -13,6 +13,7 @@
 use std::io::Write;
 
 use serde_json::Value;
+use tactful_core::secrets::one_line;
 use tactful_core::{Message, Timestamp};
 
 /// The state of a text trace: which message's block is open, so its
@@ -191,21 +192,6 @@ impl TextTrace {
         }
         Ok(())
     }
-}
-
-/// `s` on one line: every control character (a line break, a carriage
-/// return, an escape sequence's start) shown as a space, so no field of a
-/// trace line can forge a line of the text trace.
-fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect()
 }
 
 /// A text's lines, split at every kind of line break (`\r\n` counting
