@@ -5,6 +5,157 @@
 #[allow(clippy::wildcard_imports)]
 use super::*;
 
+/// One `[agents.NAME]` table.
+#[derive(Debug, Clone)]
+pub enum AgentConfig {
+    /// `kind = "script"`.
+    Script(ScriptAgent),
+    /// `kind = "command"`.
+    Command(CommandConfig),
+    /// `kind = "openai"`.
+    OpenAi(OpenAiConfig),
+    /// `kind = "acp"`.
+    Acp(AcpConfig),
+    /// `kind = "kb"`: markdown documents, read when the config is loaded.
+    Kb {
+        /// The documents.
+        docs: Vec<KbDoc>,
+        /// The relevance threshold.
+        min_score: f32,
+        /// `answer_with`: the agent that answers with the sections found
+        /// before it (its config, resolved when the file is read); `None`
+        /// quotes the sections offline.
+        answer_with: Option<Box<AgentConfig>>,
+    },
+}
+
+impl AgentConfig {
+    /// The config spelling of the backend kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentConfig::Script(_) => "script",
+            AgentConfig::Command(_) => "command",
+            AgentConfig::OpenAi(_) => "openai",
+            AgentConfig::Acp(_) => "acp",
+            AgentConfig::Kb { .. } => "kb",
+        }
+    }
+
+    /// The backend, ready to run turns; prompts use `contract`.
+    pub fn build(&self, contract: &Arc<str>) -> Arc<dyn Agent> {
+        match self {
+            AgentConfig::Script(a) => Arc::new(a.clone()),
+            AgentConfig::Command(c) => Arc::new(CommandAgent::new(c.clone(), contract.clone())),
+            AgentConfig::Acp(c) => Arc::new(AcpAgent::new(c.clone(), contract.clone())),
+            AgentConfig::Kb {
+                docs,
+                min_score,
+                answer_with: None,
+            } => Arc::new(KbAgent::new(docs, *min_score)),
+            AgentConfig::Kb {
+                docs,
+                min_score,
+                answer_with: Some(model),
+            } => Arc::new(tactful_agents::kb::GroundedAgent::new(
+                KbAgent::new(docs, *min_score),
+                model.build(contract),
+            )),
+            AgentConfig::OpenAi(c) => Arc::new(
+                OpenAiAgent::new(c.clone(), contract.clone())
+                    .expect("headers were checked when the config was read"),
+            ),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum AgentKind {
+    Script,
+    Command,
+    OpenAi,
+    Acp,
+    Kb,
+}
+
+impl AgentKind {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            AgentKind::Script => "script",
+            AgentKind::Command => "command",
+            AgentKind::OpenAi => "openai",
+            AgentKind::Acp => "acp",
+            AgentKind::Kb => "kb",
+        }
+    }
+}
+
+/// Every key any agent kind takes; each kind checks that only its own are
+/// set, so a key in the wrong table is reported at its line.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAgent {
+    kind: Spanned<AgentKind>,
+    // script
+    rules: Option<Spanned<Vec<RawRule>>>,
+    // command
+    command: Option<Spanned<EnvString>>,
+    args: Option<Spanned<Vec<EnvString>>>,
+    env: Option<Spanned<BTreeMap<String, EnvString>>>,
+    working_dir: Option<Spanned<EnvString>>,
+    // openai
+    base_url: Option<Spanned<EnvString>>,
+    model: Option<Spanned<EnvString>>,
+    api_key: Option<Spanned<EnvString>>,
+    temperature: Option<Spanned<f64>>,
+    max_tokens: Option<Spanned<u32>>,
+    headers: Option<Spanned<BTreeMap<String, EnvString>>>,
+    // command and openai
+    timeout_ms: Option<Spanned<u64>>,
+    // acp
+    session_ttl_seconds: Option<Spanned<u64>>,
+    max_sessions: Option<Spanned<usize>>,
+    allow_permissions: Option<Spanned<Vec<Spanned<String>>>>,
+    inactivity_timeout_ms: Option<Spanned<u64>>,
+    // kb
+    paths: Option<Spanned<Vec<EnvString>>>,
+    min_score: Option<Spanned<f64>>,
+    pub(super) answer_with: Option<Spanned<String>>,
+    // every kind
+    pub(super) strip_reasoning: Option<bool>,
+}
+
+/// Tool kinds an ACP agent may ask permission for.
+const TOOL_KINDS: &[&str] = &[
+    "read",
+    "edit",
+    "delete",
+    "move",
+    "search",
+    "execute",
+    "think",
+    "fetch",
+    "switch_mode",
+    "other",
+];
+
+/// The default deadline of one command or model turn.
+const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default OpenAI-compatible endpoint.
+const DEFAULT_OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRule {
+    when: Spanned<EnvString>,
+    #[serde(default)]
+    reply: EnvString,
+    #[serde(default)]
+    delay_ms: u64,
+    #[serde(default)]
+    fail: bool,
+}
+
 /// An agent key: its name, where it is set (if it is), and the kinds it
 /// belongs to.
 /// The keys of an `[agents.*]` table that only some kinds take.
