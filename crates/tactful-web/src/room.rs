@@ -140,6 +140,9 @@ impl Room {
             return false;
         };
         match m.why.iter_mut().find(|w| w.persona == why.persona) {
+            // Answered stays answered when another reply of the same batch
+            // turn goes to another message.
+            Some(w) if w.state == "answered" && why.state == crate::why::READ => return false,
             Some(w) => *w = why,
             None => m.why.push(why),
         }

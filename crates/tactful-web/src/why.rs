@@ -86,6 +86,10 @@ impl Explainer {
     }
 }
 
+/// The state of a batch message that was read while its reply answered
+/// another: it never replaces an "answered" ([`crate::room::Room::note_why`]).
+pub const READ: &str = "read";
+
 /// The notes an engine output makes, one per message it concerns.
 pub fn notes(output: &Output) -> Vec<Note> {
     let note = |room: &RoomId, msg: &MsgId, persona: &PersonaId, state, text: String| Note {
@@ -113,6 +117,24 @@ pub fn notes(output: &Output) -> Vec<Note> {
         }
         // The failure's own line (with its reason) stays.
         Output::Send(o) if o.notice => Vec::new(),
+        // A batch's reply answers the message it replies to; the batch's
+        // other messages were read with it, not answered (a later reply of
+        // the same turn may answer one of them: see `Room::note_why`).
+        Output::Send(o) if o.msgs.len() > 1 && o.reply_to.as_ref().is_some_and(|r| o.msgs.contains(r)) => o
+            .msgs
+            .iter()
+            .map(|m| {
+                if Some(m) == o.reply_to.as_ref() {
+                    note(&o.room, m, &o.persona, "answered", "answered".to_owned())
+                } else {
+                    let text = format!(
+                        "read it in a batch of {}, and answered another message",
+                        o.msgs.len()
+                    );
+                    note(&o.room, m, &o.persona, READ, text)
+                }
+            })
+            .collect(),
         Output::Send(o) => each(&o.room, &o.msgs, &o.persona, "answered", "answered"),
         Output::Silent(end, kind) => {
             let text = match kind {
@@ -228,6 +250,82 @@ fn clip(s: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use tactful_core::{Timestamp, TurnId};
+
+    /// Guide's reply to `to`, from a batch of w1, w2, w3.
+    fn batch_reply(to: &str) -> Output {
+        Output::Send(Box::new(tactful_core::engine::Outgoing {
+            at: Timestamp(0),
+            turn: TurnId(1),
+            kind: tactful_core::TurnKind::Ambient,
+            persona: PersonaId::new("guide"),
+            room: RoomId::new("lobby"),
+            thread: None,
+            id: MsgId::new("guide:1"),
+            text: "an answer".into(),
+            reply_to: Some(MsgId::new(to)),
+            dropped_reply_to: None,
+            invalid_reply_to: Vec::new(),
+            unknown_directives: Vec::new(),
+            msgs: ["w1", "w2", "w3"].map(MsgId::new).to_vec(),
+            notice: false,
+            is_dm: false,
+            truncated_from: None,
+            more_withheld: 0,
+            reasoning_chars: 0,
+        }))
+    }
+
+    /// A batch's reply marks the message it answers, not the chatter read
+    /// with it; a second reply of the turn, to another message, leaves the
+    /// first answered.
+    #[test]
+    fn a_batch_reply_answers_its_message_and_reads_the_rest() {
+        let states = |o: &Output| {
+            notes(o)
+                .into_iter()
+                .map(|n| (n.msg.to_string(), n.why.state))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            states(&batch_reply("w3")),
+            [
+                ("w1".into(), READ),
+                ("w2".into(), READ),
+                ("w3".into(), "answered")
+            ]
+        );
+        let mut room = crate::room::Room::default();
+        let member = crate::room::Member {
+            id: "web:Alice".into(),
+            name: "Alice".into(),
+            bot: false,
+        };
+        for id in ["w1", "w2", "w3"] {
+            room.restore(
+                crate::room::WebMsg {
+                    id: id.into(),
+                    sender: member.clone(),
+                    text: "hi".into(),
+                    html: String::new(),
+                    reply_to: None,
+                    quote: None,
+                    time: String::new(),
+                    why: Vec::new(),
+                    reactions: Vec::new(),
+                },
+                None,
+                10,
+            );
+        }
+        for n in notes(&batch_reply("w3"))
+            .into_iter()
+            .chain(notes(&batch_reply("w1")))
+        {
+            room.note_why(n.msg.as_str(), n.why);
+        }
+        let shown: Vec<&str> = room.history().map(|m| m.why[0].state).collect();
+        assert_eq!(shown, ["answered", READ, "answered"]);
+    }
 
     fn decision(outcome: Outcome, reason: Reason) -> Output {
         Output::Decision(Decision {
