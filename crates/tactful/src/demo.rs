@@ -2,10 +2,11 @@
 //!
 //! A web room on 127.0.0.1:7878 with two personas: Guide, in ambient mode,
 //! answers questions about tactful from the documentation built into the
-//! binary (the offline `kb` agent: BM25, a citation, silence below its
-//! relevance threshold); Host, in mention mode, speaks only when
-//! addressed. With `OPENAI_API_KEY` set (and optionally `OPENAI_BASE_URL`
-//! and `TACTFUL_MODEL`), both use that model instead.
+//! binary (the offline `kb` agent: BM25 search, a small learned model that
+//! tells questions for the docs from chatter, a citation); Host, in mention
+//! mode, speaks only when addressed. With `OPENAI_API_KEY` set (and
+//! optionally `OPENAI_BASE_URL` and `TACTFUL_MODEL`), both use that model
+//! instead, Guide with the documentation its search finds put before it.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
