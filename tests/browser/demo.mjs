@@ -276,7 +276,16 @@ try {
   // The server stops: a banner says so, text typed meanwhile stays; it
   // comes back on the same port and store: the page reconnects by itself
   // and the history is there.
+  // Someone who opened the page just before the server stopped: joining
+  // says it cannot reach the room, and the form can be sent again.
+  const late = await (await browser.newContext()).newPage();
+  await late.goto(url);
   await stop(demo);
+  await late.fill("#name", "Lee");
+  await late.click("#join button");
+  await late.locator("#joinerror", { hasText: "Cannot reach the room" }).waitFor(WAIT);
+  check(await late.locator("#join button").isEnabled() && (await late.locator("#join button").innerText()) === "Join", "a join that cannot reach the room gives the button back");
+  await late.close();
   await alice.locator("#banner", { hasText: "Reconnecting" }).waitFor(WAIT);
   check(true, "a banner says the room is disconnected");
   await alice.fill("#text", "typed while it was down");

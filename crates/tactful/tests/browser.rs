@@ -96,6 +96,7 @@ fn the_demo_works_in_a_real_browser() {
             "ok: phone: no ☰ before joining",
             "ok: phone: ☰ opens the rooms and members",
             "ok: a reload keeps the name, the room and the rooms joined",
+            "ok: a join that cannot reach the room gives the button back",
         ],
     );
     for shot in [
