@@ -14,9 +14,9 @@
 
 mod gate;
 mod grounded;
+mod talk;
 
 pub use grounded::GroundedAgent;
-mod talk;
 
 use std::sync::Arc;
 
@@ -169,10 +169,15 @@ fn excerpt(body: &str) -> String {
     out
 }
 
+/// A paragraph of prose: not empty, not a table, not HTML.
+fn is_prose(p: &str) -> bool {
+    !p.is_empty() && !p.starts_with('|') && !p.starts_with('<')
+}
+
 fn prose_excerpt(body: &str) -> String {
     let mut out = String::new();
     for p in outside_code(body) {
-        if p.is_empty() || p.starts_with('|') || p.starts_with('<') {
+        if !is_prose(p) {
             continue;
         }
         let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -208,7 +213,7 @@ fn cited(id: &tactful_core::MsgId, text: &str, s: &Section) -> String {
 fn more_of(body: &str, shown: &str) -> Option<String> {
     let shown = shown.split_whitespace().collect::<Vec<_>>().join(" ");
     let paragraphs: Vec<String> = outside_code(body)
-        .filter(|p| !p.is_empty() && !p.starts_with('|') && !p.starts_with('<'))
+        .filter(|p| is_prose(p))
         .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
     let opening = |p: &str| p.chars().take(60).collect::<String>();
@@ -463,7 +468,13 @@ impl KbAgent {
     /// The section for a question put to it directly, if one clears the
     /// threshold and explains it clearly better than small talk would.
     fn lookup(&self, raw: &str) -> Option<(f32, &Section)> {
-        let r = self.ranked(raw);
+        self.clear_best(&self.ranked(raw))
+    }
+
+    /// [`KbAgent::lookup`]'s rule on a line already ranked: the section
+    /// defining a setting it names, else the best one if it clears the
+    /// threshold and beats small talk by the margin.
+    fn clear_best(&self, r: &Ranked) -> Option<(f32, &Section)> {
         if let Some(i) = r.defined {
             return Some((f32::MAX, &self.sections[i]));
         }
@@ -477,12 +488,12 @@ impl KbAgent {
     /// without the model, by [`KbAgent::lookup`]'s rule for a question.
     fn heard(&self, raw: &str) -> Option<&Section> {
         let r = self.ranked(raw);
-        let top = r.docs.first().map_or(0.0, |d| d.1);
+        let question = talk::is_question(raw);
         let seen = gate::Seen {
             text: raw,
-            question: talk::is_question(raw),
+            question,
             defined: r.defined.is_some(),
-            top,
+            top: r.docs.first().map_or(0.0, |d| d.1),
             chatter: r.chatter,
         };
         match gate::answers(&seen) {
@@ -491,10 +502,7 @@ impl KbAgent {
                 .defined
                 .or(r.docs.first().map(|d| d.0))
                 .map(|i| &self.sections[i]),
-            None => talk::is_question(raw)
-                .then(|| self.lookup(raw))
-                .flatten()
-                .map(|(_, s)| s),
+            None => question.then(|| self.clear_best(&r)).flatten().map(|(_, s)| s),
         }
     }
 

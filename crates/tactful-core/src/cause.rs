@@ -5,10 +5,7 @@
 /// The innermost cause of `e`: "connection refused" for a refused
 /// connection, else the deepest source's own words.
 pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(inner) = cause.source() {
-        cause = inner;
-    }
+    let cause = innermost(e);
     match cause.downcast_ref::<std::io::Error>() {
         Some(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
         _ => cause.to_string(),
@@ -28,15 +25,20 @@ pub fn reaching(e: &(dyn std::error::Error + 'static), url: &str) -> String {
 /// [`reaching`] `url`; otherwise (the server answered: a wrong token, a
 /// refusal) its own words.
 pub fn explain(e: &(dyn std::error::Error + 'static), url: &str) -> String {
-    let mut root = e;
-    while let Some(inner) = root.source() {
-        root = inner;
-    }
-    if root.downcast_ref::<std::io::Error>().is_some() {
+    if innermost(e).downcast_ref::<std::io::Error>().is_some() {
         reaching(e, url)
     } else {
         e.to_string()
     }
+}
+
+/// The last error of `e`'s source chain.
+fn innermost<'e>(e: &'e (dyn std::error::Error + 'static)) -> &'e (dyn std::error::Error + 'static) {
+    let mut cause = e;
+    while let Some(inner) = cause.source() {
+        cause = inner;
+    }
+    cause
 }
 
 /// `url` without its user, password, query and fragment.

@@ -63,6 +63,22 @@ pub struct Reaction {
 pub const MAX_REACTIONS: usize = 20;
 
 impl WebMsg {
+    /// A plain message by `sender`, its text its id, for tests.
+    #[cfg(test)]
+    pub(crate) fn plain(id: &str, sender: Member) -> WebMsg {
+        WebMsg {
+            id: id.to_owned(),
+            sender,
+            text: id.to_owned(),
+            html: String::new(),
+            reply_to: None,
+            quote: None,
+            time: String::new(),
+            why: Vec::new(),
+            reactions: Vec::new(),
+        }
+    }
+
     /// Adds `name`'s `emoji`; false when it was there already or the
     /// message has [`MAX_REACTIONS`] kinds.
     fn react(&mut self, emoji: &str, name: &str) -> bool {
@@ -362,17 +378,7 @@ mod tests {
     fn changes_are_shown_in_the_order_they_were_made() {
         let (events, mut rx) = broadcast::channel(16);
         let mut r = Room::default();
-        let msg = |id: &str| WebMsg {
-            id: id.to_owned(),
-            sender: member("web:A"),
-            text: id.to_owned(),
-            html: String::new(),
-            reply_to: None,
-            quote: None,
-            time: String::new(),
-            why: Vec::new(),
-            reactions: Vec::new(),
-        };
+        let msg = |id: &str| WebMsg::plain(id, member("web:A"));
         let question = r.queue_new(msg("w1"), None, false);
         let answer = r.queue_new(msg("w2"), Some("k".into()), false);
         let refused = r.queue_new(msg("w3"), None, false);

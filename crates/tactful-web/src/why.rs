@@ -301,21 +301,7 @@ mod tests {
             bot: false,
         };
         for id in ["w1", "w2", "w3"] {
-            room.restore(
-                crate::room::WebMsg {
-                    id: id.into(),
-                    sender: member.clone(),
-                    text: "hi".into(),
-                    html: String::new(),
-                    reply_to: None,
-                    quote: None,
-                    time: String::new(),
-                    why: Vec::new(),
-                    reactions: Vec::new(),
-                },
-                None,
-                10,
-            );
+            room.restore(crate::room::WebMsg::plain(id, member.clone()), None, 10);
         }
         for n in notes(&batch_reply("w3"))
             .into_iter()

@@ -51,8 +51,9 @@ fn features(s: &Seen<'_>) -> Vec<(String, f32)> {
     let mut f: Vec<(String, f32)> = Vec::with_capacity(words.len() * 2 + 12);
     let mut seen = std::collections::HashSet::new();
     for w in &words {
-        if seen.insert(format!("w:{w}")) {
-            f.push((format!("w:{w}"), 1.0));
+        let k = format!("w:{w}");
+        if seen.insert(k.clone()) {
+            f.push((k, 1.0));
         }
     }
     for pair in words.windows(2) {
