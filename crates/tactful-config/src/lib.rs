@@ -235,6 +235,16 @@ pub fn mask_secrets(line: &str, col: usize) -> Masked {
         }
         from = all.start() + line[all.start()..].chars().next().map_or(1, char::len_utf8);
     }
+    // A password inside any address, whatever its key (`store.url`, a
+    // `base_url` with credentials): `scheme://user:PASSWORD@` or
+    // `?password=`.
+    static URL_PASSWORD: std::sync::LazyLock<Regex> = std::sync::LazyLock::new(|| {
+        Regex::new(r#"[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s"'?#]*:([^@/\s"']+)@|[?&]password=([^&\s"'#]+)"#)
+            .expect("a valid pattern")
+    });
+    for c in URL_PASSWORD.captures_iter(line) {
+        ranges.extend(c.get(1).or(c.get(2)).map(|m| m.range()));
+    }
     ranges.sort_by_key(|r| r.start);
     let mut merged: Vec<std::ops::Range<usize>> = Vec::new();
     for r in ranges {
@@ -473,6 +483,15 @@ mod tests {
             r#"silence_token = "NO_REPLY""#,
         ] {
             assert_eq!(mask_secrets(plain, 1).line, plain);
+        }
+        for line in [
+            r#"url = "postgres://tactful:s3cr3t-value@db/chat""#,
+            r#"url = "postgres://db/chat?user=me&password=s3cr3t-value""#,
+            r#"base_url = "https://me:s3cr3t-value@llm.internal/v1""#,
+        ] {
+            let masked = mask_secrets(line, 7);
+            assert!(!masked.line.contains("s3cr3t-value"), "{line} -> {}", masked.line);
+            assert!(masked.values.iter().any(|v| v == "s3cr3t-value"), "{line}");
         }
     }
 

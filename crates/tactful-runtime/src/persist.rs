@@ -176,7 +176,7 @@ impl Persister {
         let thread = std::thread::Builder::new()
             .name("tactful-store".into())
             .spawn(move || {
-                if let Err(e) = store.manual_checkpoints() {
+                if let Err(e) = store.writer_upkeep() {
                     tracing::warn!("the store checkpoints inside commits: {e}");
                 }
                 write_loop(&mut store, &rx, &h, &stop);
@@ -301,7 +301,7 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
         if commits >= CHECKPOINT_WHEN_IDLE && !stop {
             next = rx.try_recv().ok();
             if next.is_none() || commits >= CHECKPOINT_AT_LEAST {
-                if let Err(e) = store.checkpoint() {
+                if let Err(e) = store.idle() {
                     tracing::debug!("a WAL checkpoint did not run: {e}");
                 }
                 commits = 0;

@@ -245,7 +245,7 @@ fn store_shows(path: &std::path::Path, ok: impl Fn(&tactful_store::Restored) -> 
         own_ids: 100,
     };
     Store::open(path)
-        .and_then(|s| s.load(limits))
+        .and_then(|mut s| s.load(limits))
         .is_ok_and(|r| ok(&r))
 }
 

@@ -235,7 +235,7 @@ fn a_reply_decided_but_not_confirmed_is_sent_once_after_a_crash() {
         assert_eq!(reason, "reply_to_me");
         h.runtime.shutdown().await;
     });
-    let store = Store::open(&path).expect("reopens");
+    let mut store = Store::open(&path).expect("reopens");
     let left = store
         .load(tactful_store::LoadLimits {
             history: 10,
@@ -341,7 +341,7 @@ fn backlog_is_context_never_answered_and_platform_state_is_kept() {
         );
         h.runtime.shutdown().await;
     });
-    let store = Store::open(&path).expect("reopens");
+    let mut store = Store::open(&path).expect("reopens");
     assert_eq!(
         store
             .platform_state()

@@ -9,12 +9,8 @@
 //! The first value of each column wins, so a turn that answered three
 //! questions is one call, ended when the agent answered.
 
-use rusqlite::{Transaction, params};
 use serde::Serialize;
 use tactful_core::{PersonaId, RoomId, Timestamp, TurnId, TurnKind};
-
-use crate::read::{MAX_PAGE, Reader};
-use crate::{StoreError, ops::kind_name};
 
 /// An agent call began.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,135 +111,8 @@ pub struct CostRow {
 /// The most rows [`Reader::costs`] returns.
 pub const MAX_COST_ROWS: usize = 10_000;
 
-fn to_i64(n: u64) -> i64 {
+/// A token count as the stores keep it (a count past `i64::MAX` is kept as
+/// that).
+pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn start(tx: &Transaction<'_>, c: &CallStart) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO calls (turn, kind, room, persona, agent, msg, started)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
-        c.turn.0 as i64,
-        kind_name(c.kind),
-        c.room.as_str(),
-        c.persona.as_str(),
-        c.agent,
-        c.msg,
-        c.at.as_millis() as i64,
-    ])?;
-    Ok(())
-}
-
-pub(crate) fn end(tx: &Transaction<'_>, e: &CallEnd) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "UPDATE calls SET
-             ended = coalesce(ended, ?2),
-             outcome = CASE WHEN outcome IS NULL OR outcome = 'answered' THEN coalesce(?3, outcome)
-                            ELSE outcome END,
-             error = coalesce(error, ?4),
-             prompt_tokens = coalesce(prompt_tokens, ?5),
-             completion_tokens = coalesce(completion_tokens, ?6),
-             cached_tokens = coalesce(cached_tokens, ?7)
-         WHERE turn = ?1",
-    )?
-    .execute(params![
-        e.turn.0 as i64,
-        e.at.map(|t| t.as_millis() as i64),
-        e.outcome,
-        e.error,
-        e.prompt_tokens.map(to_i64),
-        e.completion_tokens.map(to_i64),
-        e.cached_tokens.map(to_i64),
-    ])?;
-    Ok(())
-}
-
-/// Calls a previous run left without an end (it stopped or was killed while
-/// they ran) are `interrupted`: at a start, nothing is running yet.
-pub(crate) fn interrupted(tx: &Transaction<'_>) -> Result<(), StoreError> {
-    tx.prepare_cached("UPDATE calls SET outcome = 'interrupted' WHERE ended IS NULL AND outcome IS NULL")?
-        .execute([])?;
-    Ok(())
-}
-
-fn count(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<u64>> {
-    Ok(r.get::<_, Option<i64>>(i)?.map(|n| n.max(0) as u64))
-}
-
-impl Reader {
-    /// `room`'s agent calls, newest first: at most `limit` (capped at
-    /// [`MAX_PAGE`]) with turns before `before` (a `turn`; the newest when
-    /// `None`). Turns are unique, so no page boundary falls between two
-    /// calls started in the same millisecond.
-    pub fn calls(&self, room: &str, before: Option<i64>, limit: usize) -> Result<Vec<CallRow>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT turn, kind, persona, agent, msg, started, ended - started, outcome, error,
-                    prompt_tokens, completion_tokens, cached_tokens
-             FROM calls WHERE room = ?1 AND turn < ?2 ORDER BY turn DESC LIMIT ?3",
-        )?;
-        let rows = stmt.query_map(
-            params![room, before.unwrap_or(i64::MAX), limit.min(MAX_PAGE) as i64],
-            |r| {
-                Ok(CallRow {
-                    turn: r.get(0)?,
-                    kind: r.get(1)?,
-                    persona: r.get(2)?,
-                    agent: r.get(3)?,
-                    msg: r.get(4)?,
-                    started: count(r, 5)?.unwrap_or(0),
-                    latency_ms: count(r, 6)?,
-                    outcome: r.get(7)?,
-                    error: r.get(8)?,
-                    prompt_tokens: count(r, 9)?,
-                    completion_tokens: count(r, 10)?,
-                    cached_tokens: count(r, 11)?,
-                })
-            },
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Calls since `since` (Unix milliseconds), summed per UTC day, room,
-    /// persona, agent and kind; the newest day first ([`MAX_COST_ROWS`] at
-    /// most: as many means the oldest were left out).
-    pub fn costs(&self, since: i64) -> Result<Vec<CostRow>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT date(started / 1000, 'unixepoch') AS day, room, persona, agent, kind, count(*),
-                    sum(outcome = 'error'), total(prompt_tokens), total(completion_tokens),
-                    total(cached_tokens), avg(ended - started)
-             FROM calls WHERE started >= ?1
-             GROUP BY day, room, persona, agent, kind
-             ORDER BY day DESC, room, persona, agent, kind LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(params![since, MAX_COST_ROWS as i64], |r| {
-            let float = |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, f64>(i)?.max(0.0) as u64) };
-            Ok(CostRow {
-                day: r.get(0)?,
-                room: r.get(1)?,
-                persona: r.get(2)?,
-                agent: r.get(3)?,
-                kind: r.get(4)?,
-                calls: count(r, 5)?.unwrap_or(0),
-                errors: count(r, 6)?.unwrap_or(0),
-                prompt_tokens: float(7)?,
-                completion_tokens: float(8)?,
-                cached_tokens: float(9)?,
-                mean_latency_ms: r.get::<_, Option<f64>>(10)?.map(|v| v.max(0.0).round() as u64),
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Messages heard in each room since `since` (not the personas' own):
-    /// what "ambient calls per 100 messages" divides by.
-    pub fn people_messages(&self, since: i64) -> Result<Vec<(String, u64)>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT room, count(*) FROM messages WHERE persona IS NULL AND time >= ?1
-             GROUP BY room ORDER BY room LIMIT 10000",
-        )?;
-        let rows = stmt.query_map([since], |r| Ok((r.get(0)?, count(r, 1)?.unwrap_or(0))))?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
 }

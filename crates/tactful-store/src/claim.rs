@@ -1,20 +1,26 @@
-//! One service per store file.
+//! One service per store.
 //!
 //! SQLite lets two processes write one file, and two tactful services on
 //! one store would hand out the same message ids and answer each other's
 //! turns. So a service claims its store for as long as it runs: an
 //! exclusive advisory lock on `<store>.lock` (released by the OS when the
-//! process ends, even by `kill -9`). Reading the store (tests, tools) needs
-//! no claim.
+//! process ends, even by `kill -9`). On PostgreSQL the claim is a
+//! session-level advisory lock on the database and schema, held by a
+//! connection of its own (released by the server when that connection
+//! ends, however the process ends). Reading the store (tests, tools, the
+//! console) needs no claim.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 
+use crate::Location;
+
 /// Held while a service uses its store; dropping it releases the claim.
 #[derive(Debug)]
 pub struct Claim {
     _file: Option<File>,
+    _session: Option<tokio_postgres::Client>,
 }
 
 /// Why a store could not be claimed.
@@ -28,6 +34,14 @@ pub enum ClaimError {
         /// ` (pid N: what it said)` when the holder wrote who it is.
         by: String,
     },
+    /// The database cannot be asked.
+    #[error("cannot claim the store {url}: {source}")]
+    Database {
+        /// The URL, without its password.
+        url: String,
+        /// Why.
+        source: crate::StoreError,
+    },
     /// The lock file cannot be made.
     #[error("cannot lock the store {path} ({lock}): {source}")]
     Io {
@@ -40,13 +54,74 @@ pub enum ClaimError {
     },
 }
 
-/// Claims the store at `path` for this process; `who` (a URL, say) is
-/// written into the lock file so a second service can say where the first
-/// one is. `:memory:` needs no claim.
-pub fn claim(path: &Path, who: &str) -> Result<Claim, ClaimError> {
-    if path.as_os_str() == ":memory:" {
-        return Ok(Claim { _file: None });
+/// Claims the store at `at` for this process; `who` (a URL, say) is
+/// written where a second service can read it and say where the first one
+/// is. `:memory:` needs no claim.
+pub fn claim(at: &Location, who: &str) -> Result<Claim, ClaimError> {
+    match at {
+        Location::Memory => Ok(Claim {
+            _file: None,
+            _session: None,
+        }),
+        Location::File(path) => claim_file(path, who),
+        Location::Postgres(url) => claim_database(url, who),
     }
+}
+
+/// The key of the advisory lock that claims the connection's database and
+/// schema (non-negative, so `pg_locks` shows it whole in `objid`).
+const CLAIM_KEY: &str =
+    "(hashtext('tactful:' || current_database() || '.' || current_schema())::bigint & 2147483647)";
+
+fn claim_database(url: &str, who: &str) -> Result<Claim, ClaimError> {
+    let database = |source| ClaimError::Database {
+        url: crate::location::masked(url),
+        source,
+    };
+    let client = crate::postgres::connect(url).map_err(database)?;
+    let ask = |sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
+        futures_executor::block_on(client.query(sql, params))
+            .map_err(|e| database(crate::StoreError::Postgres(e)))
+    };
+    // Who holds it is read from the holder's session name.
+    let name: String = format!("tactful pid {}: {who}", std::process::id())
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(63)
+        .collect();
+    ask("SELECT set_config('application_name', $1, false)", &[&name])?;
+    let got = ask(&format!("SELECT pg_try_advisory_lock({CLAIM_KEY})"), &[])?;
+    if got.first().and_then(|r| r.try_get::<_, bool>(0).ok()) == Some(true) {
+        return Ok(Claim {
+            _file: None,
+            _session: Some(client),
+        });
+    }
+    let holder = ask(
+        &format!(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objsubid = 1
+               AND l.objid::bigint = {CLAIM_KEY} AND l.database = (
+                   SELECT oid FROM pg_database WHERE datname = current_database())"
+        ),
+        &[],
+    )?;
+    let said = holder
+        .first()
+        .and_then(|r| r.try_get::<_, String>(0).ok())
+        .and_then(|s| s.strip_prefix("tactful ").map(str::to_owned))
+        .unwrap_or_default();
+    Err(ClaimError::Taken {
+        path: crate::location::masked(url),
+        by: if said.is_empty() {
+            String::new()
+        } else {
+            format!(" ({said})")
+        },
+    })
+}
+
+fn claim_file(path: &Path, who: &str) -> Result<Claim, ClaimError> {
     let lock = lock_path(path);
     let io = |source| ClaimError::Io {
         path: path.display().to_string(),
@@ -81,7 +156,10 @@ pub fn claim(path: &Path, who: &str) -> Result<Claim, ClaimError> {
     file.rewind().map_err(io)?;
     write!(file, "pid {}: {who}", std::process::id()).map_err(io)?;
     file.flush().map_err(io)?;
-    Ok(Claim { _file: Some(file) })
+    Ok(Claim {
+        _file: Some(file),
+        _session: None,
+    })
 }
 
 fn lock_path(path: &Path) -> PathBuf {
@@ -98,6 +176,7 @@ mod tests {
     fn a_second_claim_is_refused_with_who_holds_it_until_the_first_ends() {
         let dir = tempfile::tempdir().expect("dir");
         let db = dir.path().join("demo.db");
+        let db = Location::File(db);
         let first = claim(&db, "http://127.0.0.1:7878/").expect("claimed");
         let err = claim(&db, "http://127.0.0.1:7879/")
             .expect_err("taken")
@@ -109,7 +188,7 @@ mod tests {
         );
         drop(first);
         claim(&db, "again").expect("free again");
-        claim(Path::new(":memory:"), "x").expect("nothing to claim");
-        claim(Path::new(":memory:"), "y").expect("nothing to claim");
+        claim(&Location::Memory, "x").expect("nothing to claim");
+        claim(&Location::Memory, "y").expect("nothing to claim");
     }
 }

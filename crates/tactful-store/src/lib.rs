@@ -1,4 +1,5 @@
-//! tactful's durable state, in one SQLite file.
+//! tactful's durable state: one SQLite file by default, or a PostgreSQL
+//! database when several processes share it.
 //!
 //! The engine is sans-I/O and never touches this crate; the runtime writes
 //! what the engine did ([`Op`]) in batches, one transaction each, and on
@@ -17,33 +18,38 @@
 //! - the web room's messages as shown ([`ShownMessage`]), written before
 //!   anyone sees them;
 //! - the agent-call log: each call's latency, tokens and end, for the
-//!   console's transcript and costs.
+//!   console's transcript and costs;
+//! - platforms' own bookkeeping (sync tokens, cursors), schedules' last
+//!   runs and the console's policy layers, as keyed values.
 //!
-//! The file uses WAL with `synchronous = NORMAL`: a committed transaction
-//! survives the process being killed at any instant; a power cut may lose
-//! the last few. New files use 1 KiB pages (every commit writes the pages
-//! it touched whole into the WAL). `:memory:` opens a private in-memory
-//! store for tests.
+//! Where it is kept is a [`Location`]; both backends answer the same trait
+//! (`backend::Backend`) and pass the same conformance tests.
 
+mod backend;
 mod calls;
 mod claim;
 mod load;
+mod location;
 mod ops;
+mod postgres;
 mod read;
-mod schema;
+mod row;
 mod shown;
+mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 
-use std::path::Path;
-
-use rusqlite::{Connection, ErrorCode, OptionalExtension};
 use tactful_core::RoomId;
 
 pub use calls::{CallEnd, CallRow, CallStart, CostRow, MAX_COST_ROWS};
 pub use claim::{Claim, ClaimError, claim};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
+pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
 pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
 pub use shown::ShownMessage;
+
+use backend::Backend;
 
 /// A store that cannot be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -56,137 +62,163 @@ pub enum StoreError {
         /// What SQLite said.
         source: rusqlite::Error,
     },
-    /// A newer tactful wrote the file; this one would misread it.
+    /// The database does not answer, or refuses us.
+    #[error(
+        "cannot connect to the store {url}: {}",
+        tactful_core::cause::root_cause(source)
+    )]
+    Connect {
+        /// The URL as configured, without its password.
+        url: String,
+        /// What the driver or the server said.
+        source: tokio_postgres::Error,
+    },
+    /// A newer tactful wrote the store; this one would misread it.
     #[error("the store {path} has schema version {found}; this tactful knows up to {known}: upgrade tactful")]
     TooNew {
-        /// The path as configured.
+        /// The store as configured (a URL without its password).
         path: String,
-        /// The file's version.
+        /// The store's version.
         found: i64,
         /// This build's version.
         known: i64,
     },
+    /// A private in-memory store cannot be reached from a second
+    /// connection.
+    #[error("the store is kept in memory (`:memory:`): nothing else can read it")]
+    NotShared,
     /// A query failed.
     #[error("store: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A PostgreSQL query failed.
+    #[error("store: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// A thread or runtime for the connection could not be made.
+    #[error("store: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 impl StoreError {
     /// Whether trying the same write again later may succeed: the disk is
     /// full or read-only for now, another process holds the lock, an I/O
-    /// error. Anything else (a constraint, a bug) fails the same way again.
+    /// error; the database's connection is lost or it is shutting down.
+    /// Anything else (a constraint, a bug) fails the same way again.
     pub fn is_transient(&self) -> bool {
-        let StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) = self else {
-            return false;
-        };
-        matches!(
-            e.code,
-            ErrorCode::DatabaseBusy
-                | ErrorCode::DatabaseLocked
-                | ErrorCode::DiskFull
-                | ErrorCode::ReadOnly
-                | ErrorCode::SystemIoFailure
-                | ErrorCode::CannotOpen
-                | ErrorCode::FileLockingProtocolFailed
-                | ErrorCode::OutOfMemory
-                | ErrorCode::OperationInterrupted
-        )
+        match self {
+            StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _)) => matches!(
+                e.code,
+                rusqlite::ErrorCode::DatabaseBusy
+                    | rusqlite::ErrorCode::DatabaseLocked
+                    | rusqlite::ErrorCode::DiskFull
+                    | rusqlite::ErrorCode::ReadOnly
+                    | rusqlite::ErrorCode::SystemIoFailure
+                    | rusqlite::ErrorCode::CannotOpen
+                    | rusqlite::ErrorCode::FileLockingProtocolFailed
+                    | rusqlite::ErrorCode::OutOfMemory
+                    | rusqlite::ErrorCode::OperationInterrupted
+            ),
+            StoreError::Postgres(e) | StoreError::Connect { source: e, .. } => postgres::is_transient(e),
+            _ => false,
+        }
     }
 }
 
-/// The SQLite store.
-pub struct Store {
-    pub(crate) conn: Connection,
+impl StoreError {
+    /// Whether the store answers but has no tables yet: the service's first
+    /// start makes them.
+    pub fn is_not_set_up(&self) -> bool {
+        match self {
+            StoreError::Postgres(e) => e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE),
+            StoreError::Sqlite(e) => e.to_string().starts_with("no such table"),
+            _ => false,
+        }
+    }
 }
 
-/// The page size of a new store file, in bytes. Every commit writes each
-/// page it touched whole into the WAL, and the live path commits a few
-/// small rows at a time across several tables and indexes: with SQLite's
-/// default 4 KiB pages that was some 160 MB of WAL a second at 1,000
-/// messages a second, and its checkpoints' disk syncs were the slowest
-/// replies (BENCHMARKS.md). Rows here are far smaller than 1 KiB.
-const PAGE_SIZE: i64 = 1024;
+/// Where the service keeps its state, opened for writing.
+pub struct Store {
+    inner: Box<dyn Backend>,
+    at: Location,
+}
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store").field("path", &self.conn.path()).finish()
+        f.debug_struct("Store").field("at", &self.at.to_string()).finish()
     }
 }
 
 impl Store {
-    /// Opens (creating if needed) the store at `path`; `:memory:` is a
-    /// private in-memory store.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let shown = path.display().to_string();
-        let open_err = |source| StoreError::Open {
-            path: shown.clone(),
-            source,
-        };
-        let conn = if path.as_os_str() == ":memory:" {
-            Connection::open_in_memory().map_err(open_err)?
-        } else {
-            Connection::open(path).map_err(open_err)?
-        };
-        // Before anything is written: a new file gets small pages (an
-        // existing one keeps its own).
-        conn.pragma_update(None, "page_size", PAGE_SIZE)
-            .map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(open_err)?;
-        schema::migrate(&conn, &shown)?;
-        Ok(Store { conn })
+    /// Opens (creating if needed) the SQLite store at `path`; `:memory:` is
+    /// a private in-memory store.
+    pub fn open(path: &std::path::Path) -> Result<Store, StoreError> {
+        Store::open_at(&Location::from_path(path))
     }
 
-    /// Leaves WAL checkpoints to the caller ([`Store::checkpoint`]).
-    ///
-    /// SQLite checkpoints inside the `COMMIT` that fills 1,000 WAL pages,
-    /// and a checkpoint syncs the WAL and the database to disk: that
-    /// commit, and everyone waiting on it, waits for the disk too. The
-    /// store's writer checkpoints after it has answered its waiters
-    /// instead, when it has nothing queued (or the WAL grew too long).
-    /// Durability is unchanged: with WAL and `synchronous = NORMAL` a
-    /// commit survives a killed process either way.
-    pub fn manual_checkpoints(&mut self) -> Result<(), StoreError> {
-        self.conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        Ok(())
+    /// Opens the store at `at`, bringing its schema up to date (a
+    /// PostgreSQL database is migrated by one process at a time).
+    pub fn open_at(at: &Location) -> Result<Store, StoreError> {
+        let inner: Box<dyn Backend> = match at {
+            Location::Memory => Box::new(sqlite::Sqlite::open(std::path::Path::new(":memory:"))?),
+            Location::File(path) => Box::new(sqlite::Sqlite::open(path)?),
+            Location::Postgres(url) => Box::new(postgres::Postgres::open(url)?),
+        };
+        Ok(Store {
+            inner,
+            at: at.clone(),
+        })
     }
 
-    /// Copies the WAL into the database (PASSIVE: it never waits for
-    /// another connection); the next write starts the WAL over.
-    pub fn checkpoint(&mut self) -> Result<(), StoreError> {
-        self.conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
-        Ok(())
+    /// Where this store is.
+    pub fn location(&self) -> &Location {
+        &self.at
+    }
+
+    /// The writer thread takes over upkeep the backend would otherwise do
+    /// inside a commit, making that commit's waiters wait (SQLite's WAL
+    /// checkpoints); see [`Store::idle`].
+    pub fn writer_upkeep(&mut self) -> Result<(), StoreError> {
+        self.inner.writer_upkeep()
+    }
+
+    /// The writer has nothing queued: the moment for that upkeep (a
+    /// PASSIVE WAL checkpoint on SQLite; nothing on PostgreSQL, whose
+    /// server checkpoints by itself).
+    pub fn idle(&mut self) -> Result<(), StoreError> {
+        self.inner.idle()
     }
 
     /// Saves a batch of changes in one transaction, in order.
     pub fn apply(&mut self, ops: &[Op]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
-        for op in ops {
-            ops::apply_one(&tx, op)?;
-        }
-        tx.commit()?;
-        Ok(())
+        self.inner.apply(ops)
     }
 
-    /// This store's id: random, made when the file is first used and kept
+    /// Reads back what the engine needs after a restart. Unreadable rows
+    /// are skipped, each with a warning naming it (see
+    /// [`Restored::skipped`]).
+    pub fn load(&mut self, limits: LoadLimits) -> Result<Restored, StoreError> {
+        Restored::read(self.inner.as_mut(), limits)
+    }
+
+    /// Streaming placeholders still on record (a platform that hands out
+    /// its own ids must never give one of these to a new message: a
+    /// restart deletes them).
+    pub fn placeholders(&mut self) -> Result<Vec<Placeholder>, StoreError> {
+        self.inner.placeholders()
+    }
+
+    /// The newest `limit` shown messages of every room, oldest first.
+    pub fn shown(&mut self, limit: usize) -> Result<Vec<ShownMessage>, StoreError> {
+        self.inner.shown(limit)
+    }
+
+    /// This store's id: random, made when the store is first used and kept
     /// in it. It makes the delivery path's idempotency keys unique to the
     /// store, so a fresh store (`:memory:`, a new file) never reuses the key
     /// of a message another store's tactful sent.
     pub fn id(&mut self) -> Result<String, StoreError> {
         use std::hash::{BuildHasher, Hasher};
         const KEY: &str = "tactful:store_id";
-        let found: Option<String> = self
-            .conn
-            .query_row("SELECT value FROM platform_state WHERE key = ?1", [KEY], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if let Some(id) = found {
+        if let Some(id) = self.inner.state(KEY)? {
             return Ok(id);
         }
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -196,30 +228,21 @@ impl Store {
                 .map_or(0, |d| d.as_nanos()),
         );
         h.write_u32(std::process::id());
-        let id = format!("{:016x}", h.finish());
-        self.conn.execute(
-            "INSERT INTO platform_state (key, value) VALUES (?1, ?2)",
-            rusqlite::params![KEY, id],
-        )?;
-        Ok(id)
+        // Two processes starting at once on one database: the first id
+        // written is everyone's.
+        self.inner
+            .state_insert_new(KEY, &format!("{:016x}", h.finish()))?;
+        Ok(self.inner.state(KEY)?.unwrap_or_default())
     }
 
     /// Every saved platform state value, by key.
-    pub fn platform_state(&self) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT key, value FROM platform_state")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+    pub fn platform_state(&mut self) -> Result<std::collections::BTreeMap<String, String>, StoreError> {
+        self.inner.platform_state()
     }
 
     /// How many decisions the trace holds for `room` (for tests and the
     /// console).
-    pub fn decision_count(&self, room: &RoomId) -> Result<u64, StoreError> {
-        Ok(self.conn.query_row(
-            "SELECT count(*) FROM decisions WHERE room = ?1",
-            [room.as_str()],
-            |r| r.get::<_, i64>(0),
-        )? as u64)
+    pub fn decision_count(&mut self, room: &RoomId) -> Result<u64, StoreError> {
+        self.inner.decision_count(room)
     }
 }

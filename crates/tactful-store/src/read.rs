@@ -1,16 +1,16 @@
 //! Reading the store while the service writes it, for the operator
 //! console: the rooms and their decisions, with the text they were about.
 //!
-//! A [`Reader`] is a second, read-only connection to the same file (WAL
-//! lets it read while the writer thread commits), so the console never
-//! waits on, nor slows, the live path's writer. Every query is bounded.
+//! A [`Reader`] is a second connection to the same store (a read-only one
+//! to a SQLite file, which WAL lets read while the writer commits), so the
+//! console never waits on, nor slows, the live path's writer. Every query
+//! is bounded.
 
-use std::path::Path;
-
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
 
-use crate::StoreError;
+use crate::backend::ReadBackend;
+use crate::calls::{CallRow, CostRow, MAX_COST_ROWS};
+use crate::{Location, StoreError};
 
 /// The most decisions one page returns.
 pub const MAX_PAGE: usize = 500;
@@ -52,59 +52,42 @@ pub struct DecisionRow {
     pub turn: Option<i64>,
 }
 
-/// A read-only view of a store file.
+/// A read-only view of a store.
 pub struct Reader {
-    pub(crate) conn: Connection,
+    inner: Box<dyn ReadBackend>,
+    shown: String,
 }
 
 impl std::fmt::Debug for Reader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reader").field("path", &self.conn.path()).finish()
+        f.debug_struct("Reader").field("store", &self.shown).finish()
     }
 }
 
 impl Reader {
-    /// Opens `path` read-only (it must exist: the service created it).
-    pub fn open(path: &Path) -> Result<Reader, StoreError> {
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|source| StoreError::Open {
-            path: path.display().to_string(),
-            source,
-        })?;
-        conn.busy_timeout(std::time::Duration::from_secs(2))?;
-        Ok(Reader { conn })
+    /// Opens a second connection to the store at `at` (a file must exist:
+    /// the service created it). A private in-memory store has nothing to
+    /// read from elsewhere.
+    pub fn open(at: &Location) -> Result<Reader, StoreError> {
+        let inner: Box<dyn ReadBackend> = match at {
+            Location::Memory => return Err(StoreError::NotShared),
+            Location::File(path) => Box::new(crate::sqlite::Reader::open(path)?),
+            Location::Postgres(url) => Box::new(crate::postgres::Reader::open(url)?),
+        };
+        Ok(Reader {
+            inner,
+            shown: at.to_string(),
+        })
     }
 
     /// Every room with a stored message, the most recently active first.
     pub fn rooms(&self) -> Result<Vec<RoomSummary>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT m.room, count(*), max(m.time),
-                    (SELECT count(*) FROM decisions d WHERE d.room = m.room)
-             FROM messages m GROUP BY m.room ORDER BY max(m.time) DESC LIMIT 10000",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            Ok(RoomSummary {
-                room: r.get(0)?,
-                messages: r.get::<_, i64>(1)?.max(0) as u64,
-                last_at: r.get::<_, i64>(2)?.max(0) as u64,
-                decisions: r.get::<_, i64>(3)?.max(0) as u64,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.inner.rooms()
     }
 
     /// Whether the store has anything of `room`.
     pub fn has_room(&self, room: &str) -> Result<bool, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT 1 FROM messages WHERE room = ?1 LIMIT 1", [room], |_| {
-                Ok(())
-            })
-            .optional()?
-            .is_some())
+        self.inner.has_room(room)
     }
 
     /// `room`'s decisions, newest first: at most `limit` (capped at
@@ -115,55 +98,41 @@ impl Reader {
         before: Option<i64>,
         limit: usize,
     ) -> Result<Vec<DecisionRow>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT d.seq, d.at, d.msg, m.sender_name, m.text, d.persona, d.outcome, d.reason, d.turn
-             FROM decisions d LEFT JOIN messages m ON m.room = d.room AND m.id = d.msg
-             WHERE d.room = ?1 AND d.seq < ?2 ORDER BY d.seq DESC LIMIT ?3",
-        )?;
-        let rows = stmt.query_map(
-            rusqlite::params![room, before.unwrap_or(i64::MAX), limit.min(MAX_PAGE) as i64],
-            |r| {
-                Ok(DecisionRow {
-                    seq: r.get(0)?,
-                    at: r.get::<_, i64>(1)?.max(0) as u64,
-                    msg: r.get(2)?,
-                    sender: r.get(3)?,
-                    text: r.get(4)?,
-                    persona: r.get(5)?,
-                    outcome: r.get(6)?,
-                    reason: r.get(7)?,
-                    turn: r.get(8)?,
-                })
-            },
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.inner
+            .decisions(room, before.unwrap_or(i64::MAX), limit.min(MAX_PAGE))
     }
 
     /// Saved state whose keys start with `prefix`, the greatest keys first,
     /// at most `limit` (capped at [`MAX_PAGE`]).
     pub fn state_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String)>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT key, value FROM platform_state WHERE substr(key, 1, length(?1)) = ?1 ORDER BY key DESC LIMIT ?2",
-        )?;
-        let rows = stmt.query_map(rusqlite::params![prefix, limit.min(MAX_PAGE) as i64], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.inner.state_with_prefix(prefix, limit.min(MAX_PAGE))
     }
 
     /// The last `n` messages of `room` (at most [`MAX_PAGE`]), oldest
     /// first, as the engine heard them; unreadable rows are skipped.
     pub fn recent_messages(&self, room: &str, n: usize) -> Result<Vec<tactful_core::Message>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM (SELECT * FROM messages WHERE room = ?1 ORDER BY seq DESC LIMIT ?2) ORDER BY seq",
-            crate::load::MESSAGE_COLUMNS
-        );
-        let mut stmt = self.conn.prepare(&sql)?;
-        let id = tactful_core::RoomId::new(room);
-        let mut skipped = Vec::new();
-        let rows = stmt.query_map(rusqlite::params![room, n.min(MAX_PAGE) as i64], |r| {
-            crate::load::message_from_row(&id, r, 0, &mut skipped)
-        })?;
-        Ok(rows.filter_map(Result::ok).collect())
+        self.inner.recent_messages(room, n.min(MAX_PAGE))
+    }
+
+    /// `room`'s agent calls, newest first: at most `limit` (capped at
+    /// [`MAX_PAGE`]) with turns before `before` (a `turn`; the newest when
+    /// `None`). Turns are unique, so no page boundary falls between two
+    /// calls started in the same millisecond.
+    pub fn calls(&self, room: &str, before: Option<i64>, limit: usize) -> Result<Vec<CallRow>, StoreError> {
+        self.inner
+            .calls(room, before.unwrap_or(i64::MAX), limit.min(MAX_PAGE))
+    }
+
+    /// Calls since `since` (Unix milliseconds), summed per UTC day, room,
+    /// persona, agent and kind; the newest day first ([`MAX_COST_ROWS`] at
+    /// most: as many means the oldest were left out).
+    pub fn costs(&self, since: i64) -> Result<Vec<CostRow>, StoreError> {
+        self.inner.costs(since, MAX_COST_ROWS)
+    }
+
+    /// Messages heard in each room since `since` (not the personas' own):
+    /// what "ambient calls per 100 messages" divides by.
+    pub fn people_messages(&self, since: i64) -> Result<Vec<(String, u64)>, StoreError> {
+        self.inner.people_messages(since)
     }
 }

@@ -6,10 +6,7 @@
 //! restart is recognised by its idempotency key instead of being shown
 //! twice.
 
-use rusqlite::{OptionalExtension, Transaction, params};
 use tactful_core::{MsgId, RoomId, Timestamp, UserId};
-
-use crate::{Store, StoreError};
 
 /// A message as a room shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,91 +38,24 @@ pub struct ShownMessage {
 /// The most distinct reactions kept on one message.
 const MAX_REACTIONS: usize = 20;
 
-/// Adds `by`'s `emoji` to message `id` of `room` (once; nothing for a
-/// message the room no longer keeps).
-pub(crate) fn react(
-    tx: &Transaction<'_>,
-    room: &str,
-    id: &str,
-    emoji: &str,
-    by: &str,
-) -> Result<(), StoreError> {
-    let stored: Option<Option<String>> = tx
-        .prepare_cached("SELECT reactions FROM shown WHERE room = ?1 AND id = ?2")?
-        .query_row(params![room, id], |r| r.get(0))
-        .optional()?;
-    let Some(stored) = stored else {
-        return Ok(());
-    };
-    let mut all = parse(stored.as_deref());
+/// `stored` reactions (as the column holds them) with `by`'s `emoji`
+/// added: the new column value, or `None` when nothing changes (`by`
+/// already put it there, or the message has [`MAX_REACTIONS`] kinds).
+pub(crate) fn add_reaction(stored: Option<&str>, emoji: &str, by: &str) -> Option<String> {
+    let mut all = parse_reactions(stored);
     let kinds = all.len();
     match all.iter_mut().find(|(e, _)| e == emoji) {
-        Some((_, who)) if who.iter().any(|w| w == by) => return Ok(()),
+        Some((_, who)) if who.iter().any(|w| w == by) => return None,
         Some((_, who)) => who.push(by.to_owned()),
-        None if kinds >= MAX_REACTIONS => return Ok(()),
+        None if kinds >= MAX_REACTIONS => return None,
         None => all.push((emoji.to_owned(), vec![by.to_owned()])),
     }
-    let json = serde_json::to_string(&all).unwrap_or_default();
-    tx.prepare_cached("UPDATE shown SET reactions = ?3 WHERE room = ?1 AND id = ?2")?
-        .execute(params![room, id, json])?;
-    Ok(())
+    Some(serde_json::to_string(&all).unwrap_or_default())
 }
 
 /// Stored reactions; what cannot be read is none.
-fn parse(stored: Option<&str>) -> Vec<(String, Vec<String>)> {
+pub(crate) fn parse_reactions(stored: Option<&str>) -> Vec<(String, Vec<String>)> {
     stored
         .and_then(|s| serde_json::from_str(s).ok())
         .unwrap_or_default()
-}
-
-/// Inserts `m` (once: the same id or key again changes nothing) and keeps
-/// the room's newest `keep` messages.
-pub(crate) fn insert(tx: &Transaction<'_>, m: &ShownMessage, keep: usize) -> Result<(), StoreError> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO shown (room, id, key, sender_id, sender_name, is_bot, text, reply_to, time)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(params![
-        m.room.as_str(),
-        m.id.as_str(),
-        m.key,
-        m.sender.as_str(),
-        m.sender_name,
-        m.is_bot,
-        m.text,
-        m.reply_to.as_ref().map(MsgId::as_str),
-        m.time.as_millis() as i64,
-    ])?;
-    tx.prepare_cached(
-        "DELETE FROM shown WHERE room = ?1 AND seq <= (
-             SELECT seq FROM shown WHERE room = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
-    )?
-    .execute(params![m.room.as_str(), keep.max(1) as i64])?;
-    Ok(())
-}
-
-impl Store {
-    /// The newest `limit` shown messages of every room, oldest first.
-    pub fn shown(&self, limit: usize) -> Result<Vec<ShownMessage>, StoreError> {
-        let mut stmt = self.conn.prepare_cached(
-            "SELECT room, id, key, sender_id, sender_name, is_bot, text, reply_to, time, reactions FROM (
-                 SELECT *, row_number() OVER (PARTITION BY room ORDER BY seq DESC) AS n FROM shown)
-             WHERE n <= ?1 ORDER BY seq",
-        )?;
-        let rows = stmt.query_map([limit as i64], |r| {
-            Ok(ShownMessage {
-                room: RoomId::new(r.get::<_, String>(0)?),
-                id: MsgId::new(r.get::<_, String>(1)?),
-                key: r.get(2)?,
-                sender: UserId::new(r.get::<_, String>(3)?),
-                sender_name: r.get(4)?,
-                is_bot: r.get(5)?,
-                text: r.get(6)?,
-                reply_to: r.get::<_, Option<String>>(7)?.map(MsgId::new),
-                time: Timestamp::from_millis(r.get::<_, i64>(8)?.max(0) as u64),
-                reactions: parse(r.get::<_, Option<String>>(9)?.as_deref()),
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
 }

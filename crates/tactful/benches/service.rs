@@ -222,7 +222,7 @@ async fn measure(load: Load, bench: bool) {
         load.idle_rooms
     );
     if bench {
-        println!("(store: {})", config.store.display());
+        println!("(store: {})", config.store);
     }
     service.stop().await;
 }

@@ -18,6 +18,7 @@ mod paths;
 mod platforms;
 mod rooms;
 mod schedules;
+mod store;
 mod unknown_keys;
 mod web;
 
@@ -28,6 +29,7 @@ pub use web::WebSettings;
 use web::{RawWeb, web_settings};
 
 use rooms::{LayerCtx, RawRoom, check_resolved, room_layer};
+use store::RawStore;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -52,6 +54,7 @@ use tactful_core::{
     RateLimit, RoomId, RoomLayer, UserId,
 };
 use tactful_runtime::seam::PlatformConfig;
+pub use tactful_store::Location;
 use toml::Spanned;
 
 /// The whole configuration, ready to build an engine and its agents from.
@@ -76,10 +79,11 @@ pub struct Config {
     /// `[server] console_token`: what the console asks for (required off
     /// loopback).
     pub console_token: Option<String>,
-    /// `[store] path`: the SQLite file state is kept in. Relative paths are
-    /// read from the config's folder; default `tactful.db` there;
-    /// `:memory:` keeps nothing across restarts.
-    pub store: PathBuf,
+    /// Where state is kept: `[store] path`, the SQLite file (relative
+    /// paths are read from the config's folder; default `tactful.db`
+    /// there; `:memory:` keeps nothing across restarts), or `[store] url`,
+    /// a PostgreSQL database.
+    pub store: Location,
     /// `[[hook]]`: what runs the before-send hooks `engine.hooks` names.
     pub hooks: tactful_agents::hooks::Hooks,
     /// What reading the file found worth a warning (a secret written into
@@ -158,12 +162,6 @@ struct RawConfig {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawStore {
-    path: Option<Spanned<EnvString>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawServer {
     listen: Spanned<EnvString>,
     console_token: Option<Spanned<EnvString>>,
@@ -216,6 +214,17 @@ impl Config {
     /// `run` refuse the config with this one sentence.
     pub fn store_problem(&self) -> Option<String> {
         advice::store_problem(&self.store)
+    }
+
+    /// Where a platform may keep files of its own (Matrix's SDK state):
+    /// beside the store's file, or, when the store is a database, beside
+    /// the config (as `tactful.*`); nowhere for an in-memory store.
+    pub fn local_files(&self) -> Option<PathBuf> {
+        match &self.store {
+            Location::Memory => None,
+            Location::File(path) => Some(path.clone()),
+            Location::Postgres(_) => Some(self.path.parent().unwrap_or(Path::new(".")).join("tactful.db")),
+        }
     }
 
     /// What is valid but will not work as written, or not as meant: an
@@ -287,6 +296,7 @@ impl Config {
                 out.extend(named(&c.env));
             }
         }
+        out.extend(self.store.password());
         if let Some(web) = &self.platforms.web {
             out.extend(web.auth_token.clone());
         }
@@ -526,17 +536,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
     }
 
     let folder = check.path.parent().unwrap_or(Path::new("."));
-    let store = match raw.store.as_ref().and_then(|s| s.path.as_ref()) {
-        Some(p) if p.get_ref().0.trim().is_empty() => {
-            return Err(check.at(
-                p.span(),
-                "`store.path` is empty: name a file, or \":memory:\" to keep nothing",
-            ));
-        }
-        Some(p) if p.get_ref().0 == ":memory:" => PathBuf::from(":memory:"),
-        Some(p) => folder.join(&p.get_ref().0),
-        None => folder.join("tactful.db"),
-    };
+    let store = store::location(check, raw.store.as_ref(), folder)?;
 
     Ok(Config {
         notes: advice::literal_secrets(check.src),

@@ -12,7 +12,6 @@
 //! can reach the listener; it asks for the token.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{Query, State};
@@ -48,7 +47,7 @@ const MAX_DAYS: u64 = 366;
 #[derive(Clone)]
 pub struct Console {
     live: Arc<LivePolicies>,
-    store: Option<PathBuf>,
+    store: Option<tactful_store::Location>,
     reader: Arc<Mutex<Option<Reader>>>,
     token: Option<Arc<str>>,
     origins: Arc<[String]>,
@@ -62,7 +61,7 @@ impl Console {
     /// address), reading `store` (`None` for `:memory:`: nothing to read).
     pub fn new(
         addr: std::net::SocketAddr,
-        store: Option<PathBuf>,
+        store: Option<tactful_store::Location>,
         token: Option<String>,
         live: Arc<LivePolicies>,
         feed: Feed,

@@ -104,10 +104,13 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 fn store(config: &Config) -> Row {
-    let path = &config.store;
-    if path.as_os_str() == ":memory:" {
-        return Row::ok("store", "in memory: nothing is kept after a stop");
-    }
+    let path = match &config.store {
+        tactful_store::Location::Memory => {
+            return Row::ok("store", "in memory: nothing is kept after a stop");
+        }
+        tactful_store::Location::Postgres(_) => return database(&config.store),
+        tactful_store::Location::File(path) => path,
+    };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
@@ -134,12 +137,39 @@ fn store(config: &Config) -> Row {
             format!("{} will be made on the first start", path.display()),
         );
     }
-    match tactful_store::Reader::open(path).and_then(|r| r.rooms()) {
+    match tactful_store::Reader::open(&config.store).and_then(|r| r.rooms()) {
         Ok(rooms) => Row::ok("store", format!("{}: {} rooms kept", path.display(), rooms.len())),
         Err(e) => Row::failed(
             "store",
             format!("{}: {e}", path.display()),
             "is it a tactful store? move it away to start afresh, or point [store] path at the right file",
+        ),
+    }
+}
+
+/// A PostgreSQL store: whether the database answers, and what it holds
+/// (nothing yet until the first start makes the tables).
+pub fn database(at: &tactful_store::Location) -> Row {
+    let reader = match tactful_store::Reader::open(at) {
+        Ok(r) => r,
+        Err(e) => {
+            return Row::failed(
+                "store",
+                tactful_core::secrets::redact(&e.to_string()).into_owned(),
+                "is the database running and reachable from here, and are the user, password and database name in `store.url` right?",
+            );
+        }
+    };
+    match reader.rooms() {
+        Ok(rooms) => Row::ok("store", format!("{at}: {} rooms kept", rooms.len())),
+        Err(e) if e.is_not_set_up() => Row::ok(
+            "store",
+            format!("{at} answers; its tables will be made on the first start"),
+        ),
+        Err(e) => Row::failed(
+            "store",
+            format!("{at}: {}", tactful_core::secrets::redact(&e.to_string())),
+            "is it a tactful database? point `store.url` at the right database or schema",
         ),
     }
 }
@@ -231,7 +261,7 @@ async fn platforms(config: &Config) -> Vec<Row> {
     if config.platforms.connected.is_empty() {
         return Vec::new();
     }
-    let store = match tactful_runtime::Store::open(std::path::Path::new(":memory:")) {
+    let mut store = match tactful_runtime::Store::open(std::path::Path::new(":memory:")) {
         Ok(s) => s,
         Err(e) => {
             return vec![Row::failed(
@@ -241,7 +271,7 @@ async fn platforms(config: &Config) -> Vec<Row> {
             )];
         }
     };
-    let built = match crate::registry::build(config, &store) {
+    let built = match crate::registry::build(config, &mut store) {
         Ok(b) => b,
         Err(e) => {
             return vec![Row::failed(

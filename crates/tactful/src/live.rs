@@ -198,9 +198,9 @@ impl Service {
             None => format!("tactful run -c {}", config.path.display()),
         };
         let claim = tactful_store::claim(&config.store, &who)?;
-        let store =
-            Store::open(&config.store).with_context(|| "cannot use the store (store.path)".to_owned())?;
-        let connected: Vec<Arc<PlatformSlot>> = crate::registry::build(config, &store)?
+        let mut store = Store::open_at(&config.store)
+            .with_context(|| format!("cannot use the store {}", config.store))?;
+        let connected: Vec<Arc<PlatformSlot>> = crate::registry::build(config, &mut store)?
             .into_iter()
             .map(|(name, p)| PlatformSlot::new(name, p))
             .collect();
@@ -233,7 +233,7 @@ impl Service {
                     .collect();
                 web.restore(shown.iter().cloned());
                 // The notes on them too (why each persona answered or not).
-                if settings.show_decisions && config.store.as_os_str() != ":memory:" {
+                if settings.show_decisions && config.store.is_kept() {
                     match tactful_store::Reader::open(&config.store)
                         .and_then(|r| crate::web_notes::outputs(&r, &shown))
                     {
@@ -317,7 +317,7 @@ impl Service {
             // `tactful demo`: the console on the room's own listener, behind
             // the room's token.
             let console = config.platforms.web.as_ref().filter(|w| w.console).map(|w| {
-                let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
+                let store = config.store.is_kept().then(|| config.store.clone());
                 (store, w.auth_token.clone())
             });
             let (addr, server) = web
@@ -343,7 +343,7 @@ impl Service {
         metrics.watch_connections(runtime.connections());
         let metrics_server = match config.server {
             Some(listen) => {
-                let store = (config.store.as_os_str() != ":memory:").then(|| config.store.clone());
+                let store = config.store.is_kept().then(|| config.store.clone());
                 let token = config.console_token.clone();
                 let live = policies.clone();
                 let reloading = reloader.clone();

@@ -164,16 +164,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let token = tactful::demo::set_token(&mut c, token).map_err(InputError)?;
             register_secrets(&c);
             let port = c.platforms.web.as_ref().map_or(0, |w| w.listen.port());
-            c.store = match store {
+            c.store = tactful::config::Location::from_path(&match store {
                 Some(path) => path,
                 None => tactful::demo::default_store(&|k| std::env::var_os(k), port)?,
-            };
+            });
             let query = token.map(|t| format!("?token={t}")).unwrap_or_default();
             let backend = tactful::demo::backend(&c);
-            let kept = if c.store.as_os_str() == ":memory:" {
+            let kept = if !c.store.is_kept() {
                 "nothing is kept after it stops".to_owned()
             } else {
-                format!("rooms are kept in {}", c.store.display())
+                format!("rooms are kept in {}", c.store)
             };
             let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
             runtime.block_on(tactful::live::run(&c, |at| {
@@ -296,15 +296,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if !listening.is_empty() {
                 println!("  listens: {}", listening.join("; "));
             }
-            if c.store == std::path::Path::new(":memory:") {
-                println!("  store: in memory (nothing is kept across a restart)");
-            } else {
-                println!(
+            match &c.store {
+                tactful::config::Location::Memory => {
+                    println!("  store: in memory (nothing is kept across a restart)")
+                }
+                tactful::config::Location::File(path) => println!(
                     "  store: {}",
-                    std::path::absolute(&c.store)
-                        .unwrap_or_else(|_| c.store.clone())
+                    std::path::absolute(path)
+                        .unwrap_or_else(|_| path.clone())
                         .display()
-                );
+                ),
+                tactful::config::Location::Postgres(_) => {
+                    let row = tactful::doctor::database(&c.store);
+                    if !row.ok {
+                        return Err(InputError(format!(
+                            "{}: the store cannot be reached: {}; {}",
+                            config.display(),
+                            row.detail,
+                            row.fix.unwrap_or_default()
+                        ))
+                        .into());
+                    }
+                    println!("  store: {}", row.detail);
+                }
             }
             for h in &c.engine.hooks {
                 println!("  hook {} before each reply{}", h.name, hook_scope(h));

@@ -40,7 +40,7 @@ pub fn platforms() -> Vec<Registration> {
 
 /// Every configured platform but the built-in web room, built and not yet
 /// connected, with its `[platforms]` key.
-pub fn build(config: &Config, store: &Store) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
+pub fn build(config: &Config, store: &mut Store) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
     if config.platforms.connected.is_empty() {
         return Ok(Vec::new());
     }
@@ -57,11 +57,11 @@ pub fn build_some(
     config: &Config,
     names: &[String],
 ) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
-    let saved = if config.store.as_os_str() == ":memory:" {
+    let saved = if !config.store.is_kept() {
         Default::default()
     } else {
-        Store::open(&config.store)
-            .and_then(|s| s.platform_state())
+        Store::open_at(&config.store)
+            .and_then(|mut s| s.platform_state())
             .context("cannot read the platforms' saved state (sync tokens, offsets) from the store")?
     };
     build_from(config, &saved, |name| names.iter().any(|n| n == name))
@@ -72,9 +72,9 @@ fn build_from(
     saved: &std::collections::BTreeMap<String, String>,
     wanted: impl Fn(&str) -> bool,
 ) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
-    let on_disk = config.store.as_os_str() != ":memory:";
+    let local = config.local_files();
     let cx = Context {
-        store: on_disk.then_some(config.store.as_path()),
+        store: local.as_deref(),
         saved,
     };
     config

@@ -291,3 +291,79 @@ fn replay_start_sets_the_virtual_clock() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("RFC 3339"), "{}", stderr(&o));
 }
+
+/// A config whose store is `store` (a `[store]` body).
+fn with_store(dir: &Path, store: &str) -> std::path::PathBuf {
+    let cfg = dir.join("db.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[store]\n{store}\n\n[[persona]]\nid = \"docs\"\nagent = \"a\"\n\n\
+             [agents.a]\nkind = \"script\"\nrules = []\n\n[platforms.web]\n"
+        ),
+    )
+    .expect("config");
+    cfg
+}
+
+#[test]
+fn check_asks_a_postgres_store_and_never_prints_its_password() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    // A password the server (trust auth) ignores, to see that it is hidden.
+    let url = schema
+        .url
+        .replacen("postgres://postgres@", "postgres://postgres:hunter2@", 1);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = with_store(dir.path(), &format!("url = {url:?}"));
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("answers; its tables will be made on the first start"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("hunter2") && !stderr(&o).contains("hunter2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_refuses_a_postgres_store_that_does_not_answer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Nothing listens on port 1 of the loopback.
+    let cfg = with_store(
+        dir.path(),
+        "url = \"postgres://tactful:hunter2@127.0.0.1:1/chat\"",
+    );
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("the store cannot be reached"), "{err}");
+    assert!(err.contains("postgres://tactful:…@127.0.0.1:1/chat"), "{err}");
+    assert!(err.to_lowercase().contains("connection refused"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn a_store_with_a_path_and_a_url_or_a_foreign_url_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = with_store(dir.path(), "path = \"t.db\"\nurl = \"postgres://db/chat\"");
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("db.toml:3:7: `store.path` and `store.url` are both set"),
+        "{err}"
+    );
+
+    let cfg = with_store(dir.path(), "url = \"mysql://root:hunter2@db/chat\"");
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("db.toml:2:7: `store.url`: "), "{err}");
+    assert!(err.contains("is not a PostgreSQL URL"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}

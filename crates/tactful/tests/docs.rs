@@ -67,6 +67,9 @@ fn env_value(var: &str) -> Option<String> {
             .fold(7u64, |h, b| (h * 31 + u64::from(b)) % 1_000_000_000);
         return Some(format!("{id}:AAE-a-token-for-{var}"));
     }
+    if var.ends_with("DATABASE_URL") {
+        return Some("postgres://tactful:a-password@db.internal:5432/tactful".to_owned());
+    }
     if var.ends_with("DISCORD_TOKEN") {
         // Discord's: three dot-separated parts.
         return Some(format!("MTIz.{var}.a-secret"));

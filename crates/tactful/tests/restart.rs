@@ -11,14 +11,14 @@ use std::time::Duration;
 use common::{Socket, bot_messages, enter, id_of, say, spawn};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tactful_store::{LoadLimits, Restored, Store};
+use tactful_store::{LoadLimits, Location, Restored, Store};
 use tokio_tungstenite::tungstenite::Message as Ws;
 
 /// Host answers at once; Slow thinks for `{SLOW}` ms; Guide listens in
 /// ambient mode and answers questions in a batch 5 s after the first.
 const CONFIG: &str = r#"
 [store]
-path = "state.db"
+{STORE}
 
 [[persona]]
 id = "host"
@@ -61,21 +61,32 @@ jitter = 0
 listen = "127.0.0.1:0"
 "#;
 
-fn write_config(dir: &Path, name: &str, slow_ms: u64) -> String {
+/// The config with its store at `at`.
+fn write_config(dir: &Path, name: &str, slow_ms: u64, at: &Location) -> String {
+    let store = match at {
+        Location::Postgres(url) => format!("url = {url:?}"),
+        _ => format!("path = {:?}", at.to_string()),
+    };
     let path = dir.join(name);
-    std::fs::write(&path, CONFIG.replace("{SLOW}", &slow_ms.to_string())).expect("config");
+    std::fs::write(
+        &path,
+        CONFIG
+            .replace("{SLOW}", &slow_ms.to_string())
+            .replace("{STORE}", &store),
+    )
+    .expect("config");
     path.to_str().expect("utf-8").to_owned()
 }
 
 /// Reads the store (from outside the process, as WAL allows) until `ready`
 /// holds: 10 s at most.
-async fn store_until(path: &Path, what: &str, ready: impl Fn(&Restored) -> bool) {
+async fn store_until(at: &Location, what: &str, ready: impl Fn(&Restored) -> bool) {
     let limits = LoadLimits {
         history: 50,
         own_ids: 50,
     };
     for _ in 0..200 {
-        if let Ok(restored) = Store::open(path).and_then(|s| s.load(limits))
+        if let Ok(restored) = Store::open_at(at).and_then(|mut s| s.load(limits))
             && ready(&restored)
         {
             return;
@@ -113,8 +124,22 @@ fn by(messages: &[Value], name: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_service_restarts_with_nothing_lost_or_doubled() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let db = dir.path().join("state.db");
-    let first = write_config(dir.path(), "first.toml", 600_000);
+    let db = Location::File(dir.path().join("state.db"));
+    killed_and_restarted(dir.path(), &db).await;
+}
+
+/// The same on PostgreSQL: what a restart needs is in the database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_service_restarts_from_postgres_with_nothing_lost_or_doubled() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    killed_and_restarted(dir.path(), &schema.location()).await;
+}
+
+async fn killed_and_restarted(dir: &Path, db: &Location) {
+    let first = write_config(dir, "first.toml", 600_000, db);
     let mut svc = spawn(&["run", "-c", &first]);
     let mut ws = enter(&svc.ws_url, "Alice").await;
 
@@ -133,7 +158,7 @@ async fn a_killed_service_restarts_with_nothing_lost_or_doubled() {
     )
     .await;
     let question = id_of(&mut ws, "anyone know where the FAQ is?").await;
-    store_until(&db, "the guide's ambient buffer", |r| {
+    store_until(db, "the guide's ambient buffer", |r| {
         r.rooms.iter().any(|room| {
             room.snapshot.as_ref().is_some_and(|s| {
                 s.members
@@ -150,7 +175,7 @@ async fn a_killed_service_restarts_with_nothing_lost_or_doubled() {
     )
     .await;
     let ponder = id_of(&mut ws, "@Slow ponder this").await;
-    store_until(&db, "Slow's turn running", |r| {
+    store_until(db, "Slow's turn running", |r| {
         r.pending.iter().any(|t| t.turn.persona.as_str() == "slow")
     })
     .await;
@@ -161,7 +186,7 @@ async fn a_killed_service_restarts_with_nothing_lost_or_doubled() {
     drop(ws);
 
     // Slow's backend is fixed while the service is down.
-    let second = write_config(dir.path(), "second.toml", 0);
+    let second = write_config(dir, "second.toml", 0, db);
     let svc = spawn(&["run", "-c", &second]);
     let before = history(&svc.ws_url).await;
     assert_eq!(
@@ -262,7 +287,7 @@ reply_gate = {{ enabled = true, agent = "gatekeeper" }}
 listen = "127.0.0.1:{port}"
 "#
     );
-    let store = dir.path().join("state.db");
+    let store = Location::File(dir.path().join("state.db"));
     let (tactful, logs) = common::run_tactful_logged(dir.path(), &config, &[]);
     logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));
     let mut ws = enter(&format!("ws://127.0.0.1:{port}/ws"), "Alice").await;

@@ -3,9 +3,8 @@
 //! file, an agent nothing uses, a store whose folder does not exist.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
-use super::{Config, quote_key};
+use super::{Config, Location, quote_key};
 
 /// Secrets written into the file itself rather than taken from the
 /// environment: a file is copied, committed and pasted into issues. One
@@ -28,6 +27,13 @@ pub(super) fn literal_secrets(src: &str) -> Vec<String> {
                     "line {}: `{key}` is written into the file; keep it in the environment and write `{key} = \"${{{}}}\"`",
                     n + 1,
                     key.to_ascii_uppercase().replace('-', "_")
+                ));
+            } else if !value.contains("${")
+                && tactful_store::Location::postgres(value).is_ok_and(|l| l.password().is_some())
+            {
+                out.push(format!(
+                    "line {}: `{key}` has a password written into the file; keep the address in the environment and write `{key} = \"${{TACTFUL_DATABASE_URL}}\"`",
+                    n + 1
                 ));
             }
         }
@@ -79,10 +85,10 @@ pub(super) fn unused_agents(config: &Config) -> Vec<String> {
 /// Why the store cannot be opened where the config puts it, if that can
 /// be told now: its folder does not exist (SQLite would fail later, with
 /// a less clear word).
-pub(crate) fn store_problem(store: &Path) -> Option<String> {
-    if store == Path::new(":memory:") {
+pub(crate) fn store_problem(store: &Location) -> Option<String> {
+    let Location::File(store) = store else {
         return None;
-    }
+    };
     let folder = store.parent().filter(|p| !p.as_os_str().is_empty())?;
     (!folder.is_dir()).then(|| {
         format!(
@@ -95,7 +101,24 @@ pub(crate) fn store_problem(store: &Path) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
+
+    #[test]
+    fn a_database_password_written_into_the_file_is_named_with_its_line() {
+        let src = "[store]\nurl = \"postgres://tactful:hunter2@db/chat\"\n[other]\nurl = \"postgres://db/chat\"\nurl = \"${DB}\"\n";
+        let w = literal_secrets(src);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("line 2: `url` has a password written into the file"),
+            "{w:?}"
+        );
+        assert!(
+            w[0].contains("${TACTFUL_DATABASE_URL}") && !w[0].contains("hunter2"),
+            "{w:?}"
+        );
+    }
 
     #[test]
     fn a_secret_written_into_the_file_is_named_with_its_line() {
@@ -118,11 +141,12 @@ mod tests {
     #[test]
     fn a_store_in_a_missing_folder_is_refused_before_it_is_opened() {
         let dir = tempfile::tempdir().expect("dir");
-        assert_eq!(store_problem(&dir.path().join("t.db")), None);
-        assert_eq!(store_problem(Path::new(":memory:")), None);
-        assert_eq!(store_problem(Path::new("t.db")), None);
+        let file = |p: &Path| Location::File(p.to_owned());
+        assert_eq!(store_problem(&file(&dir.path().join("t.db"))), None);
+        assert_eq!(store_problem(&Location::Memory), None);
+        assert_eq!(store_problem(&file(Path::new("t.db"))), None);
         let missing = dir.path().join("nope/t.db");
-        let p = store_problem(&missing).expect("a problem");
+        let p = store_problem(&file(&missing)).expect("a problem");
         assert!(
             p.contains(&format!(
                 "the folder {} does not exist",

@@ -1,77 +1,24 @@
-//! The store keeps what a restart needs, and gives it back in a form the
-//! engine can be rebuilt from.
+//! The store conformance suite: every test here runs against SQLite and
+//! against PostgreSQL (`support::Place`), so both backends keep what a
+//! restart needs and give it back the same way: messages, decisions,
+//! engine snapshots (rate ledgers, cooldowns, ambient buffers), turns in
+//! progress, the outbox, placeholders, platform state (schedules' last
+//! runs, the console's policy layers), the web room's history and the
+//! agent-call log.
+
+mod support;
 
 use std::time::Duration;
 
-use tactful_core::{
-    AgentResult, Engine, EngineConfig, Message, MsgId, Output, PersonaSpec, Timestamp, TurnKind,
-};
-use tactful_store::{LoadLimits, Op, PendingTurn, ShownMessage, Store, StoreError};
+use tactful_core::{Engine, EngineConfig, Message, MsgId, Output, PersonaSpec, TurnKind};
+use tactful_store::{Op, PendingTurn};
 
-const LIMITS: LoadLimits = LoadLimits {
-    history: 3,
-    own_ids: 10,
-};
+use support::{LIMITS, Place, at, call, ended, engine, hear, shown};
 
-fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        personas: vec![PersonaSpec::new("docs", "main")],
-        ..EngineConfig::default()
-    })
-    .expect("valid config")
-}
-
-/// Runs `engine` on one message with an instant agent answering `answer`,
-/// and returns the ops the runtime would save.
-fn hear(engine: &mut Engine, msg: Message, answer: &str, confirm: bool) -> Vec<Op> {
-    let now = msg.time;
-    let mut ops = vec![Op::Heard(msg.clone())];
-    engine.handle_message(now, msg);
-    while let Some(out) = engine.poll_output() {
-        match out {
-            Output::Decision(d) => ops.push(Op::Decision(d)),
-            Output::CallAgent(req) => {
-                engine.handle_agent_result(now, req.turn, AgentResult::Output(answer.into()))
-            }
-            Output::Send(out) => {
-                let heard = out.as_heard("Docs".into());
-                ops.push(Op::Reply {
-                    out: out.clone(),
-                    heard,
-                });
-                if confirm {
-                    let platform = MsgId::new(format!("p{}", out.id));
-                    engine.handle_sent(&out.room, &out.id, platform.clone());
-                    ops.push(Op::Delivered {
-                        room: out.room.clone(),
-                        local: out.id.clone(),
-                        platform,
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    for room in engine.take_changed_rooms() {
-        if let Some(s) = engine.snapshot_room(&room) {
-            ops.push(Op::Snapshot(room, s));
-        }
-    }
-    ops.push(Op::Counters(engine.counters()));
-    ops
-}
-
-fn at(s: u64) -> Timestamp {
-    Timestamp::from_millis(s * 1000)
-}
-
-#[test]
-fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("tactful.db");
+fn a_reopened_store_gives_back_the_transcript_outbox_and_turns(place: &Place) {
     let mut e = engine();
     {
-        let mut store = Store::open(&path).expect("opens");
+        let mut store = place.open();
         let mut ops = hear(
             &mut e,
             Message::new("h1", "lobby", "alice", "@docs one", at(1)),
@@ -110,7 +57,7 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
             .apply(&[Op::TurnEnded(tactful_core::TurnId(10))])
             .expect("saved");
     }
-    let store = Store::open(&path).expect("reopens");
+    let mut store = place.open();
     let restored = store.load(LIMITS).expect("loads");
     let room = &restored.rooms[0];
     let ids: Vec<&str> = room.messages.iter().map(|m| m.id.as_str()).collect();
@@ -163,8 +110,7 @@ fn a_reopened_store_gives_back_the_transcript_outbox_and_turns() {
     );
 }
 
-#[test]
-fn a_pending_ambient_buffer_survives_and_flushes_after_its_deadline() {
+fn a_pending_ambient_buffer_survives_and_flushes_after_its_deadline(place: &Place) {
     let mut policies = tactful_core::PolicyTable::default();
     policies.default.all.mode = Some(tactful_core::Mode::Ambient);
     policies.default.all.ambient.flush_after = Some(Duration::from_secs(30));
@@ -174,7 +120,7 @@ fn a_pending_ambient_buffer_survives_and_flushes_after_its_deadline() {
         ..EngineConfig::default()
     };
     let mut e = Engine::new(config.clone()).expect("valid");
-    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+    let mut store = place.open();
     let ops = hear(
         &mut e,
         Message::new("h1", "lobby", "alice", "anyone know how?", at(1)),
@@ -197,155 +143,8 @@ fn a_pending_ambient_buffer_survives_and_flushes_after_its_deadline() {
     assert_eq!(call.triggers[0].id.as_str(), "h1");
 }
 
-#[test]
-fn a_store_from_a_newer_tactful_is_refused_with_a_clear_error() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("future.db");
-    drop(Store::open(&path).expect("opens"));
-    let conn = rusqlite::Connection::open(&path).expect("opens");
-    conn.pragma_update(None, "user_version", 99).expect("set");
-    drop(conn);
-    let err = Store::open(&path).expect_err("refused");
-    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
-    assert!(err.to_string().contains("upgrade tactful"), "{err}");
-}
-
-#[test]
-fn an_unwritable_path_names_the_file() {
-    let err = Store::open(std::path::Path::new("/nonexistent-dir/sub/tactful.db")).expect_err("fails");
-    assert!(
-        err.to_string().contains("/nonexistent-dir/sub/tactful.db"),
-        "{err}"
-    );
-}
-
-#[test]
-fn a_store_from_the_first_schema_is_migrated() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("old.db");
-    drop(Store::open(&path).expect("opens"));
-    // Make it look like a file written before schema 2.
-    let conn = rusqlite::Connection::open(&path).expect("opens");
-    conn.execute_batch(
-        "DROP TABLE calls; DROP TABLE platform_state; DROP TABLE shown; DROP TABLE placeholders;
-         ALTER TABLE outbox DROP COLUMN parts_done; ALTER TABLE messages DROP COLUMN sender_handle;
-         PRAGMA user_version = 1;",
-    )
-    .expect("downgraded");
-    drop(conn);
-    let mut store = Store::open(&path).expect("migrates");
-    store
-        .apply(&[Op::PlatformState {
-            key: "matrix:sync:docs".into(),
-            value: "s72_1".into(),
-        }])
-        .expect("saved");
-    assert_eq!(
-        store.platform_state().expect("reads")["matrix:sync:docs"],
-        "s72_1"
-    );
-}
-
-/// A store from before the call log kept every reply gate that had
-/// answered as a turn still running; the upgrade drops those (a restart
-/// would answer what they held back) and keeps the reply turns.
-#[test]
-fn upgrading_drops_the_gates_an_older_tactful_never_ended() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("old.db");
-    let pending = |turn: u64, kind: TurnKind| {
-        Op::TurnStarted(PendingTurn {
-            turn: tactful_core::TurnId(turn),
-            kind,
-            room: "lobby".into(),
-            persona: "docs".into(),
-            msgs: vec![MsgId::new("m1")],
-            addressed: false,
-        })
-    };
-    let mut store = Store::open(&path).expect("opens");
-    store
-        .apply(&[
-            Op::Heard(Message::new("m1", "lobby", "alice", "hi", at(1))),
-            pending(1, TurnKind::Gate),
-            pending(2, TurnKind::Reply),
-            pending(3, TurnKind::Gate),
-        ])
-        .expect("saved");
-    drop(store);
-    let conn = rusqlite::Connection::open(&path).expect("opens");
-    conn.execute_batch("DROP TABLE calls; ALTER TABLE shown DROP COLUMN reactions; PRAGMA user_version = 4;")
-        .expect("downgraded");
-    drop(conn);
-    let restored = Store::open(&path).expect("migrates").load(LIMITS).expect("loads");
-    let kinds: Vec<(u64, TurnKind)> = restored
-        .pending
-        .iter()
-        .map(|p| (p.turn.turn.0, p.turn.kind))
-        .collect();
-    assert_eq!(kinds, [(2, TurnKind::Reply)]);
-}
-
-/// A store at schema 2 (before per-part delivery and the shown table) with
-/// the given messages, as an older tactful left it.
-fn schema_2_store(path: &std::path::Path, ops: &[Op]) {
-    let mut store = Store::open(path).expect("opens");
-    store.apply(ops).expect("saved");
-    drop(store);
-    let conn = rusqlite::Connection::open(path).expect("opens");
-    conn.execute_batch(
-        "DROP TABLE calls; DROP TABLE shown; DROP TABLE placeholders; ALTER TABLE outbox DROP COLUMN parts_done;
-         ALTER TABLE messages DROP COLUMN sender_handle; PRAGMA user_version = 2;",
-    )
-    .expect("downgraded");
-}
-
-#[test]
-fn upgrading_keeps_what_people_saw() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("old.db");
-    let mut e = engine();
-    let mut ops = hear(
-        &mut e,
-        Message::new("h1", "lobby", "alice", "@docs one", at(1)),
-        "[[reply_to:h1]] first",
-        true,
-    );
-    ops.extend(hear(
-        &mut e,
-        Message::new("h2", "lobby", "alice", "@docs two", at(2)),
-        "second",
-        false,
-    ));
-    schema_2_store(&path, &ops);
-    let store = Store::open(&path).expect("migrates");
-    // Platform ids, unconfirmed replies left out (they are sent again and
-    // shown then), reply targets by platform id.
-    let shown = store.shown(10).expect("history");
-    let ids: Vec<&str> = shown.iter().map(|m| m.id.as_str()).collect();
-    assert_eq!(ids, ["h1", "pdocs:1", "h2"]);
-    assert_eq!(shown[1].reply_to.as_ref().map(MsgId::as_str), Some("h1"));
-    assert!(shown[1].is_bot && shown[1].sender_name == "Docs");
-}
-
-fn shown(id: &str, key: Option<&str>, text: &str) -> ShownMessage {
-    ShownMessage {
-        id: MsgId::new(id),
-        room: "lobby".into(),
-        key: key.map(str::to_owned),
-        sender: "docs".into(),
-        sender_name: "Docs".into(),
-        is_bot: true,
-        text: text.to_owned(),
-        reply_to: None,
-        time: at(1),
-        reactions: Vec::new(),
-    }
-}
-
-#[test]
-fn reactions_on_shown_messages_are_kept_once_each_and_bounded() {
-    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+fn reactions_on_shown_messages_are_kept_once_each_and_bounded(place: &Place) {
+    let mut store = place.open();
     let react = |id: &str, emoji: &str, by: &str| Op::ShownReact {
         room: "lobby".into(),
         id: id.into(),
@@ -377,9 +176,8 @@ fn reactions_on_shown_messages_are_kept_once_each_and_bounded() {
     assert_eq!(r.len(), 20, "bounded: {r:?}");
 }
 
-#[test]
-fn shown_messages_are_kept_once_per_key_and_bounded_per_room() {
-    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+fn shown_messages_are_kept_once_per_key_and_bounded_per_room(place: &Place) {
+    let mut store = place.open();
     let keep = 3;
     store
         .apply(&[
@@ -429,9 +227,8 @@ fn shown_messages_are_kept_once_per_key_and_bounded_per_room() {
     assert_eq!(rows, expected, "the newest 3, edits applied, deletes gone");
 }
 
-#[test]
-fn a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder() {
-    let mut store = Store::open(std::path::Path::new(":memory:")).expect("opens");
+fn a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder(place: &Place) {
+    let mut store = place.open();
     let mut e = engine();
     let ops = hear(
         &mut e,
@@ -492,12 +289,9 @@ fn a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder() {
     assert_eq!(store.load(LIMITS).expect("loads").placeholders.len(), 1);
 }
 
-#[test]
-fn unreadable_rows_are_skipped_with_a_note_instead_of_stopping_the_start() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("bad.db");
+fn unreadable_rows_are_skipped_with_a_note_instead_of_stopping_the_start(place: &Place) {
     let mut e = engine();
-    let mut store = Store::open(&path).expect("opens");
+    let mut store = place.open();
     let mut ops = hear(
         &mut e,
         Message::new("h1", "lobby", "alice", "@docs hi", at(1)),
@@ -514,20 +308,14 @@ fn unreadable_rows_are_skipped_with_a_note_instead_of_stopping_the_start() {
     }));
     store.apply(&ops).expect("saved");
     drop(store);
-    let conn = rusqlite::Connection::open(&path).expect("opens");
-    conn.execute_batch(
+    place.exec(
         "UPDATE snapshots SET json = '{not json';
          UPDATE counters SET json = '[]';
          INSERT INTO pending_turns (turn, kind, room, persona, msgs, addressed)
-             VALUES (8, 'reply', 'lobby', 'docs', 'oops', 1);
+             VALUES (8, 'reply', 'lobby', 'docs', 'oops', 1 = 1);
          UPDATE messages SET mentions = '{' WHERE id = 'h1';",
-    )
-    .expect("corrupted");
-    drop(conn);
-    let r = Store::open(&path)
-        .expect("opens")
-        .load(LIMITS)
-        .expect("loads anyway");
+    );
+    let r = place.open().load(LIMITS).expect("loads anyway");
     assert_eq!(r.skipped.len(), 5, "{:#?}", r.skipped);
     assert!(
         r.skipped.iter().any(|s| s.contains("snapshot of room lobby")),
@@ -545,46 +333,19 @@ fn unreadable_rows_are_skipped_with_a_note_instead_of_stopping_the_start() {
     assert_eq!(r.rooms[0].messages.len(), 2, "the messages are kept");
 }
 
-#[test]
-fn a_locked_store_is_a_transient_failure() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("locked.db");
-    let mut store = Store::open(&path).expect("opens");
-    let other = rusqlite::Connection::open(&path).expect("opens");
-    other.busy_timeout(std::time::Duration::ZERO).expect("set");
-    other.execute_batch("BEGIN IMMEDIATE").expect("locks");
-    let err = store
-        .apply(&[Op::PlatformState {
-            key: "k".into(),
-            value: "v".into(),
-        }])
-        .expect_err("locked");
-    assert!(err.is_transient(), "{err}");
-    other.execute_batch("COMMIT").expect("unlocks");
-    store
-        .apply(&[Op::PlatformState {
-            key: "k".into(),
-            value: "v".into(),
-        }])
-        .expect("writes again");
-}
-
-#[test]
-fn a_senders_handle_survives_a_restart() {
+fn a_senders_handle_survives_a_restart(place: &Place) {
     // `allowed_users` may name a Telegram @username: a message stored but
     // not yet decided at a crash must come back with it.
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("tactful.db");
     let mut msg = Message::new("h1", "tg:-100", "tg:42", "hello", at(1));
     msg.sender.handle = Some("@alice".into());
     let plain = Message::new("h2", "tg:-100", "tg:43", "hi", at(2));
     {
-        let mut store = Store::open(&path).expect("opens");
+        let mut store = place.open();
         store
             .apply(&[Op::Heard(msg.clone()), Op::Heard(plain.clone())])
             .expect("saved");
     }
-    let store = Store::open(&path).expect("reopens");
+    let mut store = place.open();
     let restored = store.load(LIMITS).expect("loads");
     let room = restored
         .rooms
@@ -594,39 +355,12 @@ fn a_senders_handle_survives_a_restart() {
     assert_eq!(room.messages, [msg, plain]);
 }
 
-fn call(turn: u64, kind: TurnKind, at_s: u64) -> Op {
-    Op::CallStarted(tactful_store::CallStart {
-        turn: tactful_core::TurnId(turn),
-        kind,
-        room: "lobby".into(),
-        persona: "docs".into(),
-        agent: "main".into(),
-        msg: Some(format!("m{turn}")),
-        at: at(at_s),
-    })
-}
-
-fn ended(turn: u64, at_s: Option<u64>, outcome: &'static str, tokens: Option<(u64, u64, u64)>) -> Op {
-    Op::CallEnded(tactful_store::CallEnd {
-        turn: tactful_core::TurnId(turn),
-        at: at_s.map(at),
-        outcome: Some(outcome),
-        error: (outcome == "error").then(|| "exit status 3: the tool crashed".to_owned()),
-        prompt_tokens: tokens.map(|t| t.0),
-        completion_tokens: tokens.map(|t| t.1),
-        cached_tokens: tokens.map(|t| t.2),
-    })
-}
-
 /// The call log: the first word on each column wins, except that the
 /// engine's word on how a call ended replaces the agent's "answered";
 /// what it costs is summed per day and kind, and read back after a
 /// reopen.
-#[test]
-fn agent_calls_are_logged_once_and_summed_per_day() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("t.db");
-    let mut store = Store::open(&path).expect("opens");
+fn agent_calls_are_logged_once_and_summed_per_day(place: &Place) {
+    let mut store = place.open();
     let day = 86_400;
     let m = |id: &str, s: u64| Message::new(id, "lobby", "alice", "hi", at(s));
     store
@@ -654,7 +388,7 @@ fn agent_calls_are_logged_once_and_summed_per_day() {
         ])
         .expect("applies");
     drop(store);
-    let reader = tactful_store::Reader::open(&path).expect("reads");
+    let reader = place.reader();
     let calls = reader.calls("lobby", None, 10).expect("calls");
     let by_turn = |t: i64| calls.iter().find(|c| c.turn == t).expect("logged");
     assert_eq!(calls.len(), 5, "{calls:#?}");
@@ -703,13 +437,10 @@ fn agent_calls_are_logged_once_and_summed_per_day() {
     // The next start: the call still running then was interrupted; the
     // others keep how they ended.
     drop(reader);
-    let mut store = Store::open(&path).expect("opens");
+    let mut store = place.open();
     store.apply(&[Op::CallsInterrupted]).expect("applies");
     drop(store);
-    let calls = tactful_store::Reader::open(&path)
-        .expect("reads")
-        .calls("lobby", None, 10)
-        .expect("calls");
+    let calls = place.reader().calls("lobby", None, 10).expect("calls");
     let outcomes: Vec<(i64, Option<&str>)> = calls.iter().map(|c| (c.turn, c.outcome.as_deref())).collect();
     assert_eq!(
         outcomes,
@@ -722,3 +453,114 @@ fn agent_calls_are_logged_once_and_summed_per_day() {
         ]
     );
 }
+
+/// The store's id is made once and kept; platform state (sync tokens,
+/// schedules' last runs, the console's layers) is replaced by key.
+fn the_store_id_and_platform_state_are_kept(place: &Place) {
+    let first = place.open().id().expect("an id");
+    assert_eq!(first.len(), 16, "{first}");
+    let mut store = place.open();
+    assert_eq!(store.id().expect("the same id"), first);
+    let state = |key: &str, value: &str| Op::PlatformState {
+        key: key.into(),
+        value: value.into(),
+    };
+    store
+        .apply(&[
+            state("matrix:sync:docs", "s1"),
+            state("schedule:standup", "1000"),
+            state("console:layer:lobby", "mode = \"mention\""),
+            state("matrix:sync:docs", "s2"),
+        ])
+        .expect("saved");
+    let saved = place.open().platform_state().expect("reads");
+    assert_eq!(saved["matrix:sync:docs"], "s2", "the newest value wins");
+    assert_eq!(saved["schedule:standup"], "1000");
+    let layers = place.reader().state_with_prefix("console:", 10).expect("reads");
+    assert_eq!(
+        layers,
+        [("console:layer:lobby".to_owned(), "mode = \"mention\"".to_owned())]
+    );
+}
+
+/// A platform that delivers a message twice (a redelivery, two accounts in
+/// one room), and a reply decided twice, are each stored once.
+fn a_message_or_reply_saved_twice_is_kept_once(place: &Place) {
+    let mut e = engine();
+    let ops = hear(
+        &mut e,
+        Message::new("h1", "lobby", "alice", "@docs hi", at(1)),
+        "hello",
+        false,
+    );
+    let mut store = place.open();
+    store.apply(&ops).expect("saved");
+    store.apply(&ops).expect("saved again");
+    let r = store.load(LIMITS).expect("loads");
+    let ids: Vec<&str> = r.rooms[0].messages.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["h1", "docs:1"]);
+    assert_eq!(r.unsent.len(), 1, "one reply to send: {:?}", r.unsent);
+}
+
+/// What the console reads: rooms, a room's decisions with the message
+/// each was about (paged backwards), its recent messages.
+fn the_console_reads_rooms_decisions_and_messages(place: &Place) {
+    let mut e = engine();
+    let mut store = place.open();
+    for i in 1..=4 {
+        let ops = hear(
+            &mut e,
+            Message::new(format!("h{i}"), "lobby", "alice", &format!("@docs q{i}"), at(i)),
+            "a",
+            true,
+        );
+        store.apply(&ops).expect("saved");
+    }
+    store
+        .apply(&hear(
+            &mut e,
+            Message::new("k1", "kitchen", "bob", "hello", at(9)),
+            "a",
+            true,
+        ))
+        .expect("saved");
+    let reader = place.reader();
+    let rooms = reader.rooms().expect("rooms");
+    let names: Vec<&str> = rooms.iter().map(|r| r.room.as_str()).collect();
+    assert_eq!(names, ["kitchen", "lobby"], "most recently active first");
+    // Each question and each reply (the persona hearing its own) decided.
+    assert_eq!((rooms[1].messages, rooms[1].decisions), (8, 8));
+    assert!(reader.has_room("lobby").expect("reads"));
+    assert!(!reader.has_room("attic").expect("reads"));
+    let page = reader.decisions("lobby", None, 3).expect("decisions");
+    let msgs: Vec<&str> = page.iter().map(|d| d.msg.as_str()).collect();
+    assert_eq!(msgs, ["docs:4", "h4", "docs:3"], "newest first");
+    assert_eq!(page[1].text.as_deref(), Some("@docs q4"));
+    assert_eq!(page[1].sender.as_deref(), Some("alice"));
+    assert_eq!(
+        (page[1].outcome.as_str(), page[1].reason.as_str()),
+        ("reply", "mention")
+    );
+    let older = reader
+        .decisions("lobby", Some(page[2].seq), 10)
+        .expect("decisions");
+    let msgs: Vec<&str> = older.iter().map(|d| d.msg.as_str()).collect();
+    assert_eq!(msgs, ["h3", "docs:2", "h2", "docs:1", "h1"]);
+    let recent = reader.recent_messages("lobby", 3).expect("messages");
+    let ids: Vec<&str> = recent.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["docs:3", "h4", "docs:4"], "the last three, oldest first");
+}
+
+conformance!(
+    a_reopened_store_gives_back_the_transcript_outbox_and_turns,
+    a_pending_ambient_buffer_survives_and_flushes_after_its_deadline,
+    reactions_on_shown_messages_are_kept_once_each_and_bounded,
+    shown_messages_are_kept_once_per_key_and_bounded_per_room,
+    a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder,
+    unreadable_rows_are_skipped_with_a_note_instead_of_stopping_the_start,
+    a_senders_handle_survives_a_restart,
+    agent_calls_are_logged_once_and_summed_per_day,
+    the_store_id_and_platform_state_are_kept,
+    a_message_or_reply_saved_twice_is_kept_once,
+    the_console_reads_rooms_decisions_and_messages,
+);

@@ -1,0 +1,159 @@
+//! The PostgreSQL tables, and migrations between versions of them.
+//!
+//! `tactful_schema` holds the version. Migrations run at start, in one
+//! transaction, under a transaction-level advisory lock: several processes
+//! starting at once on one database migrate it once, the others wait and
+//! find it done. A database from a newer tactful is refused rather than
+//! misread. The tables are those of the SQLite store, with PostgreSQL's
+//! types (`BIGINT` identities, `BOOLEAN` flags); they are made in the first
+//! schema of the connection's `search_path`.
+
+use tokio_postgres::Client;
+
+use super::wait;
+use crate::StoreError;
+
+/// The advisory lock migrations take (any constant: "tactful" in ASCII).
+const MIGRATION_LOCK: i64 = 0x7461_6374_6675_6c00;
+
+/// Migration `i` takes a database from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE messages (
+    seq           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    room          TEXT NOT NULL,
+    id            TEXT NOT NULL,
+    platform_id   TEXT,
+    sender_id     TEXT NOT NULL,
+    sender_name   TEXT NOT NULL,
+    is_bot        BOOLEAN NOT NULL,
+    persona       TEXT,
+    text          TEXT NOT NULL,
+    reply_to      TEXT,
+    thread        TEXT,
+    mentions      TEXT,
+    is_dm         BOOLEAN NOT NULL,
+    dm_to         TEXT,
+    time          BIGINT NOT NULL,
+    sender_handle TEXT,
+    UNIQUE (room, id)
+);
+CREATE INDEX messages_by_room ON messages (room, seq);
+CREATE INDEX messages_own ON messages (room, persona, seq) WHERE persona IS NOT NULL;
+
+CREATE TABLE decisions (
+    seq     BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    at      BIGINT NOT NULL,
+    room    TEXT NOT NULL,
+    msg     TEXT NOT NULL,
+    persona TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    reason  TEXT NOT NULL,
+    turn    BIGINT
+);
+CREATE INDEX decisions_by_room ON decisions (room, seq);
+
+CREATE TABLE snapshots (room TEXT PRIMARY KEY, json TEXT NOT NULL);
+CREATE TABLE counters (id BIGINT PRIMARY KEY, json TEXT NOT NULL);
+
+CREATE TABLE pending_turns (
+    turn      BIGINT PRIMARY KEY,
+    kind      TEXT NOT NULL,
+    room      TEXT NOT NULL,
+    persona   TEXT NOT NULL,
+    msgs      TEXT NOT NULL,
+    addressed BOOLEAN NOT NULL
+);
+
+CREATE TABLE outbox (
+    room       TEXT NOT NULL,
+    local_id   TEXT NOT NULL,
+    turn       BIGINT NOT NULL,
+    kind       TEXT NOT NULL,
+    persona    TEXT NOT NULL,
+    notice     BOOLEAN NOT NULL,
+    delivered  BOOLEAN,
+    parts_done BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (room, local_id)
+);
+CREATE INDEX outbox_unsent ON outbox (room) WHERE delivered IS NULL;
+
+CREATE TABLE platform_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+CREATE TABLE placeholders (
+    turn        BIGINT PRIMARY KEY,
+    room        TEXT NOT NULL,
+    persona     TEXT NOT NULL,
+    platform_id TEXT NOT NULL
+);
+
+CREATE TABLE shown (
+    seq         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    room        TEXT NOT NULL,
+    id          TEXT NOT NULL,
+    key         TEXT,
+    sender_id   TEXT NOT NULL,
+    sender_name TEXT NOT NULL,
+    is_bot      BOOLEAN NOT NULL,
+    text        TEXT NOT NULL,
+    reply_to    TEXT,
+    time        BIGINT NOT NULL,
+    reactions   TEXT,
+    UNIQUE (room, id)
+);
+CREATE UNIQUE INDEX shown_by_key ON shown (key) WHERE key IS NOT NULL;
+CREATE INDEX shown_by_room ON shown (room, seq);
+
+CREATE TABLE calls (
+    turn              BIGINT PRIMARY KEY,
+    kind              TEXT NOT NULL,
+    room              TEXT NOT NULL,
+    persona           TEXT NOT NULL,
+    agent             TEXT NOT NULL,
+    msg               TEXT,
+    started           BIGINT NOT NULL,
+    ended             BIGINT,
+    outcome           TEXT,
+    error             TEXT,
+    prompt_tokens     BIGINT,
+    completion_tokens BIGINT,
+    cached_tokens     BIGINT
+);
+CREATE INDEX calls_by_room ON calls (room, turn);
+"];
+
+/// The schema version this build writes.
+pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the database to the current version (`shown` names it in
+/// errors, without its password).
+pub(crate) fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
+    wait(async {
+        let tx = client.transaction().await?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .await?;
+        tx.batch_execute("CREATE TABLE IF NOT EXISTS tactful_schema (version BIGINT NOT NULL)")
+            .await?;
+        let found: i64 = match tx.query_opt("SELECT version FROM tactful_schema", &[]).await? {
+            Some(row) => row.try_get(0)?,
+            None => {
+                tx.execute("INSERT INTO tactful_schema (version) VALUES (0)", &[])
+                    .await?;
+                0
+            }
+        };
+        if found > VERSION {
+            return Err(StoreError::TooNew {
+                path: shown.to_owned(),
+                found,
+                known: VERSION,
+            });
+        }
+        for sql in MIGRATIONS.iter().skip(found as usize) {
+            tx.batch_execute(sql).await?;
+        }
+        tx.execute("UPDATE tactful_schema SET version = $1", &[&VERSION])
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,78 @@
+//! For tests of tactful and of crates around it: a PostgreSQL schema of
+//! their own, made fresh and dropped at the end (feature `testing`).
+//!
+//! The database is `$TACTFUL_TEST_DATABASE_URL`, else user `postgres` at
+//! 127.0.0.1:5432 (what `scripts/test` provides, starting a private server
+//! when none answers). Without one, [`Schema::new`] returns `None` (the
+//! test is skipped with a note), or fails when `TACTFUL_REQUIRE_PEERS` is
+//! set, as `scripts/test` does.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::{Location, StoreError};
+
+/// The database PostgreSQL tests use.
+pub fn database_url() -> String {
+    std::env::var("TACTFUL_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A schema of one test's own, dropped with it.
+#[derive(Debug)]
+pub struct Schema {
+    /// Its name (also the session name of connections made with [`Schema::url`]).
+    pub name: String,
+    /// A URL that puts the schema first on the search path.
+    pub url: String,
+}
+
+impl Schema {
+    /// A fresh schema, or `None` without a database (see the module).
+    pub fn new() -> Option<Schema> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let base = database_url();
+        let name = format!(
+            "t_{}_{}_{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        );
+        if let Err(e) = run(&base, &format!("CREATE SCHEMA {name}")) {
+            assert!(
+                std::env::var_os("TACTFUL_REQUIRE_PEERS").is_none(),
+                "PostgreSQL is needed at {base} (TACTFUL_TEST_DATABASE_URL): {e}"
+            );
+            eprintln!("skipped: no PostgreSQL at {base} ({e})");
+            return None;
+        }
+        let sep = if base.contains('?') { '&' } else { '?' };
+        Some(Schema {
+            url: format!("{base}{sep}options=-csearch_path%3D{name}&application_name={name}"),
+            name,
+        })
+    }
+
+    /// The store in this schema.
+    pub fn location(&self) -> Location {
+        Location::Postgres(self.url.clone())
+    }
+
+    /// Runs `sql` (several statements) in the schema, as an operator would.
+    pub fn exec(&self, sql: &str) -> Result<(), StoreError> {
+        run(&self.url, sql)
+    }
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        let _ = run(&database_url(), &format!("DROP SCHEMA {} CASCADE", self.name));
+    }
+}
+
+fn run(url: &str, sql: &str) -> Result<(), StoreError> {
+    let client = crate::postgres::connect(url)?;
+    futures_executor::block_on(client.batch_execute(sql))?;
+    Ok(())
+}
