@@ -46,6 +46,10 @@ pub use claim::{Claim, ClaimError, claim};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
+pub use postgres::cluster::{
+    Balance, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS, listen, partition_key,
+    partition_of,
+};
 pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
 pub use shown::ShownMessage;
 
@@ -93,6 +97,19 @@ pub enum StoreError {
     /// A PostgreSQL query failed.
     #[error("store: {0}")]
     Postgres(#[from] tokio_postgres::Error),
+    /// A write was fenced out: the lease it was made under is no longer
+    /// this process's (taken over, or expired while the process was
+    /// stopped). Nothing of the batch was written.
+    #[error("the lease {key} is no longer held by this process (epoch {epoch}): nothing was written")]
+    Fenced {
+        /// The lease.
+        key: String,
+        /// The epoch the write carried.
+        epoch: i64,
+    },
+    /// What was asked needs a PostgreSQL store.
+    #[error("{0} needs a PostgreSQL store (`[store] url`)")]
+    NeedsPostgres(&'static str),
     /// A thread or runtime for the connection could not be made.
     #[error("store: {0}")]
     Io(#[from] std::io::Error),

@@ -118,6 +118,20 @@ pub enum Op {
     /// The service starts: calls a previous run left running are marked
     /// `interrupted`.
     CallsInterrupted,
+    /// The rest of the batch is written only while this lease is held, by
+    /// its holder, with its epoch, unexpired: a process whose lease was
+    /// taken over (or ran out while it was stopped) writes nothing more
+    /// under it ([`crate::StoreError::Fenced`]). PostgreSQL only.
+    Fence(crate::Lease),
+    /// A message waiting in the inbox was decided: written in the batch
+    /// that holds its decisions, so it is decided once, whoever received
+    /// it and whoever owned its room. PostgreSQL only.
+    Decided {
+        /// The room.
+        room: RoomId,
+        /// The message's id.
+        id: MsgId,
+    },
 }
 
 /// A reply turn that was running.

@@ -17,7 +17,8 @@ use crate::StoreError;
 const MIGRATION_LOCK: i64 = 0x7461_6374_6675_6c00;
 
 /// Migration `i` takes a database from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE messages (
     seq           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     room          TEXT NOT NULL,
@@ -119,7 +120,52 @@ CREATE TABLE calls (
     cached_tokens     BIGINT
 );
 CREATE INDEX calls_by_room ON calls (room, turn);
-"];
+",
+    // Several processes on one database: who is there (`members`, a
+    // heartbeat each), who holds what (`leases`: a room partition, a bot
+    // account's connection; `epoch` goes up at every change of holder and
+    // fences every write), and what was received but not yet decided
+    // (`inbox`, once per (room, message id), whichever process heard it).
+    r"
+CREATE TABLE members (
+    id         TEXT PRIMARY KEY,
+    about      TEXT NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    seen_at    TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+CREATE TABLE leases (
+    key        TEXT PRIMARY KEY,
+    holder     TEXT,
+    epoch      BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX leases_by_holder ON leases (holder);
+
+CREATE TABLE inbox (
+    seq           BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    part          BIGINT NOT NULL,
+    received_at   TIMESTAMPTZ NOT NULL DEFAULT now(),
+    decided       BOOLEAN NOT NULL DEFAULT false,
+    room          TEXT NOT NULL,
+    id            TEXT NOT NULL,
+    sender_id     TEXT NOT NULL,
+    sender_name   TEXT NOT NULL,
+    is_bot        BOOLEAN NOT NULL,
+    persona       TEXT,
+    text          TEXT NOT NULL,
+    reply_to      TEXT,
+    thread        TEXT,
+    mentions      TEXT,
+    is_dm         BOOLEAN NOT NULL,
+    dm_to         TEXT,
+    time          BIGINT NOT NULL,
+    sender_handle TEXT,
+    UNIQUE (room, id)
+);
+CREATE INDEX inbox_waiting ON inbox (part, seq) WHERE NOT decided;
+",
+];
 
 /// The schema version this build writes.
 pub(crate) const VERSION: i64 = MIGRATIONS.len() as i64;

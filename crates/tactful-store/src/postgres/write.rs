@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use tactful_core::{Message, MsgId, PersonaId, ThreadId};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Statement, Transaction};
 
 use super::Params;
@@ -11,6 +12,66 @@ use crate::StoreError;
 use crate::calls::to_i64;
 use crate::ops::{Op, kind_name, mentions_json, to_json};
 use crate::shown::add_reaction;
+
+/// The columns a message is written with (`messages`, `inbox`), in the
+/// order of [`MessageRow::params`].
+pub(crate) const MESSAGE_INSERT_COLUMNS: &str = "room, id, sender_id, sender_name, is_bot, persona, text, \
+     reply_to, thread, mentions, is_dm, dm_to, time, sender_handle";
+
+/// Their placeholders.
+pub(crate) const MESSAGE_VALUES: &str = "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14";
+
+/// A message as the values of [`MESSAGE_INSERT_COLUMNS`].
+pub(crate) struct MessageRow<'a> {
+    text: [&'a str; 5],
+    opt: [Option<&'a str>; 5],
+    flags: [bool; 2],
+    mentions: Option<String>,
+    time: i64,
+}
+
+impl<'a> MessageRow<'a> {
+    pub(crate) fn new(m: &'a Message, persona: Option<&'a PersonaId>) -> Self {
+        MessageRow {
+            text: [
+                m.room.as_str(),
+                m.id.as_str(),
+                m.sender.id.as_str(),
+                &m.sender.name,
+                &m.text,
+            ],
+            opt: [
+                persona.map(PersonaId::as_str),
+                m.reply_to.as_ref().map(MsgId::as_str),
+                m.thread.as_ref().map(ThreadId::as_str),
+                m.dm_to.as_ref().map(PersonaId::as_str),
+                m.sender.handle.as_deref(),
+            ],
+            flags: [m.sender.is_bot, m.is_dm],
+            mentions: mentions_json(m),
+            time: m.time.as_millis() as i64,
+        }
+    }
+
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 14] {
+        [
+            &self.text[0],
+            &self.text[1],
+            &self.text[2],
+            &self.text[3],
+            &self.flags[0],
+            &self.opt[0],
+            &self.text[4],
+            &self.opt[1],
+            &self.opt[2],
+            &self.mentions,
+            &self.flags[1],
+            &self.opt[3],
+            &self.time,
+            &self.opt[4],
+        ]
+    }
+}
 
 /// One batch's transaction and the connection's prepared statements.
 pub(crate) struct Writer<'a, 't> {
@@ -38,28 +99,10 @@ impl<'a, 't> Writer<'a, 't> {
     }
 
     async fn insert_message(&mut self, m: &Message, persona: Option<&PersonaId>) -> Result<(), StoreError> {
+        let row = MessageRow::new(m, persona);
         self.exec(
-            "INSERT INTO messages
-                 (room, id, sender_id, sender_name, is_bot, persona, text, reply_to, thread, mentions, is_dm,
-                  dm_to, time, sender_handle)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-             ON CONFLICT DO NOTHING",
-            &[
-                &m.room.as_str(),
-                &m.id.as_str(),
-                &m.sender.id.as_str(),
-                &&*m.sender.name,
-                &m.sender.is_bot,
-                &persona.map(PersonaId::as_str),
-                &&*m.text,
-                &m.reply_to.as_ref().map(MsgId::as_str),
-                &m.thread.as_ref().map(ThreadId::as_str),
-                &mentions_json(m),
-                &m.is_dm,
-                &m.dm_to.as_ref().map(PersonaId::as_str),
-                &(m.time.as_millis() as i64),
-                &m.sender.handle.as_deref(),
-            ],
+            &format!("INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}) VALUES ({MESSAGE_VALUES}) ON CONFLICT DO NOTHING"),
+            &row.params(),
         )
         .await?;
         Ok(())
@@ -283,6 +326,34 @@ impl<'a, 't> Writer<'a, 't> {
                         &e.completion_tokens.map(to_i64),
                         &e.cached_tokens.map(to_i64),
                     ],
+                )
+                .await?;
+            }
+            Op::Fence(lease) => {
+                // FOR SHARE: a takeover (an UPDATE of this row) waits until
+                // this batch is committed or rolled back, so it is ordered
+                // entirely before the new holder's first write.
+                let s = self
+                    .statement(
+                        "SELECT 1 FROM leases WHERE key = $1 AND holder = $2 AND epoch = $3
+                         AND expires_at > now() FOR SHARE",
+                    )
+                    .await?;
+                let held = self
+                    .tx
+                    .query_opt(&s, &[&lease.key, &lease.holder, &lease.epoch])
+                    .await?;
+                if held.is_none() {
+                    return Err(StoreError::Fenced {
+                        key: lease.key.clone(),
+                        epoch: lease.epoch,
+                    });
+                }
+            }
+            Op::Decided { room, id } => {
+                self.exec(
+                    "UPDATE inbox SET decided = true WHERE room = $1 AND id = $2",
+                    &[&room.as_str(), &id.as_str()],
                 )
                 .await?;
             }

@@ -1,0 +1,448 @@
+//! Several tactful processes on one PostgreSQL database, coordinated
+//! through it alone: no cluster protocol of tactful's own.
+//!
+//! - **Members.** Each process joins with a random id and heartbeats; a
+//!   member not seen for a lease's length is gone.
+//! - **Leases.** A room belongs to one of [`PARTITIONS`] partitions
+//!   ([`partition_of`]); a partition (or a bot account's connection) is
+//!   held by one process at a time through a row in `leases`, with an
+//!   expiry the holder renews and an epoch that goes up at every change of
+//!   holder. Every write made under a lease carries it ([`crate::Op::Fence`]):
+//!   once another process has taken the lease over, or it ran out while its
+//!   holder was stopped, the old holder's writes are refused. Times are the
+//!   database's (`now()`), so the machines' clocks do not matter.
+//! - **Balance.** Each process holds about its share of the partitions:
+//!   above it, it lets some go; below it, it takes free or expired ones.
+//! - **Inbox.** A message received by any process is put in `inbox`, once
+//!   per (room, message id), and the partition's owner is woken with a
+//!   `NOTIFY`; the owner marks it decided ([`crate::Op::Decided`]) in the
+//!   transaction that writes its decisions, so a message received twice (a
+//!   redelivery, two processes hearing one event) is decided once.
+
+use std::time::Duration;
+
+use tactful_core::{Message, RoomId};
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::Postgres;
+use super::write::{MESSAGE_INSERT_COLUMNS, MessageRow};
+use crate::location::masked;
+use crate::row::{self, MESSAGE_COLUMNS, Row};
+use crate::{Location, StoreError};
+
+/// How many partitions rooms are spread over: fixed, so every process and
+/// every version agrees where a room belongs.
+pub const PARTITIONS: u32 = 256;
+
+/// The `NOTIFY` channel that says a partition has a message waiting.
+pub const INBOX_CHANNEL: &str = "tactful_inbox";
+
+/// How long decided messages are kept in the inbox, so a platform's late
+/// redelivery is still recognised.
+const DECIDED_KEPT: &str = "1 day";
+
+/// The partition `room` belongs to (FNV-1a of its id: the same on every
+/// machine and in every version, unlike the standard library's hasher).
+pub fn partition_of(room: &RoomId) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in room.as_str().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (h % u64::from(PARTITIONS)) as u32
+}
+
+/// The lease key of partition `n`.
+pub fn partition_key(n: u32) -> String {
+    format!("partition:{n}")
+}
+
+/// A lease as its holder knows it: what to carry on every write made under
+/// it ([`crate::Op::Fence`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// What is held: `partition:17`, `account:telegram:docs`.
+    pub key: String,
+    /// Who holds it (a [`Cluster::id`]).
+    pub holder: String,
+    /// Its epoch: one more at every change of holder.
+    pub epoch: i64,
+}
+
+/// A process on the database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// Its id.
+    pub id: String,
+    /// What it said about itself when it joined (host, pid, listen).
+    pub about: String,
+}
+
+/// A `NOTIFY` heard.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notification {
+    /// The channel.
+    pub channel: String,
+    /// What it said.
+    pub payload: String,
+}
+
+/// What one [`Cluster::balance`] changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Balance {
+    /// Every lease this process holds now.
+    pub held: Vec<Lease>,
+    /// Of those, the ones it took in this round.
+    pub gained: Vec<Lease>,
+    /// Keys it let go in this round (above its share).
+    pub released: Vec<String>,
+}
+
+/// One process's membership, on a connection of its own.
+pub struct Cluster {
+    db: Postgres,
+    me: String,
+    ttl: Duration,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A fresh member id: random enough that two processes never share one.
+fn new_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+impl Cluster {
+    /// Joins the processes on the database at `at`, saying `about` itself;
+    /// leases last `ttl` unless renewed.
+    pub fn join(at: &Location, about: &str, ttl: Duration) -> Result<Cluster, StoreError> {
+        let Location::Postgres(url) = at else {
+            return Err(StoreError::NeedsPostgres("several processes"));
+        };
+        let mut cluster = Cluster {
+            db: Postgres::open(url)?,
+            me: new_id(),
+            ttl,
+        };
+        let me = cluster.me.clone();
+        cluster.db.rows(
+            "INSERT INTO members (id, about) VALUES ($1, $2)",
+            &[&me, &about],
+            |_| Ok(()),
+        )?;
+        Ok(cluster)
+    }
+
+    /// This process's id: the holder its leases name.
+    pub fn id(&self) -> &str {
+        &self.me
+    }
+
+    fn ttl_secs(&self) -> f64 {
+        self.ttl.as_secs_f64()
+    }
+
+    /// Says this process is alive and renews every lease it still holds;
+    /// returns those (a lease that ran out, say while the process was
+    /// stopped, is not renewed: it may be another's already). Decided
+    /// messages older than a day leave the inbox here.
+    pub fn heartbeat(&mut self) -> Result<Vec<Lease>, StoreError> {
+        let (me, ttl) = (self.me.clone(), self.ttl_secs());
+        self.db.rows(
+            "INSERT INTO members (id, about) VALUES ($1, '') ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+            &[&me],
+            |_| Ok(()),
+        )?;
+        self.db.rows(
+            &format!("DELETE FROM inbox WHERE decided AND received_at < now() - interval '{DECIDED_KEPT}'"),
+            &[],
+            |_| Ok(()),
+        )?;
+        let mut held = self.db.rows(
+            "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
+             WHERE holder = $1 AND expires_at > now() RETURNING key, epoch",
+            &[&me, &ttl],
+            |r| {
+                Ok(Lease {
+                    key: r.text(0)?,
+                    holder: me.clone(),
+                    epoch: r.int(1)?,
+                })
+            },
+        )?;
+        held.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(held)
+    }
+
+    /// The processes seen within a lease's length, by id.
+    pub fn members(&mut self) -> Result<Vec<Member>, StoreError> {
+        let ttl = self.ttl_secs();
+        self.db.rows(
+            "SELECT id, about FROM members WHERE seen_at > now() - make_interval(secs => $1) ORDER BY id",
+            &[&ttl],
+            |r| {
+                Ok(Member {
+                    id: r.text(0)?,
+                    about: r.text(1)?,
+                })
+            },
+        )
+    }
+
+    /// Takes `key` if nobody holds it (or its holder let it run out), with
+    /// the next epoch; `None` while another holds it. Asking again for a
+    /// lease this process holds renews it, same epoch.
+    pub fn acquire(&mut self, key: &str) -> Result<Option<Lease>, StoreError> {
+        let (me, ttl) = (self.me.clone(), self.ttl_secs());
+        let got = self.db.rows(
+            "INSERT INTO leases AS l (key, holder, epoch, expires_at)
+             VALUES ($1, $2, 1, now() + make_interval(secs => $3))
+             ON CONFLICT (key) DO UPDATE SET
+                 holder = $2,
+                 epoch = CASE WHEN l.holder = $2 AND l.expires_at > now() THEN l.epoch ELSE l.epoch + 1 END,
+                 expires_at = now() + make_interval(secs => $3)
+             WHERE l.holder IS NULL OR l.holder = $2 OR l.expires_at <= now()
+             RETURNING epoch",
+            &[&key, &me, &ttl],
+            |r| r.int(0),
+        )?;
+        Ok(got.first().map(|&epoch| Lease {
+            key: key.to_owned(),
+            holder: me.clone(),
+            epoch,
+        }))
+    }
+
+    /// Lets `lease` go at once (another may take it without waiting for it
+    /// to run out); nothing if it is no longer this process's.
+    pub fn release(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        self.db.rows(
+            "UPDATE leases SET holder = NULL, expires_at = now()
+             WHERE key = $1 AND holder = $2 AND epoch = $3",
+            &[&lease.key, &lease.holder, &lease.epoch],
+            |_| Ok(()),
+        )?;
+        Ok(())
+    }
+
+    /// One round of balancing `keys` (the partitions' lease keys) over the
+    /// live members: renews what this process holds, lets go of what is
+    /// above its share (the greatest keys first), takes free or expired
+    /// keys up to it. Run every few seconds, the processes settle on
+    /// shares that differ by one at most.
+    pub fn balance(&mut self, keys: &[String]) -> Result<Balance, StoreError> {
+        let mut held: Vec<Lease> = self
+            .heartbeat()?
+            .into_iter()
+            .filter(|l| keys.contains(&l.key))
+            .collect();
+        let members = self.members()?;
+        let live = members.len().max(1);
+        let share = keys.len().div_ceil(live);
+        let mut out = Balance::default();
+        while held.len() > share {
+            let Some(extra) = held.pop() else { break };
+            self.release(&extra)?;
+            out.released.push(extra.key);
+        }
+        if held.len() < share {
+            let me = self.me.clone();
+            let free = self.db.rows(
+                "SELECT k FROM unnest($1::text[]) AS k LEFT JOIN leases l ON l.key = k
+                 WHERE l.key IS NULL OR l.holder IS NULL OR (l.expires_at <= now() AND l.holder <> $2)",
+                &[&keys, &me],
+                |r| r.text(0),
+            )?;
+            // Start at this member's place among the members, so processes
+            // balancing at once mostly reach for different keys.
+            let place = members.iter().position(|m| m.id == me).unwrap_or(0);
+            let start = free.len() * place / live;
+            for key in free.iter().cycle().skip(start).take(free.len()) {
+                if held.len() >= share {
+                    break;
+                }
+                if let Some(lease) = self.acquire(key)? {
+                    out.gained.push(lease.clone());
+                    held.push(lease);
+                }
+            }
+        }
+        held.sort_by(|a, b| a.key.cmp(&b.key));
+        out.held = held;
+        Ok(out)
+    }
+
+    /// Leaves: every lease let go, the membership ended, so the others
+    /// take over at once instead of after the leases run out.
+    pub fn leave(&mut self) -> Result<(), StoreError> {
+        let me = self.me.clone();
+        self.db.rows(
+            "UPDATE leases SET holder = NULL, expires_at = now() WHERE holder = $1",
+            &[&me],
+            |_| Ok(()),
+        )?;
+        self.db
+            .rows("DELETE FROM members WHERE id = $1", &[&me], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// Puts `msg` in the inbox and wakes its partition's owner; `false`
+    /// when it was there already (received before, by any process).
+    pub fn put(&mut self, msg: &Message) -> Result<bool, StoreError> {
+        let part = i64::from(partition_of(&msg.room));
+        let row = MessageRow::new(msg, None);
+        let mut params = row.params().to_vec();
+        params.push(&part);
+        let woken = self.db.rows(
+            &format!(
+                "WITH put AS (
+                     INSERT INTO inbox ({MESSAGE_INSERT_COLUMNS}, part)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+                     ON CONFLICT DO NOTHING RETURNING part)
+                 SELECT pg_notify('{INBOX_CHANNEL}', part::text) FROM put"
+            ),
+            &params,
+            |_| Ok(()),
+        )?;
+        Ok(!woken.is_empty())
+    }
+
+    /// Messages waiting to be decided in `partitions`, oldest first, at most
+    /// `limit`.
+    pub fn waiting(&mut self, partitions: &[u32], limit: usize) -> Result<Vec<Message>, StoreError> {
+        let parts: Vec<i64> = partitions.iter().map(|&p| i64::from(p)).collect();
+        let mut skipped = Vec::new();
+        let read = self.db.rows(
+            &format!(
+                "SELECT room, {MESSAGE_COLUMNS} FROM inbox
+                 WHERE part = ANY($1) AND NOT decided ORDER BY seq LIMIT $2"
+            ),
+            &[&parts, &(limit as i64)],
+            |r| row::message(&RoomId::new(r.text(0)?), r, 1, &mut skipped),
+        )?;
+        for what in skipped {
+            tracing::warn!("inbox: {what} could not be read");
+        }
+        Ok(read)
+    }
+}
+
+/// Listens on `channel` of the database at `at`: every `NOTIFY` on it,
+/// until the receiver is dropped (or the connection ends: the receiver
+/// then yields `None`, and the caller listens again).
+pub fn listen(
+    at: &Location,
+    channel: &str,
+) -> Result<tokio::sync::mpsc::UnboundedReceiver<Notification>, StoreError> {
+    let Location::Postgres(url) = at else {
+        return Err(StoreError::NeedsPostgres("listening for other processes"));
+    };
+    let shown = masked(url);
+    let config: tokio_postgres::Config = url.parse().map_err(|source| StoreError::Connect {
+        url: shown.clone(),
+        source,
+    })?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+    let listen = format!("LISTEN {channel}");
+    std::thread::Builder::new()
+        .name("tactful-listen".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(StoreError::Io(e)));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let (client, mut connection) = match config.connect(NoTls).await {
+                    Ok(c) => c,
+                    Err(source) => {
+                        let _ = ready_tx.send(Err(StoreError::Connect { url: shown, source }));
+                        return;
+                    }
+                };
+                let forward = tx.clone();
+                let pump = tokio::spawn(async move {
+                    while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                        match message {
+                            Ok(AsyncMessage::Notification(n)) => {
+                                let _ = forward.send(Notification {
+                                    channel: n.channel().to_owned(),
+                                    payload: n.payload().to_owned(),
+                                });
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!("listening to the store stopped: {e}");
+                                break;
+                            }
+                        }
+                    }
+                });
+                match client.batch_execute(&listen).await {
+                    Ok(()) => {
+                        let _ = ready_tx.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(StoreError::Postgres(e)));
+                        return;
+                    }
+                }
+                // Until the receiver goes, or the connection ends.
+                tokio::select! {
+                    () = tx.closed() => {}
+                    _ = pump => {}
+                }
+                drop(client);
+            });
+        })?;
+    ready_rx
+        .recv()
+        .map_err(|_| StoreError::Io(std::io::Error::other("the listening thread stopped")))??;
+    Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_room_always_falls_in_the_same_partition_and_rooms_spread_evenly() {
+        // Fixed values: a change here would move every room of a running
+        // cluster to another owner at an upgrade.
+        assert_eq!(
+            partition_of(&RoomId::new("lobby")),
+            partition_of(&RoomId::new("lobby"))
+        );
+        let known: Vec<u32> = ["lobby", "tg:-1001234567890", "discord:42"]
+            .iter()
+            .map(|r| partition_of(&RoomId::new(*r)))
+            .collect();
+        assert_eq!(known, [51, 93, 105]);
+        let mut counts = vec![0u32; PARTITIONS as usize];
+        for i in 0..25_600 {
+            counts[partition_of(&RoomId::new(format!("tg:-100{i}"))) as usize] += 1;
+        }
+        let (min, max) = (counts.iter().min().copied(), counts.iter().max().copied());
+        assert!(
+            min >= Some(60) && max <= Some(150),
+            "100 rooms a partition on average: {min:?}..{max:?}"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! Several processes on one PostgreSQL database (each a `Cluster` on a
+//! connection of its own, as separate processes would be): leases held by
+//! one at a time and fenced by their epoch, shares balanced as processes
+//! come and go, an inbox that takes each message once and wakes its owner.
+//!
+//! Time passing is the database's: a lease "running out" is written as an
+//! operator would (`expires_at` moved into the past), not slept for.
+
+use std::time::{Duration, Instant};
+
+use tactful_core::{Message, RoomId};
+use tactful_store::testing::Schema;
+use tactful_store::{Cluster, INBOX_CHANNEL, LoadLimits, Op, Store, StoreError, partition_key, partition_of};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn join(schema: &Schema, about: &str) -> Cluster {
+    Cluster::join(&schema.location(), about, TTL).expect("joins")
+}
+
+/// What `kill -9` or a long `SIGSTOP` leaves: the process's leases and
+/// membership run out.
+fn run_out(schema: &Schema, holder: &str) {
+    schema
+        .exec(&format!(
+            "UPDATE leases SET expires_at = now() - interval '1 second' WHERE holder = '{holder}';
+             UPDATE members SET seen_at = now() - interval '1 hour' WHERE id = '{holder}';"
+        ))
+        .expect("ran out");
+}
+
+fn msg(id: &str, room: &str) -> Message {
+    Message::new(
+        id,
+        room,
+        "alice",
+        "hello",
+        tactful_core::Timestamp::from_millis(1_000),
+    )
+}
+
+#[test]
+fn a_lease_has_one_holder_until_it_runs_out_and_then_moves_with_a_new_epoch() {
+    let Some(schema) = Schema::new() else { return };
+    let (mut a, mut b) = (join(&schema, "a"), join(&schema, "b"));
+    let first = a.acquire("partition:7").expect("asks").expect("free");
+    assert_eq!((first.epoch, first.holder.as_str()), (1, a.id()));
+    assert_eq!(b.acquire("partition:7").expect("asks"), None, "held by a");
+    let again = a.acquire("partition:7").expect("asks").expect("a's own");
+    assert_eq!(again.epoch, 1, "renewing is not a change of holder");
+
+    run_out(&schema, a.id());
+    let taken = b.acquire("partition:7").expect("asks").expect("ran out");
+    assert_eq!((taken.epoch, taken.holder.as_str()), (2, b.id()));
+    assert_eq!(a.heartbeat().expect("beats"), [], "a learns it holds nothing");
+    assert_eq!(a.acquire("partition:7").expect("asks"), None, "b holds it now");
+
+    b.release(&taken).expect("released");
+    let back = a.acquire("partition:7").expect("asks").expect("let go");
+    assert_eq!(back.epoch, 3);
+}
+
+/// A process whose lease was taken over (it was stopped past its expiry,
+/// or cut off from the database) writes nothing more under it, even
+/// though it does not know yet; a lease that ran out with nobody taking
+/// it refuses its old holder too, until asked for again.
+#[test]
+fn a_fenced_out_process_cannot_write_under_its_old_epoch() {
+    let Some(schema) = Schema::new() else { return };
+    let (mut a, mut b) = (join(&schema, "a"), join(&schema, "b"));
+    let mut store_a = Store::open_at(&schema.location()).expect("opens");
+    let mut store_b = Store::open_at(&schema.location()).expect("opens");
+    let old = a.acquire("partition:1").expect("asks").expect("free");
+    store_a
+        .apply(&[Op::Fence(old.clone()), Op::Heard(msg("m1", "lobby"))])
+        .expect("a writes while it holds the lease");
+
+    run_out(&schema, a.id());
+    let err = store_a
+        .apply(&[Op::Fence(old.clone()), Op::Heard(msg("m2", "lobby"))])
+        .expect_err("ran out: refused");
+    assert!(matches!(err, StoreError::Fenced { epoch: 1, .. }), "{err}");
+    assert!(!err.is_transient(), "trying again cannot help: {err}");
+
+    let new = b.acquire("partition:1").expect("asks").expect("ran out");
+    store_b
+        .apply(&[Op::Fence(new), Op::Heard(msg("m3", "lobby"))])
+        .expect("the new holder writes");
+    let err = store_a
+        .apply(&[Op::Fence(old), Op::Heard(msg("m4", "lobby"))])
+        .expect_err("taken over: refused");
+    assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+
+    let limits = LoadLimits {
+        history: 10,
+        own_ids: 10,
+    };
+    let kept: Vec<String> = store_b.load(limits).expect("loads").rooms[0]
+        .messages
+        .iter()
+        .map(|m| m.id.to_string())
+        .collect();
+    assert_eq!(kept, ["m1", "m3"], "nothing of a refused batch was written");
+}
+
+#[test]
+fn partitions_are_shared_out_and_shared_again_when_a_process_goes() {
+    let Some(schema) = Schema::new() else { return };
+    let keys: Vec<String> = (0..12).map(partition_key).collect();
+    let mut all: Vec<Cluster> = (0..3).map(|i| join(&schema, &format!("p{i}"))).collect();
+    let settle = |all: &mut [Cluster]| -> Vec<Vec<String>> {
+        let mut last = Vec::new();
+        for _ in 0..6 {
+            last = all
+                .iter_mut()
+                .map(|c| {
+                    let b = c.balance(&keys).expect("balances");
+                    b.held.into_iter().map(|l| l.key).collect::<Vec<_>>()
+                })
+                .collect();
+        }
+        last
+    };
+    let held = settle(&mut all);
+    let counts: Vec<usize> = held.iter().map(Vec::len).collect();
+    assert_eq!(counts, [4, 4, 4], "{held:?}");
+    let mut every: Vec<&String> = held.iter().flatten().collect();
+    every.sort();
+    every.dedup();
+    assert_eq!(every.len(), 12, "each partition held once: {held:?}");
+
+    // The third is killed: its leases run out and the two others take them.
+    let gone = all.pop().expect("three");
+    run_out(&schema, gone.id());
+    let held = settle(&mut all);
+    let counts: Vec<usize> = held.iter().map(Vec::len).collect();
+    assert_eq!(counts, [6, 6], "{held:?}");
+
+    // A newcomer gets its share as the others let some go.
+    all.push(join(&schema, "p3"));
+    let held = settle(&mut all);
+    let counts: Vec<usize> = held.iter().map(Vec::len).collect();
+    assert_eq!(counts, [4, 4, 4], "{held:?}");
+
+    // Leaving lets go at once.
+    let mut leaving = all.pop().expect("three");
+    leaving.leave().expect("leaves");
+    let held = settle(&mut all);
+    assert_eq!(held.iter().map(Vec::len).collect::<Vec<_>>(), [6, 6]);
+}
+
+#[test]
+fn the_inbox_takes_a_message_once_wakes_its_owner_and_forgets_it_once_decided() {
+    let Some(schema) = Schema::new() else { return };
+    let mut wake = tactful_store::listen(&schema.location(), INBOX_CHANNEL).expect("listens");
+    let (mut a, mut b) = (join(&schema, "a"), join(&schema, "b"));
+    let room = RoomId::new("tg:-100777");
+    let part = partition_of(&room);
+    let m = msg("tg:55", room.as_str());
+    assert!(a.put(&m).expect("put"), "new");
+    assert!(
+        !b.put(&m).expect("put"),
+        "heard by a second process: already there"
+    );
+    assert!(!a.put(&m).expect("put"), "redelivered: already there");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let woken = loop {
+        match wake.try_recv() {
+            Ok(n) => break n,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("no notification: {e}"),
+        }
+    };
+    assert_eq!(woken.payload, part.to_string(), "the partition is named");
+    assert!(wake.try_recv().is_err(), "woken once, for the one new message");
+
+    let waiting = b.waiting(&[part], 10).expect("reads");
+    assert_eq!(waiting, std::slice::from_ref(&m), "the message as heard");
+    assert!(b.waiting(&[(part + 1) % 256], 10).expect("reads").is_empty());
+
+    let owner = b.acquire(&partition_key(part)).expect("asks").expect("free");
+    let mut store = Store::open_at(&schema.location()).expect("opens");
+    store
+        .apply(&[
+            Op::Fence(owner),
+            Op::Heard(m.clone()),
+            Op::Decided {
+                room: room.clone(),
+                id: m.id.clone(),
+            },
+        ])
+        .expect("decided");
+    assert!(b.waiting(&[part], 10).expect("reads").is_empty(), "decided once");
+    assert!(
+        !a.put(&m).expect("put"),
+        "a redelivery after the decision is still known"
+    );
+}
+
+#[test]
+fn the_cluster_needs_postgres() {
+    let dir = tempfile::tempdir().expect("dir");
+    let at = tactful_store::Location::File(dir.path().join("t.db"));
+    let err = Cluster::join(&at, "x", TTL).expect_err("SQLite");
+    assert!(err.to_string().contains("needs a PostgreSQL store"), "{err}");
+    let mut store = Store::open_at(&at).expect("opens");
+    let err = store
+        .apply(&[Op::Decided {
+            room: "lobby".into(),
+            id: "m1".into(),
+        }])
+        .expect_err("no inbox in SQLite");
+    assert!(matches!(err, StoreError::NeedsPostgres(_)), "{err}");
+}
