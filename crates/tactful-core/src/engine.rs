@@ -52,6 +52,7 @@ mod budget;
 mod decide;
 mod floor;
 mod gate;
+mod hand_over;
 mod hooked;
 mod live_personas;
 mod live_policy;

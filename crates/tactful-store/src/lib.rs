@@ -213,7 +213,18 @@ impl Store {
     /// are skipped, each with a warning naming it (see
     /// [`Restored::skipped`]).
     pub fn load(&mut self, limits: LoadLimits) -> Result<Restored, StoreError> {
-        Restored::read(self.inner.as_mut(), limits)
+        Restored::read(self.inner.as_mut(), limits, &|_| true)
+    }
+
+    /// [`Store::load`] for the rooms `wanted` keeps only: what a process
+    /// that takes over some partitions of a shared database reads back
+    /// (their rooms, turns, unsent replies and placeholders).
+    pub fn load_rooms(
+        &mut self,
+        limits: LoadLimits,
+        wanted: &dyn Fn(&RoomId) -> bool,
+    ) -> Result<Restored, StoreError> {
+        Restored::read(self.inner.as_mut(), limits, wanted)
     }
 
     /// Streaming placeholders still on record (a platform that hands out

@@ -126,7 +126,11 @@ impl Restored {
     /// Reads back what the engine needs after a restart from `store`.
     /// Unreadable rows are skipped, each with a warning naming it (see
     /// [`Restored::skipped`]).
-    pub(crate) fn read(store: &mut dyn Backend, limits: LoadLimits) -> Result<Restored, StoreError> {
+    pub(crate) fn read(
+        store: &mut dyn Backend,
+        limits: LoadLimits,
+        wanted: &dyn Fn(&RoomId) -> bool,
+    ) -> Result<Restored, StoreError> {
         let mut skipped = Vec::new();
         let counters = store
             .counters_json()?
@@ -139,15 +143,23 @@ impl Restored {
             });
         let mut rooms = Vec::new();
         for name in store.room_names()? {
-            rooms.push(read_room(store, RoomId::new(name), limits, &mut skipped)?);
+            let room = RoomId::new(name);
+            if wanted(&room) {
+                rooms.push(read_room(store, room, limits, &mut skipped)?);
+            }
         }
-        let pending = pending_turns(store, &mut skipped)?;
+        let mut pending = pending_turns(store, wanted, &mut skipped)?;
+        pending.retain(|p| wanted(&p.turn.room));
+        let mut unsent = store.unsent()?;
+        unsent.retain(|u| wanted(&u.out.room));
+        let mut placeholders = store.placeholders()?;
+        placeholders.retain(|p| wanted(&p.room));
         let restored = Restored {
             counters,
             rooms,
             pending,
-            unsent: store.unsent()?,
-            placeholders: store.placeholders()?,
+            unsent,
+            placeholders,
             skipped,
         };
         for what in &restored.skipped {
@@ -200,9 +212,16 @@ fn read_room(
     })
 }
 
-fn pending_turns(store: &mut dyn Backend, skipped: &mut Vec<String>) -> Result<Vec<Pending>, StoreError> {
+fn pending_turns(
+    store: &mut dyn Backend,
+    wanted: &dyn Fn(&RoomId) -> bool,
+    skipped: &mut Vec<String>,
+) -> Result<Vec<Pending>, StoreError> {
     let mut out = Vec::new();
     for row in store.pending_rows()? {
+        if !wanted(&RoomId::new(row.room.as_str())) {
+            continue;
+        }
         let msgs: Vec<String> = match serde_json::from_str(&row.msgs) {
             Ok(m) => m,
             Err(e) => {

@@ -90,6 +90,13 @@ fn a_fenced_out_process_cannot_write_under_its_old_epoch() {
         .apply(&[Op::Fence(old), Op::Heard(msg("m4", "lobby"))])
         .expect_err("taken over: refused");
     assert!(matches!(err, StoreError::Fenced { .. }), "{err}");
+    // The refused batch was rolled back: the connection goes on.
+    store_a
+        .apply(&[Op::PlatformState {
+            key: "k".into(),
+            value: "v".into(),
+        }])
+        .expect("a write under no lease still goes through");
 
     let limits = LoadLimits {
         history: 10,
@@ -195,6 +202,26 @@ fn the_inbox_takes_a_message_once_wakes_its_owner_and_forgets_it_once_decided() 
     assert!(
         !a.put(&m).expect("put"),
         "a redelivery after the decision is still known"
+    );
+}
+
+#[test]
+fn each_process_numbers_from_a_block_of_its_own() {
+    let Some(schema) = Schema::new() else { return };
+    let (mut a, mut b) = (join(&schema, "a"), join(&schema, "b"));
+    let blocks = [
+        a.id_block().expect("a block"),
+        b.id_block().expect("a block"),
+        a.id_block().expect("a block"),
+    ];
+    assert!(blocks.iter().all(|&n| n > 0), "{blocks:?}");
+    let mut distinct = blocks.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "never the same block twice: {blocks:?}");
+    assert!(
+        blocks.windows(2).all(|w| w[0].abs_diff(w[1]) >= 1 << 40),
+        "{blocks:?}"
     );
 }
 

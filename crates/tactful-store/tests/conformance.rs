@@ -551,6 +551,96 @@ fn the_console_reads_rooms_decisions_and_messages(place: &Place) {
     assert_eq!(ids, ["docs:3", "h4", "docs:4"], "the last three, oldest first");
 }
 
+/// A process that takes over some rooms reads back those rooms only:
+/// their messages, running turns and unsent replies.
+fn some_rooms_are_read_back_without_the_others(place: &Place) {
+    let mut e = engine();
+    let mut store = place.open();
+    for room in ["lobby", "kitchen"] {
+        let mut ops = hear(
+            &mut e,
+            Message::new(format!("{room}-1"), room, "alice", "@docs hi", at(1)),
+            "hello",
+            false,
+        );
+        ops.push(Op::TurnStarted(PendingTurn {
+            turn: tactful_core::TurnId(if room == "lobby" { 40 } else { 41 }),
+            kind: TurnKind::Reply,
+            room: room.into(),
+            persona: "docs".into(),
+            msgs: vec![MsgId::new(format!("{room}-1"))],
+            addressed: true,
+        }));
+        store.apply(&ops).expect("saved");
+    }
+    let kitchen = store
+        .load_rooms(LIMITS, &|r| r.as_str() == "kitchen")
+        .expect("loads");
+    let rooms: Vec<&str> = kitchen.rooms.iter().map(|r| r.room.as_str()).collect();
+    assert_eq!(rooms, ["kitchen"]);
+    assert_eq!(kitchen.pending.len(), 1);
+    assert_eq!(kitchen.pending[0].turn.turn.0, 41);
+    assert!(kitchen.unsent.iter().all(|u| u.out.room.as_str() == "kitchen"));
+    assert_eq!(kitchen.unsent.len(), 1);
+    assert_eq!(store.load(LIMITS).expect("loads").rooms.len(), 2);
+}
+
+/// One batch is applied in order, however long: a turn started and ended
+/// in it is not left running, an edit lands on the message inserted just
+/// before it, a delivery on the reply saved before it.
+fn a_long_batch_is_applied_in_order(place: &Place) {
+    let mut ops = Vec::new();
+    for n in 0..150u64 {
+        ops.push(Op::TurnStarted(PendingTurn {
+            turn: tactful_core::TurnId(n),
+            kind: TurnKind::Reply,
+            room: "lobby".into(),
+            persona: "docs".into(),
+            msgs: vec![MsgId::new("h1")],
+            addressed: true,
+        }));
+        if n % 3 != 0 {
+            ops.push(Op::TurnEnded(tactful_core::TurnId(n)));
+        }
+        let id = format!("w{n}");
+        ops.push(Op::Shown {
+            msg: shown(&id, None, "…"),
+            keep: 1000,
+        });
+        ops.push(Op::ShownEdit {
+            room: "lobby".into(),
+            id: MsgId::new(id.as_str()),
+            text: format!("text {n}"),
+        });
+        if n % 2 == 0 {
+            ops.push(Op::ShownDelete {
+                room: "lobby".into(),
+                id: MsgId::new(id.as_str()),
+            });
+        }
+    }
+    let mut e = engine();
+    ops.extend(hear(
+        &mut e,
+        Message::new("h1", "lobby", "alice", "@docs hi", at(1)),
+        "hello",
+        true,
+    ));
+    let mut store = place.open();
+    store.apply(&ops).expect("saved");
+    let r = store.load(LIMITS).expect("loads");
+    assert_eq!(r.pending.len(), 50, "turns 0, 3, 6… still run; the others ended");
+    assert!(r.unsent.is_empty(), "the reply's delivery came after it");
+    let shown = store.shown(1000).expect("reads");
+    assert_eq!(shown.len(), 75, "the odd ones are left");
+    assert!(
+        shown
+            .iter()
+            .all(|m| m.text == format!("text {}", &m.id.as_str()[1..])),
+        "each edit landed"
+    );
+}
+
 conformance!(
     a_reopened_store_gives_back_the_transcript_outbox_and_turns,
     a_pending_ambient_buffer_survives_and_flushes_after_its_deadline,
@@ -563,4 +653,6 @@ conformance!(
     the_store_id_and_platform_state_are_kept,
     a_message_or_reply_saved_twice_is_kept_once,
     the_console_reads_rooms_decisions_and_messages,
+    some_rooms_are_read_back_without_the_others,
+    a_long_batch_is_applied_in_order,
 );

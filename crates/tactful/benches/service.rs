@@ -10,6 +10,10 @@
 //!
 //! Under `cargo test`/`cargo nextest` the same code runs as a small smoke
 //! test (a few hundred messages, 500 rooms), so the benchmark cannot rot.
+//!
+//! `TACTFUL_BENCH_STORE_URL=postgres://…` runs it on a PostgreSQL store
+//! instead of the SQLite file (a schema of its own in that database is
+//! best: `?options=-csearch_path%3Dbench`; the bench's rows stay there).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -90,8 +94,12 @@ type Pending = Arc<Mutex<HashMap<u64, Instant>>>;
 async fn measure(load: Load, bench: bool) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("tactful.toml");
-    std::fs::write(&path, CONFIG).expect("config");
-    let config = Config::parse(CONFIG, &path, &|_| None).expect("valid config");
+    let text = match std::env::var("TACTFUL_BENCH_STORE_URL") {
+        Ok(url) => CONFIG.replace("path = \"bench.db\"", &format!("url = {url:?}")),
+        Err(_) => CONFIG.to_owned(),
+    };
+    std::fs::write(&path, &text).expect("config");
+    let config = Config::parse(&text, &path, &|_| None).expect("valid config");
     let service = Service::start(&config).await.expect("the service starts");
     let web = service.listening.web.expect("the bench config has a web room");
     let ws_url = format!("ws://{web}/ws");

@@ -25,10 +25,11 @@ use tactful_core::{Message, RoomId};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::Postgres;
-use super::write::{MESSAGE_INSERT_COLUMNS, MessageRow};
+use super::write::{MESSAGE_INSERT_COLUMNS, MessageRow, Value};
 use crate::location::masked;
 use crate::row::{self, MESSAGE_COLUMNS, Row};
 use crate::{Location, StoreError};
+use tokio_postgres::types::ToSql;
 
 /// How many partitions rooms are spread over: fixed, so every process and
 /// every version agrees where a room belongs.
@@ -36,6 +37,9 @@ pub const PARTITIONS: u32 = 256;
 
 /// The `NOTIFY` channel that says a partition has a message waiting.
 pub const INBOX_CHANNEL: &str = "tactful_inbox";
+
+/// How many ids a block holds, as a power of two (see [`Cluster::id_block`]).
+const ID_BLOCK_BITS: u32 = 40;
 
 /// How long decided messages are kept in the inbox, so a platform's late
 /// redelivery is still recognised.
@@ -145,6 +149,15 @@ impl Cluster {
             |_| Ok(()),
         )?;
         Ok(cluster)
+    }
+
+    /// The first id of a block no other process has: an engine that starts
+    /// its counters there (turns, reply ids) never hands out an id another
+    /// process's engine does, whichever rooms move between them. A block is
+    /// 2^40 ids.
+    pub fn id_block(&mut self) -> Result<u64, StoreError> {
+        let n = self.db.rows("SELECT nextval('id_blocks')", &[], |r| r.int(0))?;
+        Ok(n.first().map_or(0, |&n| (n.max(0) as u64) << ID_BLOCK_BITS))
     }
 
     /// This process's id: the holder its leases name.
@@ -304,9 +317,9 @@ impl Cluster {
     /// when it was there already (received before, by any process).
     pub fn put(&mut self, msg: &Message) -> Result<bool, StoreError> {
         let part = i64::from(partition_of(&msg.room));
-        let row = MessageRow::new(msg, None);
-        let mut params = row.params().to_vec();
-        params.push(&part);
+        let mut values = MessageRow::new(msg, None).values();
+        values.push(Value::Int(part));
+        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         let woken = self.db.rows(
             &format!(
                 "WITH put AS (

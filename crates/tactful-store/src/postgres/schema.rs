@@ -164,6 +164,26 @@ CREATE TABLE inbox (
     UNIQUE (room, id)
 );
 CREATE INDEX inbox_waiting ON inbox (part, seq) WHERE NOT decided;
+
+-- A batch written under a lease starts here: the lease row is locked for
+-- the batch (a takeover waits for it to end), and a lease that is not the
+-- writer's, unexpired, with this epoch aborts the batch (SQLSTATE TF001).
+CREATE FUNCTION tactful_fence(lease TEXT, writer TEXT, at_epoch BIGINT) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM leases
+    WHERE key = lease AND holder = writer AND epoch = at_epoch AND expires_at > now()
+    FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the lease % is no longer held at epoch %', lease, at_epoch
+            USING ERRCODE = 'TF001';
+    END IF;
+END
+$$;
+
+-- Each process's engine numbers its turns and replies from a block of its
+-- own, so two processes never hand out the same id.
+CREATE SEQUENCE id_blocks START 1;
 ",
 ];
 

@@ -3,18 +3,92 @@
 
 use std::collections::HashMap;
 
+use bytes::BytesMut;
 use tactful_core::{Message, MsgId, PersonaId, ThreadId};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{Statement, Transaction};
+use tokio_postgres::types::{IsNull, ToSql, Type, to_sql_checked};
+use tokio_postgres::{Client, Statement};
 
-use super::Params;
 use crate::StoreError;
 use crate::calls::to_i64;
 use crate::ops::{Op, kind_name, mentions_json, to_json};
 use crate::shown::add_reaction;
 
+/// A parameter, owned: a batch's statements are all queued before any is
+/// sent, so their values outlive the code that made them.
+#[derive(Debug)]
+pub(crate) enum Value {
+    Text(String),
+    Int(i64),
+    Bool(bool),
+    Null,
+}
+
+impl ToSql for Value {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        match self {
+            Value::Text(s) => s.to_sql(ty, out),
+            Value::Int(n) => n.to_sql(ty, out),
+            Value::Bool(b) => b.to_sql(ty, out),
+            Value::Null => Ok(IsNull::Yes),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <String as ToSql>::accepts(ty) || <i64 as ToSql>::accepts(ty) || <bool as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// What can be a [`Value`]; `vals!` takes each argument by reference.
+pub(crate) trait ToValue {
+    fn to_value(&self) -> Value;
+}
+
+impl ToValue for &str {
+    fn to_value(&self) -> Value {
+        Value::Text((*self).to_owned())
+    }
+}
+impl ToValue for String {
+    fn to_value(&self) -> Value {
+        Value::Text(self.clone())
+    }
+}
+impl ToValue for &String {
+    fn to_value(&self) -> Value {
+        Value::Text((*self).clone())
+    }
+}
+impl ToValue for i64 {
+    fn to_value(&self) -> Value {
+        Value::Int(*self)
+    }
+}
+impl ToValue for bool {
+    fn to_value(&self) -> Value {
+        Value::Bool(*self)
+    }
+}
+impl<T: ToValue> ToValue for Option<T> {
+    fn to_value(&self) -> Value {
+        self.as_ref().map_or(Value::Null, ToValue::to_value)
+    }
+}
+
+/// The parameters of one statement, each taken by reference.
+macro_rules! vals {
+    ($($e:expr),* $(,)?) => {
+        vec![$(ToValue::to_value(&$e)),*]
+    };
+}
+
 /// The columns a message is written with (`messages`, `inbox`), in the
-/// order of [`MessageRow::params`].
+/// order of [`MessageRow::values`].
 pub(crate) const MESSAGE_INSERT_COLUMNS: &str = "room, id, sender_id, sender_name, is_bot, persona, text, \
      reply_to, thread, mentions, is_dm, dm_to, time, sender_handle";
 
@@ -53,35 +127,86 @@ impl<'a> MessageRow<'a> {
         }
     }
 
-    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 14] {
-        [
-            &self.text[0],
-            &self.text[1],
-            &self.text[2],
-            &self.text[3],
-            &self.flags[0],
-            &self.opt[0],
-            &self.text[4],
-            &self.opt[1],
-            &self.opt[2],
-            &self.mentions,
-            &self.flags[1],
-            &self.opt[3],
-            &self.time,
-            &self.opt[4],
+    /// The values, in the order of [`MESSAGE_INSERT_COLUMNS`].
+    pub(crate) fn values(&self) -> Vec<Value> {
+        vals![
+            self.text[0],
+            self.text[1],
+            self.text[2],
+            self.text[3],
+            self.flags[0],
+            self.opt[0],
+            self.text[4],
+            self.opt[1],
+            self.opt[2],
+            self.mentions,
+            self.flags[1],
+            self.opt[3],
+            self.time,
+            self.opt[4],
         ]
     }
 }
 
-/// One batch's transaction and the connection's prepared statements.
-pub(crate) struct Writer<'a, 't> {
-    tx: &'a Transaction<'t>,
-    prepared: &'a mut HashMap<String, Statement>,
+/// The SQLSTATE `tactful_fence` raises for a lease no longer held.
+pub(crate) const FENCED: &str = "TF001";
+
+/// A statement queued in a batch.
+struct Step {
+    sql: String,
+    params: Vec<Value>,
+    /// A fence's lease, to name it when the statement fails with [`FENCED`].
+    fence: Option<(String, i64)>,
 }
 
-impl<'a, 't> Writer<'a, 't> {
-    pub(crate) fn new(tx: &'a Transaction<'t>, prepared: &'a mut HashMap<String, Statement>) -> Self {
-        Writer { tx, prepared }
+/// One batch's transaction and the connection's prepared statements.
+///
+/// Statements are queued and sent together: tokio-postgres pipelines the
+/// queries of futures polled at once, sending them in the order they are
+/// first polled (the order they were queued), and the server runs them in
+/// that order. A batch of dozens of statements is then one round trip
+/// instead of dozens (BENCHMARKS.md). A read whose answer decides what to
+/// write (a reaction) waits for what was queued before it.
+pub(crate) struct Writer<'a> {
+    tx: &'a Client,
+    prepared: &'a mut HashMap<String, Statement>,
+    queued: Vec<Step>,
+}
+
+impl<'a> Writer<'a> {
+    /// A batch on `client`: `BEGIN` is queued, to go with the first
+    /// statements.
+    pub(crate) fn new(client: &'a Client, prepared: &'a mut HashMap<String, Statement>) -> Self {
+        let mut w = Writer {
+            tx: client,
+            prepared,
+            queued: Vec::new(),
+        };
+        w.exec("BEGIN", Vec::new());
+        w
+    }
+
+    /// Queues `COMMIT` and sends the rest of the batch with it: the whole
+    /// batch in one round trip when nothing in it had to wait. A batch
+    /// that failed part way is rolled back (a failed statement aborts the
+    /// transaction, and the `COMMIT` after it becomes a rollback; an error
+    /// before the `COMMIT` was sent is followed by a `ROLLBACK`).
+    pub(crate) async fn commit(mut self, ops: &[Op]) -> Result<(), StoreError> {
+        let mut written = Ok(());
+        for op in ops {
+            written = self.apply_one(op).await;
+            if written.is_err() {
+                break;
+            }
+        }
+        if written.is_ok() {
+            self.exec("COMMIT", Vec::new());
+            written = self.flush().await;
+        }
+        if written.is_err() && !self.tx.is_closed() {
+            let _ = self.tx.batch_execute("ROLLBACK").await;
+        }
+        written
     }
 
     async fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
@@ -93,39 +218,78 @@ impl<'a, 't> Writer<'a, 't> {
         Ok(s)
     }
 
-    async fn exec(&mut self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
-        let s = self.statement(sql).await?;
-        Ok(self.tx.execute(&s, params).await?)
+    fn exec(&mut self, sql: &str, params: Vec<Value>) {
+        self.queued.push(Step {
+            sql: sql.to_owned(),
+            params,
+            fence: None,
+        });
     }
 
-    async fn insert_message(&mut self, m: &Message, persona: Option<&PersonaId>) -> Result<(), StoreError> {
+    /// Sends everything queued (preparing what this connection has not
+    /// prepared yet, also in one round trip) and checks the fences.
+    pub(crate) async fn flush(&mut self) -> Result<(), StoreError> {
+        let steps = std::mem::take(&mut self.queued);
+        if steps.is_empty() {
+            return Ok(());
+        }
+        let mut missing: Vec<&str> = steps
+            .iter()
+            .map(|s| s.sql.as_str())
+            .filter(|sql| !self.prepared.contains_key(*sql))
+            .collect();
+        missing.sort_unstable();
+        missing.dedup();
+        let tx = self.tx;
+        let made = futures_util::future::try_join_all(missing.iter().map(|sql| tx.prepare(sql))).await?;
+        for (sql, statement) in missing.into_iter().zip(made) {
+            self.prepared.insert(sql.to_owned(), statement);
+        }
+        let prepared = &*self.prepared;
+        let results = futures_util::future::try_join_all(steps.iter().map(|step| async move {
+            let params: Vec<&(dyn ToSql + Sync)> =
+                step.params.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
+            let statement = prepared
+                .get(&step.sql)
+                .ok_or_else(|| StoreError::Io(std::io::Error::other("a statement was not prepared")))?;
+            tx.query(statement, &params).await.map_err(|e| match &step.fence {
+                Some((key, epoch)) if e.code().is_some_and(|c| c.code() == FENCED) => StoreError::Fenced {
+                    key: key.clone(),
+                    epoch: *epoch,
+                },
+                _ => StoreError::Postgres(e),
+            })
+        }))
+        .await?;
+        drop(results);
+        Ok(())
+    }
+
+    fn insert_message(&mut self, m: &Message, persona: Option<&PersonaId>) {
         let row = MessageRow::new(m, persona);
         self.exec(
             &format!("INSERT INTO messages ({MESSAGE_INSERT_COLUMNS}) VALUES ({MESSAGE_VALUES}) ON CONFLICT DO NOTHING"),
-            &row.params(),
-        )
-        .await?;
-        Ok(())
+            row.values(),
+        );
     }
 
     pub(crate) async fn apply_one(&mut self, op: &Op) -> Result<(), StoreError> {
         match op {
-            Op::Heard(m) => self.insert_message(m, None).await?,
+            Op::Heard(m) => self.insert_message(m, None),
             Op::Reply { out, heard } => {
-                self.insert_message(heard, Some(&out.persona)).await?;
+                self.insert_message(heard, Some(&out.persona));
                 self.exec(
                     "INSERT INTO outbox (room, local_id, turn, kind, persona, notice)
                      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                    &[
-                        &out.room.as_str(),
-                        &out.id.as_str(),
-                        &(out.turn.0 as i64),
-                        &kind_name(out.kind),
-                        &out.persona.as_str(),
-                        &out.notice,
+                    vals![
+                        out.room.as_str(),
+                        out.id.as_str(),
+                        (out.turn.0 as i64),
+                        kind_name(out.kind),
+                        out.persona.as_str(),
+                        out.notice
                     ],
-                )
-                .await?;
+                );
             }
             Op::PartDelivered {
                 room,
@@ -133,14 +297,9 @@ impl<'a, 't> Writer<'a, 't> {
                 part,
                 platform,
             } => {
-                self.exec(
-                    "UPDATE outbox SET parts_done = greatest(parts_done, $3) WHERE room = $1 AND local_id = $2",
-                    &[&room.as_str(), &local.as_str(), &(*part as i64 + 1)],
-                )
-                .await?;
+                self.exec("UPDATE outbox SET parts_done = greatest(parts_done, $3) WHERE room = $1 AND local_id = $2", vals![room.as_str(), local.as_str(), (*part as i64 + 1)]);
                 if *part == 0 {
-                    self.set_platform_id(room.as_str(), local.as_str(), platform.as_str())
-                        .await?;
+                    self.set_platform_id(room.as_str(), local.as_str(), platform.as_str());
                 }
             }
             Op::Delivered {
@@ -150,11 +309,9 @@ impl<'a, 't> Writer<'a, 't> {
             } => {
                 self.exec(
                     "UPDATE outbox SET delivered = true WHERE room = $1 AND local_id = $2",
-                    &[&room.as_str(), &local.as_str()],
-                )
-                .await?;
-                self.set_platform_id(room.as_str(), local.as_str(), platform.as_str())
-                    .await?;
+                    vals![room.as_str(), local.as_str()],
+                );
+                self.set_platform_id(room.as_str(), local.as_str(), platform.as_str());
             }
             Op::Placeholder {
                 turn,
@@ -166,45 +323,40 @@ impl<'a, 't> Writer<'a, 't> {
                     "INSERT INTO placeholders (turn, room, persona, platform_id) VALUES ($1, $2, $3, $4)
                      ON CONFLICT (turn) DO UPDATE SET room = excluded.room, persona = excluded.persona,
                          platform_id = excluded.platform_id",
-                    &[&(turn.0 as i64), &room.as_str(), &persona.as_str(), &id.as_str()],
-                )
-                .await?;
+                    vals![(turn.0 as i64), room.as_str(), persona.as_str(), id.as_str()],
+                );
             }
             Op::PlaceholderGone(turn) => {
-                self.exec("DELETE FROM placeholders WHERE turn = $1", &[&(turn.0 as i64)])
-                    .await?;
+                self.exec("DELETE FROM placeholders WHERE turn = $1", vals![(turn.0 as i64)]);
             }
             Op::Decision(d) => {
                 self.exec(
                     "INSERT INTO decisions (at, room, msg, persona, outcome, reason, turn)
                      VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                    &[
-                        &(d.at.as_millis() as i64),
-                        &d.room.as_str(),
-                        &d.msg.as_str(),
-                        &d.persona.as_str(),
-                        &d.outcome.as_str(),
-                        &d.reason.as_str(),
-                        &d.turn.map(|t| t.0 as i64),
+                    vals![
+                        (d.at.as_millis() as i64),
+                        d.room.as_str(),
+                        d.msg.as_str(),
+                        d.persona.as_str(),
+                        d.outcome.as_str(),
+                        d.reason.as_str(),
+                        d.turn.map(|t| t.0 as i64)
                     ],
-                )
-                .await?;
+                );
             }
             Op::Snapshot(room, snapshot) => {
                 self.exec(
                     "INSERT INTO snapshots (room, json) VALUES ($1, $2)
                      ON CONFLICT (room) DO UPDATE SET json = excluded.json",
-                    &[&room.as_str(), &to_json(snapshot)],
-                )
-                .await?;
+                    vals![room.as_str(), to_json(snapshot)],
+                );
             }
             Op::Counters(c) => {
                 self.exec(
                     "INSERT INTO counters (id, json) VALUES (0, $1)
                      ON CONFLICT (id) DO UPDATE SET json = excluded.json",
-                    &[&to_json(c)],
-                )
-                .await?;
+                    vals![to_json(c)],
+                );
             }
             Op::TurnStarted(t) => {
                 let msgs: Vec<&str> = t.msgs.iter().map(MsgId::as_str).collect();
@@ -213,68 +365,67 @@ impl<'a, 't> Writer<'a, 't> {
                      VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (turn) DO UPDATE SET kind = excluded.kind, room = excluded.room,
                          persona = excluded.persona, msgs = excluded.msgs, addressed = excluded.addressed",
-                    &[
-                        &(t.turn.0 as i64),
-                        &kind_name(t.kind),
-                        &t.room.as_str(),
-                        &t.persona.as_str(),
-                        &to_json(&msgs),
-                        &t.addressed,
+                    vals![
+                        (t.turn.0 as i64),
+                        kind_name(t.kind),
+                        t.room.as_str(),
+                        t.persona.as_str(),
+                        to_json(&msgs),
+                        t.addressed
                     ],
-                )
-                .await?;
+                );
             }
             Op::TurnEnded(turn) => {
-                self.exec("DELETE FROM pending_turns WHERE turn = $1", &[&(turn.0 as i64)])
-                    .await?;
+                self.exec(
+                    "DELETE FROM pending_turns WHERE turn = $1",
+                    vals![(turn.0 as i64)],
+                );
             }
             Op::PlatformState { key, value } => {
                 self.exec(
                     "INSERT INTO platform_state (key, value) VALUES ($1, $2)
                      ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    &[key, value],
-                )
-                .await?;
+                    vals![key, value],
+                );
             }
             Op::Shown { msg: m, keep } => {
                 self.exec(
                     "INSERT INTO shown (room, id, key, sender_id, sender_name, is_bot, text, reply_to, time)
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
-                    &[
-                        &m.room.as_str(),
-                        &m.id.as_str(),
-                        &m.key,
-                        &m.sender.as_str(),
-                        &m.sender_name,
-                        &m.is_bot,
-                        &m.text,
-                        &m.reply_to.as_ref().map(MsgId::as_str),
-                        &(m.time.as_millis() as i64),
+                    vals![
+                        m.room.as_str(),
+                        m.id.as_str(),
+                        m.key,
+                        m.sender.as_str(),
+                        m.sender_name,
+                        m.is_bot,
+                        m.text,
+                        m.reply_to.as_ref().map(MsgId::as_str),
+                        (m.time.as_millis() as i64)
                     ],
-                )
-                .await?;
+                );
                 self.exec(
                     "DELETE FROM shown WHERE room = $1 AND seq <= (
                          SELECT seq FROM shown WHERE room = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)",
-                    &[&m.room.as_str(), &(keep.max(&1).to_owned() as i64)],
-                )
-                .await?;
+                    vals![m.room.as_str(), (keep.max(&1).to_owned() as i64)],
+                );
             }
             Op::ShownEdit { room, id, text } => {
                 self.exec(
                     "UPDATE shown SET text = $3 WHERE room = $1 AND id = $2",
-                    &[&room.as_str(), &id.as_str(), text],
-                )
-                .await?;
+                    vals![room.as_str(), id.as_str(), text],
+                );
             }
             Op::ShownDelete { room, id } => {
                 self.exec(
                     "DELETE FROM shown WHERE room = $1 AND id = $2",
-                    &[&room.as_str(), &id.as_str()],
-                )
-                .await?;
+                    vals![room.as_str(), id.as_str()],
+                );
             }
             Op::ShownReact { room, id, emoji, by } => {
+                // What to write depends on what is there: the writes before
+                // it go first.
+                self.flush().await?;
                 let s = self
                     .statement("SELECT reactions FROM shown WHERE room = $1 AND id = $2 FOR UPDATE")
                     .await?;
@@ -285,26 +436,24 @@ impl<'a, 't> Writer<'a, 't> {
                 if let Some(json) = add_reaction(stored.as_deref(), emoji, by) {
                     self.exec(
                         "UPDATE shown SET reactions = $3 WHERE room = $1 AND id = $2",
-                        &[&room.as_str(), &id.as_str(), &json],
-                    )
-                    .await?;
+                        vals![room.as_str(), id.as_str(), json],
+                    );
                 }
             }
             Op::CallStarted(c) => {
                 self.exec(
                     "INSERT INTO calls (turn, kind, room, persona, agent, msg, started)
                      VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-                    &[
-                        &(c.turn.0 as i64),
-                        &kind_name(c.kind),
-                        &c.room.as_str(),
-                        &c.persona.as_str(),
-                        &c.agent,
-                        &c.msg,
-                        &(c.at.as_millis() as i64),
+                    vals![
+                        (c.turn.0 as i64),
+                        kind_name(c.kind),
+                        c.room.as_str(),
+                        c.persona.as_str(),
+                        c.agent,
+                        c.msg,
+                        (c.at.as_millis() as i64)
                     ],
-                )
-                .await?;
+                );
             }
             Op::CallEnded(e) => {
                 self.exec(
@@ -317,63 +466,49 @@ impl<'a, 't> Writer<'a, 't> {
                          completion_tokens = coalesce(completion_tokens, $6),
                          cached_tokens = coalesce(cached_tokens, $7)
                      WHERE turn = $1",
-                    &[
-                        &(e.turn.0 as i64),
-                        &e.at.map(|t| t.as_millis() as i64),
-                        &e.outcome,
-                        &e.error,
-                        &e.prompt_tokens.map(to_i64),
-                        &e.completion_tokens.map(to_i64),
-                        &e.cached_tokens.map(to_i64),
+                    vals![
+                        (e.turn.0 as i64),
+                        e.at.map(|t| t.as_millis() as i64),
+                        e.outcome,
+                        e.error,
+                        e.prompt_tokens.map(to_i64),
+                        e.completion_tokens.map(to_i64),
+                        e.cached_tokens.map(to_i64)
                     ],
-                )
-                .await?;
+                );
             }
             Op::Fence(lease) => {
-                // FOR SHARE: a takeover (an UPDATE of this row) waits until
-                // this batch is committed or rolled back, so it is ordered
-                // entirely before the new holder's first write.
-                let s = self
-                    .statement(
-                        "SELECT 1 FROM leases WHERE key = $1 AND holder = $2 AND epoch = $3
-                         AND expires_at > now() FOR SHARE",
-                    )
-                    .await?;
-                let held = self
-                    .tx
-                    .query_opt(&s, &[&lease.key, &lease.holder, &lease.epoch])
-                    .await?;
-                if held.is_none() {
-                    return Err(StoreError::Fenced {
-                        key: lease.key.clone(),
-                        epoch: lease.epoch,
-                    });
-                }
+                // `tactful_fence` (schema.rs) locks the lease row FOR SHARE:
+                // a takeover (an UPDATE of it) waits until this batch is
+                // committed or rolled back, so it is ordered entirely before
+                // the new holder's first write. Where the lease is not
+                // held it raises FENCED, which aborts the transaction.
+                self.queued.push(Step {
+                    sql: "SELECT tactful_fence($1, $2, $3)".to_owned(),
+                    params: vals![lease.key, lease.holder, lease.epoch],
+                    fence: Some((lease.key.clone(), lease.epoch)),
+                });
             }
             Op::Decided { room, id } => {
                 self.exec(
                     "UPDATE inbox SET decided = true WHERE room = $1 AND id = $2",
-                    &[&room.as_str(), &id.as_str()],
-                )
-                .await?;
+                    vals![room.as_str(), id.as_str()],
+                );
             }
             Op::CallsInterrupted => {
                 self.exec(
                     "UPDATE calls SET outcome = 'interrupted' WHERE ended IS NULL AND outcome IS NULL",
-                    &[],
-                )
-                .await?;
+                    vals![],
+                );
             }
         }
         Ok(())
     }
 
-    async fn set_platform_id(&mut self, room: &str, local: &str, platform: &str) -> Result<(), StoreError> {
+    fn set_platform_id(&mut self, room: &str, local: &str, platform: &str) {
         self.exec(
             "UPDATE messages SET platform_id = $3 WHERE room = $1 AND id = $2",
-            &[&room, &local, &platform],
-        )
-        .await?;
-        Ok(())
+            vals![room, local, platform],
+        );
     }
 }
