@@ -152,6 +152,20 @@ impl StoreError {
     }
 }
 
+/// 16 hex digits no other store or process is likely to have: the
+/// standard library's random hasher keys, the time and the process id.
+pub(crate) fn random_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
 /// Where the service keeps its state, opened for writing.
 pub struct Store {
     inner: Box<dyn Backend>,
@@ -244,22 +258,13 @@ impl Store {
     /// store, so a fresh store (`:memory:`, a new file) never reuses the key
     /// of a message another store's tactful sent.
     pub fn id(&mut self) -> Result<String, StoreError> {
-        use std::hash::{BuildHasher, Hasher};
         const KEY: &str = "tactful:store_id";
         if let Some(id) = self.inner.state(KEY)? {
             return Ok(id);
         }
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos()),
-        );
-        h.write_u32(std::process::id());
         // Two processes starting at once on one database: the first id
         // written is everyone's.
-        self.inner
-            .state_insert_new(KEY, &format!("{:016x}", h.finish()))?;
+        self.inner.state_insert_new(KEY, &random_id())?;
         Ok(self.inner.state(KEY)?.unwrap_or_default())
     }
 

@@ -32,7 +32,7 @@ pub(crate) use read::Reader;
 use crate::backend::{Backend, PendingRow, StoredMessage};
 use crate::load::{Placeholder, Unsent};
 use crate::location::masked;
-use crate::row::{self, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS, UNSENT_COLUMNS};
+use crate::row::{self, MESSAGE_COLUMNS, PENDING_COLUMNS, Row, SHOWN_COLUMNS, UNSENT_COLUMNS};
 use crate::{Op, ShownMessage, StoreError};
 
 /// A query's parameters.
@@ -331,18 +331,9 @@ impl Backend for Postgres {
 
     fn pending_rows(&mut self) -> Result<Vec<PendingRow>, StoreError> {
         self.rows(
-            "SELECT turn, kind, room, persona, msgs, addressed FROM pending_turns ORDER BY turn",
+            &format!("SELECT {PENDING_COLUMNS} FROM pending_turns ORDER BY turn"),
             &[],
-            |r| {
-                Ok(PendingRow {
-                    turn: r.int(0)?,
-                    kind: r.text(1)?,
-                    room: r.text(2)?,
-                    persona: r.text(3)?,
-                    msgs: r.text(4)?,
-                    addressed: r.flag(5)?,
-                })
-            },
+            row::pending,
         )
     }
 

@@ -13,6 +13,7 @@ use tactful_core::{
 };
 
 use crate::StoreError;
+use crate::backend::PendingRow;
 use crate::calls::{CallRow, CostRow};
 use crate::load::{Placeholder, Unsent};
 use crate::ops::kind_from_name;
@@ -119,6 +120,21 @@ pub(crate) fn unsent(r: &impl Row) -> Result<Unsent, StoreError> {
         },
         parts_done: r.count(11)? as usize,
         first_id: r.opt_text(12)?.map(MsgId::new),
+    })
+}
+
+/// The columns [`pending`] reads.
+pub(crate) const PENDING_COLUMNS: &str = "turn, kind, room, persona, msgs, addressed";
+
+/// A `pending_turns` row, its messages still to be looked up.
+pub(crate) fn pending(r: &impl Row) -> Result<PendingRow, StoreError> {
+    Ok(PendingRow {
+        turn: r.int(0)?,
+        kind: r.text(1)?,
+        room: r.text(2)?,
+        persona: r.text(3)?,
+        msgs: r.text(4)?,
+        addressed: r.flag(5)?,
     })
 }
 

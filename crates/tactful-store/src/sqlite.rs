@@ -20,7 +20,7 @@ pub(crate) use read::Reader;
 
 use crate::backend::{Backend, PendingRow, StoredMessage};
 use crate::load::{Placeholder, Unsent};
-use crate::row::{self, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS, UNSENT_COLUMNS};
+use crate::row::{self, MESSAGE_COLUMNS, PENDING_COLUMNS, Row, SHOWN_COLUMNS, UNSENT_COLUMNS};
 use crate::{Op, ShownMessage, StoreError};
 
 /// The page size of a new store file, in bytes. Every commit writes each
@@ -231,18 +231,9 @@ impl Backend for Sqlite {
     fn pending_rows(&mut self) -> Result<Vec<PendingRow>, StoreError> {
         rows(
             &self.conn,
-            "SELECT turn, kind, room, persona, msgs, addressed FROM pending_turns ORDER BY turn",
+            &format!("SELECT {PENDING_COLUMNS} FROM pending_turns ORDER BY turn"),
             [],
-            |r| {
-                Ok(PendingRow {
-                    turn: r.int(0)?,
-                    kind: r.text(1)?,
-                    room: r.text(2)?,
-                    persona: r.text(3)?,
-                    msgs: r.text(4)?,
-                    addressed: r.flag(5)?,
-                })
-            },
+            |r| row::pending(r),
         )
     }
 

@@ -117,19 +117,6 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-/// A fresh member id: random enough that two processes never share one.
-fn new_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    h.write_u32(std::process::id());
-    format!("{:016x}", h.finish())
-}
-
 impl Cluster {
     /// Joins the processes on the database at `at`, saying `about` itself;
     /// leases last `ttl` unless renewed.
@@ -139,7 +126,7 @@ impl Cluster {
         };
         let mut cluster = Cluster {
             db: Postgres::open(url)?,
-            me: new_id(),
+            me: crate::random_id(),
             ttl,
         };
         let me = cluster.me.clone();
