@@ -106,7 +106,8 @@ async fn measure(load: Load, bench: bool) {
 
     // -- Latency at a steady rate -------------------------------------
     let pending: Pending = Arc::default();
-    let latencies: Arc<Mutex<Vec<Duration>>> = Arc::default();
+    // (ping number, latency): the number says when in the run it was sent.
+    let latencies: Arc<Mutex<Vec<(u64, Duration)>>> = Arc::default();
     let mut senders = Vec::new();
     let mut readers = Vec::new();
     for r in 0..load.rooms {
@@ -146,7 +147,7 @@ async fn measure(load: Load, bench: bool) {
                     continue;
                 };
                 if let Some(sent) = pending.lock().expect("lock").remove(&n) {
-                    latencies.lock().expect("lock").push(sent.elapsed());
+                    latencies.lock().expect("lock").push((n, sent.elapsed()));
                 }
             }
         }));
@@ -170,7 +171,8 @@ async fn measure(load: Load, bench: bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let missing = pending.lock().expect("lock").len();
-    let mut lat = latencies.lock().expect("lock").clone();
+    let by_ping = latencies.lock().expect("lock").clone();
+    let mut lat: Vec<Duration> = by_ping.iter().map(|(_, d)| *d).collect();
     lat.sort();
     assert_eq!(missing, 0, "{missing} of {total} pings got no reply within 30 s");
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
@@ -182,6 +184,17 @@ async fn measure(load: Load, bench: bool) {
         ms(pct(0.99)),
         ms(*lat.last().expect("replies"))
     );
+    if bench {
+        // Where in the run the slow replies were: the worst of each second.
+        let worst: Vec<String> = (0..load.seconds)
+            .map(|sec| {
+                let in_second = |(n, _): &&(u64, Duration)| *n / u64::from(load.rate) == u64::from(sec);
+                let max = by_ping.iter().filter(in_second).map(|(_, d)| *d).max();
+                format!("{:.0}", max.map_or(0.0, ms))
+            })
+            .collect();
+        println!("worst reply each second (ms): {}", worst.join(" "));
+    }
     for r in readers {
         r.abort();
     }
