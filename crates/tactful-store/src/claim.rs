@@ -79,9 +79,8 @@ fn claim_database(url: &str, who: &str) -> Result<Claim, ClaimError> {
         source,
     };
     let client = crate::postgres::connect(url).map_err(database)?;
-    let ask = |sql: &str, params: &[&(dyn tokio_postgres::types::ToSql + Sync)]| {
-        futures_executor::block_on(client.query(sql, params))
-            .map_err(|e| database(crate::StoreError::Postgres(e)))
+    let ask = |sql: &str, params: crate::postgres::Params<'_>| {
+        crate::postgres::rows(&client, sql, params, |r| Ok(r.clone())).map_err(database)
     };
     // Who holds it is read from the holder's session name.
     let name: String = format!("tactful pid {}: {who}", std::process::id())

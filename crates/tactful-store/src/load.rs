@@ -148,8 +148,7 @@ impl Restored {
                 rooms.push(read_room(store, room, limits, &mut skipped)?);
             }
         }
-        let mut pending = pending_turns(store, wanted, &mut skipped)?;
-        pending.retain(|p| wanted(&p.turn.room));
+        let pending = pending_turns(store, wanted, &mut skipped)?;
         let mut unsent = store.unsent()?;
         unsent.retain(|u| wanted(&u.out.room));
         let mut placeholders = store.placeholders()?;

@@ -36,7 +36,7 @@ use crate::row::{self, MESSAGE_COLUMNS, PENDING_COLUMNS, Row, SHOWN_COLUMNS, UNS
 use crate::{Op, ShownMessage, StoreError};
 
 /// A query's parameters.
-type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
 /// How long connecting may take when the URL does not say
 /// (`connect_timeout`).
@@ -87,15 +87,14 @@ impl Row for tokio_postgres::Row {
     }
 }
 
-/// Connects to `url`, its I/O on a thread of its own that ends with the
-/// connection.
-pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
-    let shown = masked(url);
-    let connect_err = |source| StoreError::Connect {
-        url: shown.clone(),
+/// How tactful connects to `url`: the URL's settings, with tactful's
+/// defaults where it says nothing. Every connection (the writer's, the
+/// console's, the claim's, a listener's) is made with these.
+pub(crate) fn config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let mut config: tokio_postgres::Config = url.parse().map_err(|source| StoreError::Connect {
+        url: masked(url),
         source,
-    };
-    let mut config: tokio_postgres::Config = url.parse().map_err(connect_err)?;
+    })?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -111,41 +110,54 @@ pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
     if !options.contains("synchronous_commit") {
         config.options(format!("{options} -c synchronous_commit=off").trim());
     }
+    Ok(config)
+}
+
+/// Runs `task` on a thread named `name` with a runtime of its own (a
+/// connection's I/O lives there), and returns the first thing it sends.
+pub(crate) fn on_own_thread<T, F>(
+    name: &str,
+    task: impl FnOnce(std::sync::mpsc::SyncSender<Result<T, StoreError>>) -> F + Send + 'static,
+) -> Result<T, StoreError>
+where
+    T: Send + 'static,
+    F: Future<Output = ()>,
+{
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let thread_url = shown.clone();
-    std::thread::Builder::new()
-        .name("tactful-postgres".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = tx.send(Err(StoreError::Io(e)));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                match config.connect(NoTls).await {
-                    Ok((client, connection)) => {
-                        let _ = tx.send(Ok(client));
-                        if let Err(e) = connection.await {
-                            tracing::warn!("the store's connection to {thread_url} ended: {e}");
-                        }
-                    }
-                    Err(source) => {
-                        let _ = tx.send(Err(StoreError::Connect {
-                            url: thread_url,
-                            source,
-                        }));
-                    }
-                }
-            });
-        })?;
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(task(tx)),
+            Err(e) => {
+                let _ = tx.send(Err(StoreError::Io(e)));
+            }
+        }
+    })?;
     rx.recv()
-        .map_err(|_| StoreError::Io(std::io::Error::other("the connection thread stopped")))?
+        .map_err(|_| StoreError::Io(std::io::Error::other(format!("the thread {name} stopped"))))?
+}
+
+/// Connects to `url`, its I/O on a thread of its own that ends with the
+/// connection.
+pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
+    let config = config(url)?;
+    let shown = masked(url);
+    on_own_thread("tactful-postgres", move |ready| async move {
+        match config.connect(NoTls).await {
+            Ok((client, connection)) => {
+                let _ = ready.send(Ok(client));
+                if let Err(e) = connection.await {
+                    tracing::warn!("the store's connection to {shown} ended: {e}");
+                }
+            }
+            Err(source) => {
+                let _ = ready.send(Err(StoreError::Connect { url: shown, source }));
+            }
+        }
+    })
 }
 
 /// Runs `sql` and reads every row with `f`.
-fn rows<T>(
+pub(crate) fn rows<T>(
     client: &Client,
     sql: &str,
     params: Params<'_>,

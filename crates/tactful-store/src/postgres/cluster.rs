@@ -22,6 +22,7 @@
 use std::time::Duration;
 
 use tactful_core::{Message, RoomId};
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::Postgres;
@@ -29,7 +30,6 @@ use super::write::{MESSAGE_INSERT_COLUMNS, MessageRow, Value};
 use crate::location::masked;
 use crate::row::{self, MESSAGE_COLUMNS, Row};
 use crate::{Location, StoreError};
-use tokio_postgres::types::ToSql;
 
 /// How many partitions rooms are spread over: fixed, so every process and
 /// every version agrees where a room belongs.
@@ -351,70 +351,48 @@ pub fn listen(
     let Location::Postgres(url) = at else {
         return Err(StoreError::NeedsPostgres("listening for other processes"));
     };
+    let config = super::config(url)?;
     let shown = masked(url);
-    let config: tokio_postgres::Config = url.parse().map_err(|source| StoreError::Connect {
-        url: shown.clone(),
-        source,
-    })?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
     let listen = format!("LISTEN {channel}");
-    std::thread::Builder::new()
-        .name("tactful-listen".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(StoreError::Io(e)));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let (client, mut connection) = match config.connect(NoTls).await {
-                    Ok(c) => c,
-                    Err(source) => {
-                        let _ = ready_tx.send(Err(StoreError::Connect { url: shown, source }));
-                        return;
+    super::on_own_thread("tactful-listen", move |ready| async move {
+        let (client, mut connection) = match config.connect(NoTls).await {
+            Ok(c) => c,
+            Err(source) => {
+                let _ = ready.send(Err(StoreError::Connect { url: shown, source }));
+                return;
+            }
+        };
+        let forward = tx.clone();
+        let pump = tokio::spawn(async move {
+            while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                match message {
+                    Ok(AsyncMessage::Notification(n)) => {
+                        let _ = forward.send(Notification {
+                            channel: n.channel().to_owned(),
+                            payload: n.payload().to_owned(),
+                        });
                     }
-                };
-                let forward = tx.clone();
-                let pump = tokio::spawn(async move {
-                    while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                        match message {
-                            Ok(AsyncMessage::Notification(n)) => {
-                                let _ = forward.send(Notification {
-                                    channel: n.channel().to_owned(),
-                                    payload: n.payload().to_owned(),
-                                });
-                            }
-                            Ok(_) => {}
-                            Err(e) => {
-                                tracing::warn!("listening to the store stopped: {e}");
-                                break;
-                            }
-                        }
-                    }
-                });
-                match client.batch_execute(&listen).await {
-                    Ok(()) => {
-                        let _ = ready_tx.send(Ok(()));
-                    }
+                    Ok(_) => {}
                     Err(e) => {
-                        let _ = ready_tx.send(Err(StoreError::Postgres(e)));
-                        return;
+                        tracing::warn!("listening to the store stopped: {e}");
+                        break;
                     }
                 }
-                // Until the receiver goes, or the connection ends.
-                tokio::select! {
-                    () = tx.closed() => {}
-                    _ = pump => {}
-                }
-                drop(client);
-            });
-        })?;
-    ready_rx
-        .recv()
-        .map_err(|_| StoreError::Io(std::io::Error::other("the listening thread stopped")))??;
+            }
+        });
+        if let Err(e) = client.batch_execute(&listen).await {
+            let _ = ready.send(Err(StoreError::Postgres(e)));
+            return;
+        }
+        let _ = ready.send(Ok(()));
+        // Until the receiver goes, or the connection ends.
+        tokio::select! {
+            () = tx.closed() => {}
+            _ = pump => {}
+        }
+        drop(client);
+    })?;
     Ok(rx)
 }
 
