@@ -120,3 +120,57 @@ fn a_room_handed_over_is_forgotten_and_picked_up_where_it_was() {
     let out = drain(&mut new);
     assert_eq!(calls(&out), [(TurnKind::Ambient, "lobby".to_owned())], "{out:?}");
 }
+
+/// A schedule runs on the engine that owns its room, and only there: it
+/// stops with the room handed over and starts with the room adopted,
+/// making up a run the last owner missed while the room was between them.
+#[test]
+fn a_schedule_runs_only_where_its_room_is_owned_and_moves_with_it() {
+    let schedule = |room: &str| tactful_core::schedule::Schedule {
+        name: format!("standup-{room}").into(),
+        expr: "0 * * * * *".into(),
+        cron: tactful_core::schedule::parse_cron("0 * * * * *").expect("cron"),
+        tz: chrono_tz::UTC,
+        persona: "host".into(),
+        room: RoomId::new(room),
+        thread: None,
+        prompt: "Say good morning.".into(),
+        catch_up: Duration::from_secs(600),
+    };
+    let mut cfg = config();
+    cfg.schedules = vec![schedule("lobby"), schedule("kitchen")];
+    let (mut old, mut new) = (
+        Engine::new(cfg.clone()).expect("valid"),
+        Engine::new(cfg).expect("valid"),
+    );
+    let lobby = RoomId::new("lobby");
+    let ran = |outs: &[Output]| -> Vec<String> {
+        outs.iter()
+            .filter_map(|o| match o {
+                Output::Schedule(n) => Some(format!("{}@{}", n.room, n.due.as_millis() / 1000)),
+                _ => None,
+            })
+            .collect()
+    };
+    old.start_schedules_for(at(1), &[], &|r| r == &lobby);
+    new.start_schedules_for(at(1), &[], &|r| r != &lobby);
+    old.handle_timeout(at(60));
+    new.handle_timeout(at(60));
+    assert_eq!(ran(&drain(&mut old)), ["lobby@60"]);
+    assert_eq!(ran(&drain(&mut new)), ["kitchen@60"]);
+
+    // The lobby moves; its run at 120 s falls while it is between owners.
+    old.hand_over_room(at(61), &lobby);
+    assert_eq!(old.poll_timeout(), None, "no schedule left on the old owner");
+    new.handle_timeout(at(120));
+    assert_eq!(ran(&drain(&mut new)), ["kitchen@120"]);
+    let last = [("standup-lobby".into(), at(60))];
+    new.start_schedules_for(at(130), &last, &|r| r == &lobby);
+    let out = drain(&mut new);
+    assert_eq!(ran(&out), ["lobby@120"], "the missed run is made up once");
+    new.start_schedules_for(at(131), &[], &|r| r == &lobby);
+    new.handle_timeout(at(180));
+    let mut both = ran(&drain(&mut new));
+    both.sort();
+    assert_eq!(both, ["kitchen@180", "lobby@180"], "adopting twice arms it once");
+}

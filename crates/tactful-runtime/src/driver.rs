@@ -17,10 +17,13 @@ use tokio::task::JoinHandle;
 
 use crate::calls::CallLog;
 use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Showing, Streamed};
-use crate::persist::{Batch, Health, NotSaved, Persister};
+use crate::persist::{Ack, Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
 use crate::restart::Restart;
 use crate::runtime::{Event, Personas, TraceEvent, wall_clock};
+
+mod owned;
+pub(crate) use owned::Owned;
 
 /// A delivery job: the event, and for a reply the store's word that it is
 /// saved (sent only after that).
@@ -38,6 +41,8 @@ pub(crate) struct Parts {
     pub persist: Option<Persister>,
     pub max_turns: usize,
     pub key_prefix: Arc<str>,
+    /// Sharing the store with other processes: the rooms held here.
+    pub owned: Option<Owned>,
 }
 
 /// The task that owns the engine.
@@ -52,12 +57,16 @@ pub(crate) struct Driver {
     queued: VecDeque<TurnRequest>,
     /// What this event changed, saved when it is fully handled.
     batch: Batch,
+    /// Who waits for this event's changes about a room (a reply to send).
+    room_acks: Vec<(RoomId, Ack)>,
+    /// Sharing the store with other processes: the rooms held here.
+    owned: Option<Owned>,
     /// Counters as last saved.
     counters: Counters,
     /// Persona display names, for saving replies as the room heard them.
     names: HashMap<PersonaId, Arc<str>>,
-    /// Delivery jobs queued and not yet done.
-    deliveries: usize,
+    /// Delivery jobs queued and not yet done, by room.
+    deliveries: HashMap<RoomId, usize>,
     /// The work in progress last traced.
     busy: usize,
     /// Turns (running, queued) last traced.
@@ -93,7 +102,8 @@ impl Deltas for StreamTo {
 }
 
 impl Driver {
-    pub fn new(engine: Engine, p: Parts) -> Driver {
+    pub fn new(engine: Engine, mut p: Parts) -> Driver {
+        let owned = p.owned.take();
         let names = engine
             .personas()
             .iter()
@@ -108,8 +118,10 @@ impl Driver {
             running: HashMap::new(),
             queued: VecDeque::new(),
             batch: Batch::default(),
+            room_acks: Vec::new(),
+            owned: None,
             names,
-            deliveries: 0,
+            deliveries: HashMap::new(),
             busy: 0,
             turns_traced: (0, 0),
             budgets_traced: Vec::new(),
@@ -117,6 +129,12 @@ impl Driver {
             refusal_logged: false,
             calls: CallLog::default(),
         }
+        .owning(owned)
+    }
+
+    fn owning(mut self, owned: Option<Owned>) -> Driver {
+        self.owned = owned;
+        self
     }
 
     /// A reload's personas and agents: the engine first (it may refuse),
@@ -242,7 +260,9 @@ impl Driver {
         self.batch
             .ops
             .extend(restart.ended.into_iter().map(Op::TurnEnded));
-        if self.saving() {
+        // Alone with the store, calls left running are this process's; when
+        // sharing it, they may be another's, still running.
+        if self.saving() && self.owned.is_none() {
             self.batch.ops.push(Op::CallsInterrupted);
         }
         for (out, resume) in restart.unsent {
@@ -277,7 +297,39 @@ impl Driver {
     }
 
     fn on_event(&mut self, event: Event, closing: bool) {
+        let sharing = self.owned.is_some();
         match event {
+            Event::Inbound(msg) if sharing => {
+                if !closing && !self.refused(&msg) {
+                    self.put_in_inbox(msg, false);
+                }
+            }
+            Event::InboundSaved(msg, also, ack) if sharing => {
+                if closing {
+                    let _ = ack.send(Err(NotSaved::Stopping));
+                } else if let Some(error) = self.store_down() {
+                    self.refuse(&msg);
+                    let _ = ack.send(Err(NotSaved::StoreDown(error)));
+                } else {
+                    self.refusal_logged = false;
+                    self.batch.ops.extend(also);
+                    self.put_in_inbox(msg, false);
+                    self.batch.acks.push(ack);
+                }
+            }
+            Event::Backlog(msg) if sharing => {
+                if !closing && !self.refused(&msg) {
+                    self.put_in_inbox(msg, true);
+                }
+            }
+            Event::Adopt(adoption) => {
+                if !closing {
+                    self.adopt(*adoption);
+                }
+            }
+            Event::Release(parts, done) => self.release(parts, done),
+            Event::Released(parts, done) => self.released(parts, done),
+            Event::FromInbox(waiting) => self.hear_waiting(waiting, closing),
             Event::Inbound(msg) => {
                 if !closing && self.take(&msg) {
                     self.hear(msg);
@@ -356,7 +408,12 @@ impl Driver {
                 self.engine.handle_hook_result(wall_clock(), turn, outcomes);
             }
             Event::Done(room, sent) => {
-                self.deliveries = self.deliveries.saturating_sub(1);
+                if let Some(n) = self.deliveries.get_mut(&room) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.deliveries.remove(&room);
+                    }
+                }
                 if let Some((local, platform)) = sent {
                     self.engine.handle_sent(&room, &local, platform.clone());
                     if self.saving() {
@@ -377,11 +434,21 @@ impl Driver {
         }
     }
 
+    /// Whether an inbound message is refused because the store cannot
+    /// write (said and traced).
+    fn refused(&mut self, msg: &Message) -> bool {
+        if self.store_down().is_some() {
+            self.refuse(msg);
+            return true;
+        }
+        self.refusal_logged = false;
+        false
+    }
+
     /// Whether an inbound message is taken: not while the store cannot
     /// write. A taken one is queued for saving.
     fn take(&mut self, msg: &Message) -> bool {
-        if self.store_down().is_some() {
-            self.refuse(msg);
+        if self.refused(msg) {
             return false;
         }
         if !self.engine.knows_room(&msg.room) {
@@ -395,7 +462,6 @@ impl Driver {
                 msg.sender.id
             );
         }
-        self.refusal_logged = false;
         if self.saving() {
             self.batch.ops.push(Op::Heard(msg.clone()));
         }
@@ -446,7 +512,7 @@ impl Driver {
                 self.trace(TraceEvent::Budgets { left });
             }
         }
-        let busy = self.engine.pending_work() + self.deliveries;
+        let busy = self.engine.pending_work() + self.deliveries.values().sum::<usize>();
         if busy != self.busy {
             self.busy = busy;
             self.trace(TraceEvent::Busy { work: busy });
@@ -471,7 +537,10 @@ impl Driver {
             batch.ops.push(Op::Counters(counters.clone()));
             self.counters = counters;
         }
-        persist.save(batch);
+        let room_acks = std::mem::take(&mut self.room_acks);
+        for batch in self.fenced(batch, room_acks) {
+            persist.save(batch);
+        }
     }
 
     /// Queues a job for `room`'s delivery worker, counted as work in
@@ -485,7 +554,7 @@ impl Driver {
     ) -> mpsc::UnboundedSender<Job> {
         let tx = self.room(room);
         if tx.send((event, saved)).is_ok() {
-            self.deliveries += 1;
+            *self.deliveries.entry(room.clone()).or_default() += 1;
         }
         tx
     }
@@ -507,22 +576,43 @@ impl Driver {
         let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
         let platform = self.platform_of(room).clone();
         let engine = self.p.tx.clone();
+        // Sharing the store: the room's writes carry its partition's lease,
+        // and nothing is posted unless the lease is surely held.
+        let lease = self.owned.as_ref().and_then(|o| o.lease_of(room)).cloned();
+        let mut tenure = self
+            .owned
+            .as_ref()
+            .map_or_else(crate::cluster::Tenure::always, |o| o.tenure.clone());
         let mut delivery = RoomDelivery::new(
             room.clone(),
             platform,
             self.p.delivery.clone(),
             self.p.key_prefix.clone(),
-            self.p.persist.as_ref().map(Persister::saver),
+            self.p.persist.as_ref().map(|p| p.saver().fenced(lease)),
         );
         let room_id = room.clone();
         let worker = tokio::spawn(async move {
             while let Some((event, saved)) = rx.recv().await {
-                if let Some(saved) = saved
-                    && let Ok(Err(e)) = saved.await
-                {
-                    // Not sent before it is saved (see `persist`); a change
-                    // the store refused for good is sent all the same.
-                    tracing::warn!(room = %room_id, "a reply is sent without being saved: {e}");
+                if let Some(saved) = saved {
+                    match saved.await {
+                        // Decided after the room became another process's:
+                        // its new owner answers.
+                        Ok(Err(NotSaved::Fenced(e))) => {
+                            tracing::info!(room = %room_id, "a reply is not sent: {e}");
+                            let _ = engine.send(Event::Done(room_id.clone(), None));
+                            continue;
+                        }
+                        // Not sent before it is saved (see `persist`); a
+                        // change the store refused for good is sent all the
+                        // same.
+                        Ok(Err(e)) => {
+                            tracing::warn!(room = %room_id, "a reply is sent without being saved: {e}")
+                        }
+                        _ => {}
+                    }
+                }
+                if !tenure.held().await {
+                    break;
                 }
                 let counted = !matches!(event, DeliveryEvent::Partial { .. });
                 let sent = delivery.handle(event).await;
@@ -593,7 +683,7 @@ impl Driver {
                     });
                     self.batch.ops.push(Op::TurnEnded(out.turn));
                     let (ack, saved) = oneshot::channel();
-                    self.batch.acks.push(ack);
+                    self.room_acks.push((out.room.clone(), ack));
                     saved
                 });
                 let room = out.room.clone();

@@ -10,6 +10,7 @@
 
 pub mod account;
 mod calls;
+pub mod cluster;
 pub mod connections;
 pub mod delivery;
 mod driver;
@@ -23,6 +24,7 @@ mod schedules;
 pub mod seam;
 pub mod slot;
 
+pub use cluster::{ClusterConfig, DEFAULT_LEASE};
 pub use connections::{Account, Connections, LinkState};
 pub use delivery::DeliveryConfig;
 pub use markup::{escape_markup, markdown_html, markdown_plain};

@@ -42,6 +42,7 @@ pub struct Metrics {
     busy: Gauge,
     turns_running: Gauge,
     turns_queued: Gauge,
+    partitions_held: Gauge,
     refused: Counter,
     not_resumed: Counter,
     store_healthy: Gauge,
@@ -91,6 +92,7 @@ impl Metrics {
         let busy = Gauge::default();
         let turns_running = Gauge::default();
         let turns_queued = Gauge::default();
+        let partitions_held = Gauge::default();
         let refused = Counter::default();
         let not_resumed = Counter::default();
         let store_healthy = Gauge::default();
@@ -127,6 +129,11 @@ impl Metrics {
             "turns_queued",
             "Agent turns waiting for a slot under runtime.max_concurrent_turns",
             turns_queued.clone(),
+        );
+        registry.register(
+            "partitions_held",
+            "Room partitions this process owns, of 256, when several processes share the store",
+            partitions_held.clone(),
         );
         registry.register(
             "refused",
@@ -207,6 +214,7 @@ impl Metrics {
             busy,
             turns_running,
             turns_queued,
+            partitions_held,
             refused,
             not_resumed,
             store_healthy,
@@ -296,6 +304,9 @@ impl Metrics {
                 self.turns_running
                     .set(i64::try_from(*running).unwrap_or(i64::MAX));
                 self.turns_queued.set(i64::try_from(*queued).unwrap_or(i64::MAX));
+            }
+            TraceEvent::Partitions { held } => {
+                self.partitions_held.set(i64::try_from(*held).unwrap_or(i64::MAX));
             }
             TraceEvent::Budgets { left } => {
                 for b in left {

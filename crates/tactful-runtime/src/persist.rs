@@ -19,13 +19,19 @@
 //! `/healthz` with it) and the runtime refuses new messages until a write
 //! succeeds again. A write that fails for any other reason (a bug, a
 //! corrupt file) would fail forever: that batch is dropped, loudly.
+//!
+//! When several processes share a PostgreSQL database, a batch written
+//! under a partition's lease is refused once another process took the
+//! lease over ([`NotSaved::Fenced`]). Merged batches are then written again
+//! one by one, so only those of the lost partition are dropped (quietly:
+//! the room is the new owner's), never a neighbour's.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tactful_store::{Op, Store};
+use tactful_store::{Op, Store, StoreError};
 use tokio::sync::oneshot;
 
 /// Why a change was not saved.
@@ -40,6 +46,11 @@ pub enum NotSaved {
     /// The store refused the change for good.
     #[error("the change could not be saved: {0}")]
     Failed(String),
+    /// The room's partition is another process's now (several processes
+    /// on one database): whatever this process decided there after losing
+    /// it is not its to save, nor to send.
+    #[error("this process no longer owns the room: {0}")]
+    Fenced(String),
 }
 
 /// The fate of a batch, for whoever waits on it.
@@ -117,6 +128,9 @@ enum Msg {
 pub struct Saver {
     tx: mpsc::Sender<Msg>,
     health: Arc<Health>,
+    /// Carried by every save: written only while this process holds the
+    /// room's partition (several processes on one database).
+    fence: Option<tactful_store::Lease>,
 }
 
 impl std::fmt::Debug for Saver {
@@ -126,8 +140,22 @@ impl std::fmt::Debug for Saver {
 }
 
 impl Saver {
+    /// This saver, its saves written only under `lease`.
+    pub(crate) fn fenced(mut self, lease: Option<tactful_store::Lease>) -> Saver {
+        self.fence = lease;
+        self
+    }
+
+    fn with_fence(&self, mut ops: Vec<Op>) -> Vec<Op> {
+        if let Some(lease) = &self.fence {
+            ops.insert(0, Op::Fence(lease.clone()));
+        }
+        ops
+    }
+
     /// Saves `ops` in one transaction; resolves once they are committed.
     pub async fn save(&self, ops: Vec<Op>) -> Result<(), NotSaved> {
+        let ops = self.with_fence(ops);
         let (ack, done) = oneshot::channel();
         self.tx
             .send(Msg::Batch(Batch { ops, acks: vec![ack] }))
@@ -138,7 +166,7 @@ impl Saver {
     /// Queues `ops` without waiting (an edit whose loss a crash may cost).
     pub fn save_later(&self, ops: Vec<Op>) {
         let _ = self.tx.send(Msg::Batch(Batch {
-            ops,
+            ops: self.with_fence(ops),
             acks: Vec::new(),
         }));
     }
@@ -207,6 +235,7 @@ impl Persister {
         Saver {
             tx: self.tx.clone(),
             health: self.health.clone(),
+            fence: None,
         }
     }
 
@@ -262,7 +291,8 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
                 Batch::default()
             }
         };
-        stop |= merge(rx, &mut batch);
+        let mut parts = vec![Part::of(&batch)];
+        stop |= merge(rx, &mut batch, &mut parts);
         let mut wait = FIRST_RETRY_WAIT;
         let mut failing_since: Option<Instant> = None;
         let outcome = loop {
@@ -284,7 +314,12 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
                     std::thread::sleep(wait);
                     wait = (wait * 2).min(MAX_RETRY_WAIT);
                     // Later changes join the retry, in order.
-                    stop |= merge(rx, &mut batch);
+                    stop |= merge(rx, &mut batch, &mut parts);
+                }
+                Err(StoreError::Fenced { .. }) => {
+                    health.set_ok();
+                    apply_apart(store, &mut batch, &parts);
+                    break Ok(());
                 }
                 Err(e) => {
                     tracing::error!(ops = batch.ops.len(), "could not save to the store, dropped: {e}");
@@ -292,6 +327,7 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
                 }
             }
         };
+        // (Batches written apart were answered one by one.)
         for ack in batch.acks {
             let _ = ack.send(outcome.clone());
         }
@@ -310,14 +346,33 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
     }
 }
 
-/// Merges queued batches into `batch`; whether a stop was read.
-fn merge(rx: &mpsc::Receiver<Msg>, batch: &mut Batch) -> bool {
+/// Where one of the batches merged into a transaction ends: its ops and
+/// acks are those up to these lengths.
+#[derive(Clone, Copy)]
+struct Part {
+    ops: usize,
+    acks: usize,
+}
+
+impl Part {
+    fn of(batch: &Batch) -> Part {
+        Part {
+            ops: batch.ops.len(),
+            acks: batch.acks.len(),
+        }
+    }
+}
+
+/// Merges queued batches into `batch`, noting where each ends in `parts`;
+/// whether a stop was read.
+fn merge(rx: &mpsc::Receiver<Msg>, batch: &mut Batch, parts: &mut Vec<Part>) -> bool {
     let mut stop = false;
     for msg in rx.try_iter().take(MAX_MERGE) {
         match msg {
             Msg::Batch(more) => {
                 batch.ops.extend(more.ops);
                 batch.acks.extend(more.acks);
+                parts.push(Part::of(batch));
             }
             Msg::Stop => stop = true,
         }
@@ -325,11 +380,98 @@ fn merge(rx: &mpsc::Receiver<Msg>, batch: &mut Batch) -> bool {
     stop
 }
 
+/// Writes the batches merged into `batch` one by one, after the whole was
+/// refused because one of them was fenced out: each is answered with its
+/// own fate. A store that fails otherwise meanwhile (it went down) fails
+/// the rest as it would have failed the whole.
+fn apply_apart(store: &mut Store, batch: &mut Batch, parts: &[Part]) {
+    let (mut ops_at, mut acks_at) = (0, 0);
+    let mut acks = std::mem::take(&mut batch.acks).into_iter();
+    for part in parts {
+        let ops = &batch.ops[ops_at..part.ops];
+        let outcome = match store.apply(ops) {
+            Ok(()) => Ok(()),
+            Err(StoreError::Fenced { key, epoch }) => {
+                tracing::info!(
+                    ops = ops.len(),
+                    "not saved: the lease {key} (epoch {epoch}) is no longer this process's; the room's new owner carries on"
+                );
+                Err(NotSaved::Fenced(key))
+            }
+            Err(e) => {
+                tracing::error!(ops = ops.len(), "could not save to the store, dropped: {e}");
+                Err(NotSaved::Failed(e.to_string()))
+            }
+        };
+        for ack in acks.by_ref().take(part.acks - acks_at) {
+            let _ = ack.send(outcome.clone());
+        }
+        (ops_at, acks_at) = (part.ops, part.acks);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use tactful_core::{Message, Timestamp};
 
     use super::*;
+
+    fn heard(id: &str) -> Op {
+        Op::Heard(Message::new(id, "lobby", "alice", "hello", Timestamp(1)))
+    }
+
+    /// Batches merged into one transaction, one of them written under a
+    /// lease another process took over: only that one is refused (its
+    /// waiters told so), its neighbours are written.
+    #[test]
+    fn a_fenced_batch_is_refused_alone_not_with_the_batches_merged_with_it() {
+        let Some(schema) = tactful_store::testing::Schema::new() else {
+            return;
+        };
+        let at = schema.location();
+        let mut cluster = tactful_store::Cluster::join(&at, "t", Duration::from_secs(10)).expect("joins");
+        let kept = cluster.acquire("partition:1").expect("asks").expect("free");
+        let lost = cluster.acquire("partition:2").expect("asks").expect("free");
+        schema
+            .exec("UPDATE leases SET expires_at = now() - interval '1 second' WHERE key = 'partition:2'")
+            .expect("runs out");
+        let mut store = Store::open_at(&at).expect("opens");
+        // Queued before the writer reads any: it merges them all.
+        let (tx, rx) = mpsc::channel();
+        let mut waits = Vec::new();
+        for ops in [
+            vec![Op::Fence(kept.clone()), heard("m1")],
+            vec![Op::Fence(lost), heard("m2")],
+            vec![heard("m3")],
+            vec![Op::Fence(kept), heard("m4")],
+        ] {
+            let (ack, done) = oneshot::channel();
+            waits.push(done);
+            tx.send(Msg::Batch(Batch { ops, acks: vec![ack] }))
+                .expect("queued");
+        }
+        tx.send(Msg::Stop).expect("queued");
+        let health = Health::new();
+        write_loop(&mut store, &rx, &health, &AtomicBool::new(false));
+        let outcomes: Vec<Result<(), NotSaved>> = waits
+            .into_iter()
+            .map(|mut w| w.try_recv().expect("answered"))
+            .collect();
+        assert_eq!(
+            outcomes,
+            [
+                Ok(()),
+                Err(NotSaved::Fenced("partition:2".into())),
+                Ok(()),
+                Ok(())
+            ]
+        );
+        assert!(health.is_ok(), "a lost lease is not the store failing");
+        let kept: Vec<Option<String>> = schema
+            .column("SELECT id FROM messages ORDER BY id")
+            .expect("reads");
+        assert_eq!(kept, [Some("m1".into()), Some("m3".into()), Some("m4".into())]);
+    }
 
     /// The writer checkpoints by itself (SQLite's own checkpoints are off
     /// on its connection): four thousand commits leave a WAL the size of

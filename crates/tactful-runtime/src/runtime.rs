@@ -76,6 +76,10 @@ pub struct RuntimeConfig {
     pub max_concurrent_turns: usize,
     /// The before-send hooks the engine's `hooks` names.
     pub hooks: Hooks,
+    /// Sharing the store with other processes (PostgreSQL): this process
+    /// owns only the rooms of the partitions it holds, and every message
+    /// received goes through the store's inbox to its room's owner.
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 /// Why the runtime could not start.
@@ -176,6 +180,12 @@ pub enum TraceEvent {
         /// Each persona's budget.
         left: Vec<tactful_core::BudgetLeft>,
     },
+    /// The room partitions this process holds changed (several processes
+    /// on one database; operators watch it as `tactful_partitions_held`).
+    Partitions {
+        /// How many it holds now.
+        held: usize,
+    },
     /// Agent turns running and waiting for a slot changed.
     Turns {
         /// Running now.
@@ -218,6 +228,15 @@ pub(crate) enum Event {
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
     Done(RoomId, Option<(MsgId, MsgId)>),
+    /// Rooms of partitions this process now holds (several processes).
+    Adopt(Box<crate::cluster::Adoption>),
+    /// Partitions to hand over: let go by choice (`Some`: told once their
+    /// rooms delivered and saved everything), or lost (`None`: at once).
+    Release(Vec<u32>, Option<oneshot::Sender<()>>),
+    /// The rooms of partitions let go by choice have delivered everything.
+    Released(Vec<u32>, oneshot::Sender<()>),
+    /// Messages waiting in the inbox for partitions this process holds.
+    FromInbox(Vec<tactful_store::Waiting>),
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -330,6 +349,8 @@ pub struct Runtime {
     handle: RuntimeHandle,
     health: Option<Arc<Health>>,
     task: JoinHandle<()>,
+    /// Sharing the store with other processes.
+    coordinator: Option<crate::cluster::Coordinator>,
 }
 
 impl Runtime {
@@ -354,8 +375,23 @@ impl Runtime {
         };
         let mut engine = Engine::new(config.engine)?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let (persist, restart, key_prefix) = match config.store {
-            Some(mut store) => {
+        let mut coordinator = None;
+        let (persist, restart, key_prefix) = match (config.store, &config.cluster) {
+            // Rooms come as their partitions are taken (`cluster`).
+            (Some(mut store), Some(cluster)) => {
+                let key_prefix = store.id()?;
+                let (c, tenure, block) =
+                    crate::cluster::Coordinator::start(store.location(), cluster, limits, tx.clone())?;
+                let mut counters = engine.counters();
+                counters.next_turn = block;
+                for (_, sent) in &mut counters.sent {
+                    *sent = block;
+                }
+                engine.restore_counters(&counters);
+                coordinator = Some((c, tenure));
+                (Some(Persister::start(store)?), Restart::default(), key_prefix)
+            }
+            (Some(mut store), None) => {
                 let key_prefix = store.id()?;
                 let restored = store.load(limits)?;
                 let last_runs = crate::schedules::last_runs(&store.platform_state()?);
@@ -364,7 +400,7 @@ impl Runtime {
                 (Some(Persister::start(store)?), restart, key_prefix)
             }
             // No store: keys only need to be unique to this process.
-            None => {
+            (None, _) => {
                 engine.start_schedules(wall_clock(), &[]);
                 (
                     None,
@@ -392,10 +428,18 @@ impl Runtime {
                 persist,
                 max_turns: config.max_concurrent_turns.max(1),
                 key_prefix: Arc::from(key_prefix),
+                owned: coordinator
+                    .as_ref()
+                    .map(|(_, tenure)| crate::driver::Owned::new(tenure.clone())),
             },
         );
         let task = tokio::spawn(driver.run(rx, restart));
-        Ok(Runtime { handle, health, task })
+        Ok(Runtime {
+            handle,
+            health,
+            task,
+            coordinator: coordinator.map(|(c, _)| c),
+        })
     }
 
     /// A handle for platform adapters.
@@ -423,5 +467,9 @@ impl Runtime {
             let _ = done_rx.await;
         }
         let _ = self.task.await;
+        // Everything is saved: the others may take the rooms at once.
+        if let Some(c) = self.coordinator {
+            c.stop().await;
+        }
     }
 }

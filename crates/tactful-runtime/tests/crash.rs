@@ -200,6 +200,7 @@ fn start(
             store: Some(Store::open(path).expect("store opens")),
             max_concurrent_turns: max_turns,
             hooks: Default::default(),
+            cluster: None,
         },
         vec![platform as Arc<dyn Platform>],
         Some(trace_tx),

@@ -203,6 +203,7 @@ fn start(
             store: None,
             max_concurrent_turns: 16,
             hooks: Default::default(),
+            cluster: None,
         },
         vec![platform as Arc<dyn Platform>],
         Some(tx),

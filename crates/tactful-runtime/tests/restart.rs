@@ -125,6 +125,7 @@ fn start(path: &std::path::Path, stuck: bool, hang: bool) -> Harness {
             store: Some(Store::open(path).expect("store opens")),
             max_concurrent_turns: 16,
             hooks: Default::default(),
+            cluster: None,
         },
         vec![platform.clone() as Arc<dyn Platform>],
         Some(trace_tx),

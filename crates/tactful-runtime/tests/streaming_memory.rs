@@ -113,6 +113,7 @@ async fn a_reply_streamed_in_many_pieces_costs_memory_in_proportion_to_the_reply
             store: None,
             max_concurrent_turns: 4,
             hooks: Default::default(),
+            cluster: None,
         },
         vec![platform.clone() as Arc<dyn Platform>],
         Some(tx),

@@ -123,6 +123,16 @@ pub enum Op {
     /// taken over (or ran out while it was stopped) writes nothing more
     /// under it ([`crate::StoreError::Fenced`]). PostgreSQL only.
     Fence(crate::Lease),
+    /// A message received, for its room's owner to decide: put in the
+    /// inbox once per (room, id), whoever received it and however often,
+    /// and the owner woken when the batch commits. PostgreSQL only.
+    Inbox {
+        /// The message.
+        msg: Message,
+        /// From before the platform's first sync: recorded as context,
+        /// never answered.
+        context: bool,
+    },
     /// A message waiting in the inbox was decided: written in the batch
     /// that holds its decisions, so it is decided once, whoever received
     /// it and whoever owned its room. PostgreSQL only.

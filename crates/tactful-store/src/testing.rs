@@ -63,6 +63,21 @@ impl Schema {
     pub fn exec(&self, sql: &str) -> Result<(), StoreError> {
         run(&self.url, sql)
     }
+
+    /// The first column of what `sql` returns, as text (`NULL` as
+    /// `None`): what a test asks the database directly (who holds a
+    /// lease, how many rows a message has).
+    pub fn column(&self, sql: &str) -> Result<Vec<Option<String>>, StoreError> {
+        let client = crate::postgres::connect(&self.url)?;
+        let rows = futures_executor::block_on(client.simple_query(sql))?;
+        Ok(rows
+            .iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => Some(r.get(0).map(str::to_owned)),
+                _ => None,
+            })
+            .collect())
+    }
 }
 
 impl Drop for Schema {

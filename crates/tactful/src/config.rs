@@ -12,6 +12,7 @@
 mod advice;
 mod agents;
 mod budget;
+mod cluster;
 mod hooks;
 mod live_rooms;
 mod paths;
@@ -84,6 +85,9 @@ pub struct Config {
     /// there; `:memory:` keeps nothing across restarts), or `[store] url`,
     /// a PostgreSQL database.
     pub store: Location,
+    /// `[cluster]`: this process shares the PostgreSQL store with others,
+    /// each owning a share of the rooms.
+    pub cluster: Option<tactful_runtime::ClusterConfig>,
     /// `[[hook]]`: what runs the before-send hooks `engine.hooks` names.
     pub hooks: tactful_agents::hooks::Hooks,
     /// What reading the file found worth a warning (a secret written into
@@ -158,6 +162,7 @@ struct RawConfig {
     runtime: Option<RawRuntime>,
     server: Option<RawServer>,
     store: Option<RawStore>,
+    cluster: Option<cluster::RawCluster>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -537,6 +542,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
 
     let folder = check.path.parent().unwrap_or(Path::new("."));
     let store = store::location(check, raw.store.as_ref(), folder)?;
+    let cluster = cluster::settings(check, raw.cluster.as_ref(), &store)?;
 
     Ok(Config {
         notes: advice::literal_secrets(check.src),
@@ -544,6 +550,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
         server,
         console_token,
         store,
+        cluster,
         platforms,
         runtime,
         engine: EngineConfig {

@@ -145,8 +145,9 @@ pub struct Service {
     runtime: Runtime,
     /// Reloads the file (SIGHUP and the console share it).
     reloader: crate::reload::SharedReloader,
-    /// This service's hold on its store, released when it ends.
-    _claim: tactful_store::Claim,
+    /// This service's hold on its store, released when it ends (none when
+    /// several processes share it).
+    _claim: Option<tactful_store::Claim>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -197,7 +198,11 @@ impl Service {
             Some(web) => format!("its web room is at http://{}/", web.listen),
             None => format!("tactful run -c {}", config.path.display()),
         };
-        let claim = tactful_store::claim(&config.store, &who)?;
+        // One process per store, unless they share it as a cluster.
+        let claim = match config.cluster {
+            None => Some(tactful_store::claim(&config.store, &who)?),
+            Some(_) => None,
+        };
         let mut store = Store::open_at(&config.store)
             .with_context(|| format!("cannot use the store {}", config.store))?;
         let connected: Vec<Arc<PlatformSlot>> = crate::registry::build(config, &mut store)?
@@ -290,6 +295,7 @@ impl Service {
                 store: Some(store),
                 max_concurrent_turns: config.runtime.max_concurrent_turns,
                 hooks: config.hooks.clone(),
+                cluster: config.cluster.clone(),
             },
             platforms,
             Some(trace_tx),

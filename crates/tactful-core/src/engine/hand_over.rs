@@ -22,9 +22,12 @@ impl Engine {
         self.rooms.remove(room);
         self.dirty.remove(room);
         self.flush_queue.retain(|(r, _)| r != room);
+        let schedules = &self.schedules;
         self.timers.retain(|_, t| match t {
             Timer::Ambient(r, _) | Timer::FloorPass(r, _) => r != room,
-            Timer::Gate(_) | Timer::Schedule(_) => true,
+            // The room's schedules run on its new owner.
+            Timer::Schedule(i) => schedules.get(*i).is_none_or(|s| &s.room != room),
+            Timer::Gate(_) => true,
         });
         let mut ending: Vec<TurnId> = self
             .turns
@@ -46,6 +49,11 @@ impl Engine {
         // Finishing may have marked it again.
         self.dirty.remove(room);
         ending
+    }
+
+    /// The rooms this engine knows, in no particular order.
+    pub fn rooms(&self) -> impl Iterator<Item = &RoomId> {
+        self.rooms.keys()
     }
 
     /// Whether this engine knows `room` (it heard or restored a message

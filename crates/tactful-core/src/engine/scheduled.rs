@@ -70,7 +70,28 @@ impl Engine {
     /// Drivers call this once, before the first event; without the call
     /// no schedule runs.
     pub fn start_schedules(&mut self, now: Timestamp, last_runs: &[(Arc<str>, Timestamp)]) {
+        self.start_schedules_for(now, last_runs, &|_| true);
+    }
+
+    /// Starts the schedules of the rooms `wanted` says are this engine's,
+    /// as [`Engine::start_schedules`] does for all: when several processes
+    /// share a database, a schedule runs only on the process that owns its
+    /// room, starting when the room is adopted (making up a run the last
+    /// owner missed) and stopping when it is handed over
+    /// ([`Engine::hand_over_room`]). Starting one already armed re-arms it.
+    pub fn start_schedules_for(
+        &mut self,
+        now: Timestamp,
+        last_runs: &[(Arc<str>, Timestamp)],
+        wanted: &dyn Fn(&RoomId) -> bool,
+    ) {
         for i in 0..self.schedules.len() {
+            let s = &self.schedules[i];
+            if !wanted(&s.room) {
+                continue;
+            }
+            self.timers
+                .retain(|_, t| !matches!(t, Timer::Schedule(j) if *j == i));
             let s = &self.schedules[i];
             let missed = last_runs
                 .iter()

@@ -98,8 +98,11 @@ pub struct Balance {
     pub held: Vec<Lease>,
     /// Of those, the ones it took in this round.
     pub gained: Vec<Lease>,
-    /// Keys it let go in this round (above its share).
-    pub released: Vec<String>,
+    /// Of those, the ones above its share, to let go
+    /// ([`Cluster::release`]) once their rooms are handed over: still held
+    /// until then, so nobody else starts on a room this process is still
+    /// finishing.
+    pub surplus: Vec<Lease>,
 }
 
 /// One process's membership, on a connection of its own.
@@ -240,9 +243,9 @@ impl Cluster {
     }
 
     /// One round of balancing `keys` (the partitions' lease keys) over the
-    /// live members: renews what this process holds, lets go of what is
-    /// above its share (the greatest keys first), takes free or expired
-    /// keys up to it. Run every few seconds, the processes settle on
+    /// live members: renews what this process holds, names what is above
+    /// its share (the greatest keys first) for the caller to let go, takes
+    /// free or expired keys up to it. Run every few seconds, the processes settle on
     /// shares that differ by one at most.
     pub fn balance(&mut self, keys: &[String]) -> Result<Balance, StoreError> {
         let mut held: Vec<Lease> = self
@@ -254,17 +257,15 @@ impl Cluster {
         let live = members.len().max(1);
         let share = keys.len().div_ceil(live);
         let mut out = Balance::default();
-        while held.len() > share {
-            let Some(extra) = held.pop() else { break };
-            self.release(&extra)?;
-            out.released.push(extra.key);
-        }
-        if held.len() < share {
+        held.sort_by(|a, b| a.key.cmp(&b.key));
+        if held.len() > share {
+            out.surplus = held[share..].to_vec();
+        } else if held.len() < share {
             let me = self.me.clone();
             let free = self.db.rows(
                 "SELECT k FROM unnest($1::text[]) AS k LEFT JOIN leases l ON l.key = k
-                 WHERE l.key IS NULL OR l.holder IS NULL OR (l.expires_at <= now() AND l.holder <> $2)",
-                &[&keys, &me],
+                 WHERE l.key IS NULL OR l.holder IS NULL OR l.expires_at <= now()",
+                &[&keys],
                 |r| r.text(0),
             )?;
             // Start at this member's place among the members, so processes
@@ -301,38 +302,36 @@ impl Cluster {
     }
 
     /// Puts `msg` in the inbox and wakes its partition's owner; `false`
-    /// when it was there already (received before, by any process).
+    /// when it was there already (received before, by any process). The
+    /// runtime puts through its writer instead ([`crate::Op::Inbox`]), in
+    /// order with a platform's sync state.
     pub fn put(&mut self, msg: &Message) -> Result<bool, StoreError> {
-        let part = i64::from(partition_of(&msg.room));
         let mut values = MessageRow::new(msg, None).values();
-        values.push(Value::Int(part));
+        values.push(Value::Int(i64::from(partition_of(&msg.room))));
+        values.push(Value::Bool(false));
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
-        let woken = self.db.rows(
-            &format!(
-                "WITH put AS (
-                     INSERT INTO inbox ({MESSAGE_INSERT_COLUMNS}, part)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-                     ON CONFLICT DO NOTHING RETURNING part)
-                 SELECT pg_notify('{INBOX_CHANNEL}', part::text) FROM put"
-            ),
-            &params,
-            |_| Ok(()),
-        )?;
+        let woken = self.db.rows(&INBOX_PUT, &params, |_| Ok(()))?;
         Ok(!woken.is_empty())
     }
 
     /// Messages waiting to be decided in `partitions`, oldest first, at most
     /// `limit`.
-    pub fn waiting(&mut self, partitions: &[u32], limit: usize) -> Result<Vec<Message>, StoreError> {
+    pub fn waiting(&mut self, partitions: &[u32], limit: usize) -> Result<Vec<Waiting>, StoreError> {
         let parts: Vec<i64> = partitions.iter().map(|&p| i64::from(p)).collect();
         let mut skipped = Vec::new();
         let read = self.db.rows(
             &format!(
-                "SELECT room, {MESSAGE_COLUMNS} FROM inbox
+                "SELECT seq, context, room, {MESSAGE_COLUMNS} FROM inbox
                  WHERE part = ANY($1) AND NOT decided ORDER BY seq LIMIT $2"
             ),
             &[&parts, &(limit as i64)],
-            |r| row::message(&RoomId::new(r.text(0)?), r, 1, &mut skipped),
+            |r| {
+                Ok(Waiting {
+                    seq: r.int(0)?,
+                    context: r.flag(1)?,
+                    msg: row::message(&RoomId::new(r.text(2)?), r, 3, &mut skipped)?,
+                })
+            },
         )?;
         for what in skipped {
             tracing::warn!("inbox: {what} could not be read");
@@ -340,6 +339,30 @@ impl Cluster {
         Ok(read)
     }
 }
+
+/// A message in the inbox, not yet decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// Its place in the inbox (later messages have greater ones).
+    pub seq: i64,
+    /// The message.
+    pub msg: Message,
+    /// Recorded as context only ([`crate::Op::Inbox`]).
+    pub context: bool,
+}
+
+/// Puts a message in the inbox (the values of [`MESSAGE_INSERT_COLUMNS`],
+/// then its partition and whether it is context) and, when it is new,
+/// wakes the partition's owner: `pg_notify` is sent at commit.
+pub(crate) static INBOX_PUT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "WITH put AS (
+             INSERT INTO inbox ({MESSAGE_INSERT_COLUMNS}, part, context)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+             ON CONFLICT DO NOTHING RETURNING part)
+         SELECT pg_notify('{INBOX_CHANNEL}', part::text) FROM put"
+    )
+});
 
 /// Listens on `channel` of the database at `at`: every `NOTIFY` on it,
 /// until the receiver is dropped (or the connection ends: the receiver

@@ -188,6 +188,11 @@ $$;
 -- own, so two processes never hand out the same id.
 CREATE SEQUENCE id_blocks START 1;
 ",
+    // A message from before a platform's first sync goes through the inbox
+    // too (its room's owner records it as context, answering nothing).
+    r"
+ALTER TABLE inbox ADD COLUMN context BOOLEAN NOT NULL DEFAULT false;
+",
 ];
 
 /// The schema version this build writes.

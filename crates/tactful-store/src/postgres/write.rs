@@ -489,6 +489,12 @@ impl<'a> Writer<'a> {
                     fence: Some((lease.key.clone(), lease.epoch)),
                 });
             }
+            Op::Inbox { msg, context } => {
+                let mut values = MessageRow::new(msg, None).values();
+                values.push(Value::Int(i64::from(crate::partition_of(&msg.room))));
+                values.push(Value::Bool(*context));
+                self.exec(&super::cluster::INBOX_PUT, values);
+            }
             Op::Decided { room, id } => {
                 self.exec(
                     "UPDATE inbox SET decided = true WHERE room = $1 AND id = $2",

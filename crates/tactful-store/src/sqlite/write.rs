@@ -153,7 +153,9 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
         Op::CallStarted(c) => call_started(tx, c)?,
         Op::CallEnded(e) => call_ended(tx, e)?,
         Op::CallsInterrupted => calls_interrupted(tx)?,
-        Op::Fence(_) | Op::Decided { .. } => return Err(StoreError::NeedsPostgres("several processes")),
+        Op::Fence(_) | Op::Decided { .. } | Op::Inbox { .. } => {
+            return Err(StoreError::NeedsPostgres("several processes"));
+        }
     }
     Ok(())
 }

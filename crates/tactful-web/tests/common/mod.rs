@@ -74,6 +74,7 @@ pub async fn start_with(config: WebConfig) -> Room {
             store: None,
             max_concurrent_turns: 16,
             hooks: Default::default(),
+            cluster: None,
         },
         vec![Arc::new(web.clone())],
         Some(tx),

@@ -1,0 +1,369 @@
+//! Several tactful processes on one PostgreSQL database: the coordinator
+//! that keeps this process's share of the rooms.
+//!
+//! Processes find each other only through the database
+//! ([`tactful_store::Cluster`]). The coordinator runs on a thread of its
+//! own (the cluster calls block) and, every third of a lease:
+//! 1. heartbeats and balances: renews the leases it holds, takes free or
+//!    expired partitions up to its share, names those above it;
+//! 2. tells the engine task: partitions lost (a renewal that failed: this
+//!    process was stopped or cut off past the expiry) are dropped at once;
+//!    partitions above its share are handed over and released once their
+//!    rooms delivered and saved what they decided; partitions gained are
+//!    read back from the store and adopted;
+//! 3. reads the inbox of what it holds.
+//!
+//! Between rounds it reads the inbox whenever a `NOTIFY` says a partition
+//! it holds has a message waiting. The [`Tenure`] tells the delivery
+//! workers until when the leases are surely held (the local clock, from
+//! before the renewal was asked): past it, nothing is posted until a
+//! renewal comes, so a process that was stopped past its lease never posts
+//! what its rooms' new owners are posting.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use tactful_core::{RoomId, Timestamp};
+use tactful_store::{
+    Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, Restored, Store, StoreError,
+    partition_key, partition_of,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::runtime::Event;
+
+/// How this process shares its database with others.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// How long a lease lasts without renewal: after a process dies, its
+    /// rooms answer again within about this long.
+    pub lease: Duration,
+    /// What the process says about itself to the others (host, pid,
+    /// listen address): what an operator reads in `members`.
+    pub about: String,
+}
+
+/// The default lease: a dead process's rooms move within ten seconds.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
+
+/// Rooms of newly held partitions, read back from the store.
+pub(crate) struct Adoption {
+    /// The partitions and their leases.
+    pub leases: Vec<(u32, Lease)>,
+    /// Their rooms.
+    pub restored: Restored,
+    /// Each schedule's last run.
+    pub last_runs: Vec<(Arc<str>, Timestamp)>,
+}
+
+/// Until when this process's leases are surely held. Without a cluster,
+/// always.
+#[derive(Clone, Debug)]
+pub(crate) struct Tenure(Option<watch::Receiver<Option<Instant>>>);
+
+impl Tenure {
+    /// A process alone with its store.
+    pub fn always() -> Tenure {
+        Tenure(None)
+    }
+
+    /// Waits until the leases are surely held; `false` if they never will
+    /// be again (the coordinator stopped).
+    pub async fn held(&mut self) -> bool {
+        let Some(rx) = &mut self.0 else {
+            return true;
+        };
+        loop {
+            if rx.borrow_and_update().is_some_and(|until| Instant::now() < until) {
+                return true;
+            }
+            // Past it: until a renewal says otherwise (or the room is
+            // taken from this worker).
+            let until = *rx.borrow();
+            let wait = until.map_or(Duration::from_secs(3600), |u| {
+                u.saturating_duration_since(Instant::now())
+            });
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return false },
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+}
+
+enum Wake {
+    /// A partition has a message waiting.
+    Inbox(u32),
+    /// Notifications may have been missed: read everything held.
+    Read,
+    /// The engine task ended: leave.
+    Stop,
+}
+
+/// The running coordinator.
+pub(crate) struct Coordinator {
+    wake: std_mpsc::Sender<Wake>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Coordinator {
+    /// Joins the database's processes and starts coordinating; returns the
+    /// coordinator, the tenure, and the first id of this process's block.
+    pub fn start(
+        at: &Location,
+        config: &ClusterConfig,
+        limits: LoadLimits,
+        engine: mpsc::UnboundedSender<Event>,
+    ) -> Result<(Coordinator, Tenure, u64), StoreError> {
+        let mut cluster = Cluster::join(at, &config.about, config.lease)?;
+        let block = cluster.id_block()?;
+        let store = Store::open_at(at)?;
+        tracing::info!(
+            member = cluster.id(),
+            lease_s = config.lease.as_secs_f64(),
+            "joined the processes sharing the store"
+        );
+        let (tenure_tx, tenure_rx) = watch::channel(None);
+        let (wake_tx, wake_rx) = std_mpsc::channel();
+        let mut state = State {
+            cluster,
+            store,
+            limits,
+            keys: (0..PARTITIONS).map(partition_key).collect(),
+            held: BTreeMap::new(),
+            handed: HashSet::new(),
+            engine,
+            tenure: tenure_tx,
+            ttl: config.lease,
+            failing: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("tactful-cluster".into())
+            .spawn(move || state.run(&wake_rx))
+            .map_err(StoreError::Io)?;
+        let listener = tokio::spawn(forward_notifications(at.clone(), wake_tx.clone()));
+        Ok((
+            Coordinator {
+                wake: wake_tx,
+                thread: Some(thread),
+                listener,
+            },
+            Tenure(Some(tenure_rx)),
+            block,
+        ))
+    }
+
+    /// Leaves the others (every lease let go at once) and stops. Call once
+    /// the engine task has saved everything.
+    pub async fn stop(mut self) {
+        self.listener.abort();
+        let _ = self.wake.send(Wake::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+}
+
+/// Forwards the inbox's `NOTIFY`s to the coordinator, listening again
+/// (and having everything read) when the connection ends.
+async fn forward_notifications(at: Location, wake: std_mpsc::Sender<Wake>) {
+    loop {
+        match tactful_store::listen(&at, INBOX_CHANNEL) {
+            Ok(mut rx) => {
+                if wake.send(Wake::Read).is_err() {
+                    return;
+                }
+                while let Some(n) = rx.recv().await {
+                    if let Ok(part) = n.payload.parse::<u32>()
+                        && wake.send(Wake::Inbox(part)).is_err()
+                    {
+                        return;
+                    }
+                }
+                tracing::warn!("listening for messages other processes received stopped; listening again");
+            }
+            Err(e) => tracing::warn!("cannot listen for messages other processes received: {e}"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How many waiting messages one read of the inbox takes.
+const INBOX_READ: usize = 500;
+
+struct State {
+    cluster: Cluster,
+    store: Store,
+    limits: LoadLimits,
+    keys: Vec<String>,
+    held: BTreeMap<u32, Lease>,
+    /// Inbox rows handed to the engine and not yet seen decided.
+    handed: HashSet<i64>,
+    engine: mpsc::UnboundedSender<Event>,
+    tenure: watch::Sender<Option<Instant>>,
+    ttl: Duration,
+    /// Whether the last round failed (said once per streak).
+    failing: bool,
+}
+
+impl State {
+    fn run(&mut self, wake: &std_mpsc::Receiver<Wake>) {
+        let every = self.ttl / 3;
+        let mut next = Instant::now();
+        let mut read = false;
+        loop {
+            let timeout = next.saturating_duration_since(Instant::now());
+            let mut woken = match wake.recv_timeout(timeout) {
+                Ok(w) => vec![w],
+                Err(std_mpsc::RecvTimeoutError::Timeout) => Vec::new(),
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            woken.extend(wake.try_iter());
+            for w in woken {
+                match w {
+                    Wake::Inbox(part) => read |= self.held.contains_key(&part),
+                    Wake::Read => read = true,
+                    Wake::Stop => {
+                        self.leave();
+                        return;
+                    }
+                }
+            }
+            if Instant::now() >= next {
+                next = Instant::now() + every;
+                match self.round() {
+                    Ok(()) => read = true,
+                    Err(e) => self.failed(&e),
+                }
+            }
+            if read {
+                read = match self.read_inbox() {
+                    Ok(more) => more,
+                    Err(e) => {
+                        self.failed(&e);
+                        false
+                    }
+                };
+            }
+        }
+        self.leave();
+    }
+
+    fn failed(&mut self, e: &StoreError) {
+        if !self.failing {
+            self.failing = true;
+            tracing::warn!("cannot reach the processes sharing the store: {e}; trying again");
+        }
+    }
+
+    fn leave(&mut self) {
+        match self.cluster.leave() {
+            Ok(()) => tracing::info!("left the processes sharing the store: its rooms move at once"),
+            Err(e) => tracing::warn!(
+                "could not leave the processes sharing the store (its rooms move when the leases run out): {e}"
+            ),
+        }
+    }
+
+    /// One round: renew, balance, and tell the engine task what changed.
+    fn round(&mut self) -> Result<(), StoreError> {
+        let asked = Instant::now();
+        let balance = self.cluster.balance(&self.keys)?;
+        if std::mem::take(&mut self.failing) {
+            tracing::info!("the processes sharing the store are reachable again");
+        }
+        let _ = self.tenure.send(Some(asked + self.ttl));
+        let now_held: BTreeMap<u32, Lease> = balance
+            .held
+            .iter()
+            .filter_map(|l| Some((part_of_key(&l.key)?, l.clone())))
+            .collect();
+        let lost: Vec<u32> = self
+            .held
+            .keys()
+            .filter(|p| now_held.get(p).is_none_or(|l| Some(l) != self.held.get(p)))
+            .copied()
+            .collect();
+        if !lost.is_empty() {
+            tracing::warn!(partitions = ?lost, "leases lost (this process was stopped or cut off past their expiry): their rooms are another's now");
+            for p in &lost {
+                self.held.remove(p);
+            }
+            let _ = self.engine.send(Event::Release(lost, None));
+        }
+        // Above its share: handed over, and let go once saved.
+        let surplus: Vec<(u32, Lease)> = balance
+            .surplus
+            .iter()
+            .filter_map(|l| Some((part_of_key(&l.key)?, l.clone())))
+            .filter(|(p, _)| self.held.contains_key(p))
+            .collect();
+        if !surplus.is_empty() {
+            let parts: Vec<u32> = surplus.iter().map(|(p, _)| *p).collect();
+            for p in &parts {
+                self.held.remove(p);
+            }
+            let (done, handed_over) = oneshot::channel();
+            if self.engine.send(Event::Release(parts, Some(done))).is_ok()
+                && handed_over.blocking_recv().is_ok()
+            {
+                for (_, lease) in &surplus {
+                    self.cluster.release(lease)?;
+                }
+            }
+        }
+        let gained: Vec<(u32, Lease)> = now_held
+            .iter()
+            .filter(|(p, _)| !self.held.contains_key(p) && !surplus.iter().any(|(s, _)| s == *p))
+            .map(|(p, l)| (*p, l.clone()))
+            .collect();
+        if !gained.is_empty() {
+            let parts: HashSet<u32> = gained.iter().map(|(p, _)| *p).collect();
+            let wanted = |room: &RoomId| parts.contains(&partition_of(room));
+            let restored = self.store.load_rooms(self.limits, &wanted)?;
+            let last_runs = crate::schedules::last_runs(&self.store.platform_state()?);
+            for (p, l) in &gained {
+                self.held.insert(*p, l.clone());
+            }
+            let _ = self.engine.send(Event::Adopt(Box::new(Adoption {
+                leases: gained,
+                restored,
+                last_runs,
+            })));
+        }
+        Ok(())
+    }
+
+    /// Hands the engine task what waits in the inbox for the partitions
+    /// held; whether there may be more.
+    fn read_inbox(&mut self) -> Result<bool, StoreError> {
+        if self.held.is_empty() {
+            return Ok(false);
+        }
+        let parts: Vec<u32> = self.held.keys().copied().collect();
+        let waiting = self.cluster.waiting(&parts, INBOX_READ)?;
+        let full = waiting.len() == INBOX_READ;
+        // What is no longer waiting was decided: forgotten here.
+        let seen: HashSet<i64> = waiting.iter().map(|w| w.seq).collect();
+        self.handed.retain(|s| seen.contains(s));
+        let new: Vec<_> = waiting
+            .into_iter()
+            .filter(|w| self.handed.insert(w.seq))
+            .collect();
+        // A full read with nothing new waits on the engine task: the next
+        // wake-up reads again.
+        let more = full && !new.is_empty();
+        if !new.is_empty() {
+            let _ = self.engine.send(Event::FromInbox(new));
+        }
+        Ok(more)
+    }
+}
+
+/// The partition a lease key names.
+fn part_of_key(key: &str) -> Option<u32> {
+    key.strip_prefix("partition:")?.parse().ok()
+}
