@@ -11,7 +11,10 @@
 //!    partitions above its share are handed over and released once their
 //!    rooms delivered and saved what they decided; partitions gained are
 //!    read back from the store and adopted;
-//! 3. reads the inbox of what it holds.
+//! 3. reads the inbox of what it holds;
+//! 4. keeps the platform connections it holds ([`Leased`]: one process
+//!    polls a bot token, whichever got its lease first) and takes over
+//!    those whose holder died.
 //!
 //! Between rounds it reads the inbox whenever a `NOTIFY` says a partition
 //! it holds has a message waiting. The [`Tenure`] tells the delivery
@@ -93,7 +96,30 @@ impl Tenure {
     }
 }
 
+/// A connection one process holds at a time: a platform's accounts (one
+/// `getUpdates` poller per Telegram token, one Socket Mode app, one
+/// gateway session). Sending needs no connection: the room's owner posts.
+pub struct Leased {
+    /// The lease key, `platform:telegram`.
+    pub key: String,
+    /// Connects, from the state the store holds now (called on the
+    /// coordinator's thread, inside the runtime).
+    pub start: Box<dyn Fn() + Send>,
+    /// Disconnects at once: another process holds it now.
+    pub stop: Box<dyn Fn() + Send>,
+}
+
+impl std::fmt::Debug for Leased {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Leased")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
 enum Wake {
+    /// Connections to hold when this process can.
+    Connections(Vec<Leased>),
     /// A partition has a message waiting.
     Inbox(u32),
     /// Notifications may have been missed: read everything held.
@@ -139,10 +165,17 @@ impl Coordinator {
             tenure: tenure_tx,
             ttl: config.lease,
             failing: false,
+            connections: Vec::new(),
+            releasing: BTreeMap::new(),
+            handovers: Vec::new(),
+            tokio: tokio::runtime::Handle::current(),
         };
         let thread = std::thread::Builder::new()
             .name("tactful-cluster".into())
-            .spawn(move || state.run(&wake_rx))
+            .spawn(move || {
+                let _span = tracing::info_span!("cluster", member = %state.cluster.id()).entered();
+                state.run(&wake_rx);
+            })
             .map_err(StoreError::Io)?;
         let listener = tokio::spawn(forward_notifications(at.clone(), wake_tx.clone()));
         Ok((
@@ -154,6 +187,12 @@ impl Coordinator {
             Tenure(Some(tenure_rx)),
             block,
         ))
+    }
+
+    /// Hands the coordinator the connections to hold while this process
+    /// has their lease.
+    pub fn hold(&self, connections: Vec<Leased>) {
+        let _ = self.wake.send(Wake::Connections(connections));
     }
 
     /// Leaves the others (every lease let go at once) and stops. Call once
@@ -207,6 +246,15 @@ struct State {
     ttl: Duration,
     /// Whether the last round failed (said once per streak).
     failing: bool,
+    /// The connections to hold, with the lease while held.
+    connections: Vec<(Leased, Option<Lease>)>,
+    /// Partitions above this process's share, being handed over.
+    releasing: BTreeMap<u32, Lease>,
+    /// The hand-overs under way: their partitions, and the engine task's
+    /// word once their rooms delivered and saved everything.
+    handovers: Vec<(Vec<u32>, oneshot::Receiver<()>)>,
+    /// The runtime connections start in.
+    tokio: tokio::runtime::Handle,
 }
 
 impl State {
@@ -226,6 +274,10 @@ impl State {
                 match w {
                     Wake::Inbox(part) => read |= self.held.contains_key(&part),
                     Wake::Read => read = true,
+                    Wake::Connections(c) => {
+                        self.connections.extend(c.into_iter().map(|l| (l, None)));
+                        next = Instant::now();
+                    }
                     Wake::Stop => {
                         self.leave();
                         return;
@@ -238,6 +290,11 @@ impl State {
                     Ok(()) => read = true,
                     Err(e) => self.failed(&e),
                 }
+            }
+            if !self.handovers.is_empty()
+                && let Err(e) = self.let_go_handed_over()
+            {
+                self.failed(&e);
             }
             if read {
                 read = match self.read_inbox() {
@@ -287,6 +344,9 @@ impl State {
             .filter(|p| now_held.get(p).is_none_or(|l| Some(l) != self.held.get(p)))
             .copied()
             .collect();
+        // Being handed over and run out meanwhile: nothing left to let go.
+        self.releasing
+            .retain(|p, l| now_held.get(p).is_some_and(|now| now == l));
         if !lost.is_empty() {
             tracing::warn!(partitions = ?lost, "leases lost (this process was stopped or cut off past their expiry): their rooms are another's now");
             for p in &lost {
@@ -294,7 +354,9 @@ impl State {
             }
             let _ = self.engine.send(Event::Release(lost, None));
         }
-        // Above its share: handed over, and let go once saved.
+        // Above its share: handed over, and let go once its rooms have
+        // delivered and saved (the leases are renewed meanwhile, so the
+        // deliveries are not held up).
         let surplus: Vec<(u32, Lease)> = balance
             .surplus
             .iter()
@@ -303,22 +365,28 @@ impl State {
             .collect();
         if !surplus.is_empty() {
             let parts: Vec<u32> = surplus.iter().map(|(p, _)| *p).collect();
-            for p in &parts {
+            for (p, lease) in &surplus {
                 self.held.remove(p);
+                self.releasing.insert(*p, lease.clone());
             }
             let (done, handed_over) = oneshot::channel();
-            if self.engine.send(Event::Release(parts, Some(done))).is_ok()
-                && handed_over.blocking_recv().is_ok()
+            if self
+                .engine
+                .send(Event::Release(parts.clone(), Some(done)))
+                .is_ok()
             {
-                for (_, lease) in &surplus {
-                    self.cluster.release(lease)?;
-                }
+                self.handovers.push((parts, handed_over));
             }
         }
-        let gained: Vec<(u32, Lease)> = now_held
+        self.let_go_handed_over()?;
+        self.keep_connections()?;
+        // Taken in this round (a renewal is not a gain: a partition being
+        // handed over is renewed until it is let go).
+        let gained: Vec<(u32, Lease)> = balance
+            .gained
             .iter()
-            .filter(|(p, _)| !self.held.contains_key(p) && !surplus.iter().any(|(s, _)| s == *p))
-            .map(|(p, l)| (*p, l.clone()))
+            .filter_map(|l| Some((part_of_key(&l.key)?, l.clone())))
+            .filter(|(p, _)| !self.held.contains_key(p) && !self.releasing.contains_key(p))
             .collect();
         if !gained.is_empty() {
             let parts: HashSet<u32> = gained.iter().map(|(p, _)| *p).collect();
@@ -328,11 +396,57 @@ impl State {
             for (p, l) in &gained {
                 self.held.insert(*p, l.clone());
             }
+            tracing::debug!(gained = ?gained.iter().map(|(p, l)| (p, l.epoch)).collect::<Vec<_>>(), "partitions taken");
             let _ = self.engine.send(Event::Adopt(Box::new(Adoption {
                 leases: gained,
                 restored,
                 last_runs,
             })));
+        }
+        Ok(())
+    }
+
+    /// Lets go of the partitions whose rooms have been handed over.
+    fn let_go_handed_over(&mut self) -> Result<(), StoreError> {
+        let mut pending = Vec::new();
+        for (parts, mut done) in std::mem::take(&mut self.handovers) {
+            match done.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => pending.push((parts, done)),
+                // Handed over (or the engine task ended: leaving lets go).
+                _ => {
+                    for p in parts {
+                        if let Some(lease) = self.releasing.remove(&p) {
+                            self.cluster.release(&lease)?;
+                        }
+                    }
+                }
+            }
+        }
+        self.handovers = pending;
+        Ok(())
+    }
+
+    /// Renews the connections held, takes those free (their holder left
+    /// or died), and stops those lost.
+    fn keep_connections(&mut self) -> Result<(), StoreError> {
+        let _inside = self.tokio.enter();
+        for (leased, held) in &mut self.connections {
+            let now = self.cluster.acquire(&leased.key)?;
+            let lost = held
+                .as_ref()
+                .is_some_and(|was| now.as_ref().is_none_or(|is| is.epoch != was.epoch));
+            if lost {
+                tracing::warn!(connection = %leased.key, "another process holds this connection now: disconnected here");
+                (leased.stop)();
+                *held = None;
+            }
+            if held.is_none()
+                && let Some(lease) = now
+            {
+                tracing::info!(connection = %leased.key, epoch = lease.epoch, "this process holds the connection: connecting");
+                (leased.start)();
+                *held = Some(lease);
+            }
         }
         Ok(())
     }

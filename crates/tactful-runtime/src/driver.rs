@@ -360,12 +360,25 @@ impl Driver {
                     self.engine.restore_message(msg);
                 }
             }
-            Event::State(key, value) => {
+            Event::State(key, value, ack) => {
                 // While closing, messages are no longer taken: a state
                 // covering them must not be saved either; nor after a
                 // message was refused.
                 if !closing && self.saving() && !self.state_frozen {
                     self.batch.ops.push(Op::PlatformState { key, value });
+                    self.batch.acks.extend(ack);
+                } else if let Some(ack) = ack {
+                    let outcome = if !self.saving() {
+                        // Nothing is kept: nothing to wait for.
+                        Ok(())
+                    } else if closing {
+                        Err(NotSaved::Stopping)
+                    } else {
+                        Err(NotSaved::StoreDown(
+                            "messages were refused since the last save".into(),
+                        ))
+                    };
+                    let _ = ack.send(outcome);
                 }
             }
             Event::Note(key, value) => {

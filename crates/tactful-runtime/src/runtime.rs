@@ -211,7 +211,8 @@ pub(crate) enum Event {
     /// taken, with the platform's own records of it.
     InboundSaved(Message, Vec<Op>, Ack),
     Backlog(Message),
-    State(String, String),
+    /// A platform's bookkeeping, and who waits until it is saved.
+    State(String, String, Option<Ack>),
     Note(String, String),
     /// An agent turn ended, with the tokens it used when reported.
     AgentDone(TurnId, AgentResult, Option<tactful_agents::Usage>),
@@ -300,7 +301,28 @@ impl RuntimeHandle {
     /// the messages handed in before it: after a restart the store holds
     /// the value only if it holds those messages too.
     pub fn save_state(&self, key: String, value: String) -> bool {
-        self.tx.send(Event::State(key, value)).is_ok()
+        self.tx.send(Event::State(key, value, None)).is_ok()
+    }
+
+    /// [`RuntimeHandle::save_state`], resolving once the value is stored,
+    /// with every message handed in before it. A platform that confirms
+    /// what it received to its server (Telegram's next `getUpdates` offset
+    /// drops the updates below it for good) waits for this first, so a
+    /// crash between the two never loses a message. Refused, and nothing
+    /// saved, while the store cannot write or the service stops.
+    pub fn save_state_saved(
+        &self,
+        key: String,
+        value: String,
+    ) -> impl Future<Output = Result<(), NotSaved>> + use<> {
+        let (ack, done) = oneshot::channel();
+        let sent = self.tx.send(Event::State(key, value, Some(ack))).is_ok();
+        async move {
+            if !sent {
+                return Err(NotSaved::Stopping);
+            }
+            done.await.unwrap_or(Err(NotSaved::Stopping))
+        }
     }
 
     /// Saves a platform's bookkeeping that covers no incoming message
@@ -440,6 +462,20 @@ impl Runtime {
             task,
             coordinator: coordinator.map(|(c, _)| c),
         })
+    }
+
+    /// Connects platform accounts: at once when this process is alone with
+    /// its store; when it shares it, each while this process holds its
+    /// lease (another process connects it when this one dies).
+    pub fn hold(&self, connections: Vec<crate::cluster::Leased>) {
+        match &self.coordinator {
+            Some(c) => c.hold(connections),
+            None => {
+                for c in connections {
+                    (c.start)();
+                }
+            }
+        }
     }
 
     /// A handle for platform adapters.

@@ -9,6 +9,7 @@
 //! the new connection, and what a platform redelivers after the switch is
 //! dropped as a duplicate by the engine.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -27,6 +28,10 @@ pub struct PlatformSlot {
     name: &'static str,
     current: RwLock<Arc<dyn Connected>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Whether this process may connect: always when alone with its
+    /// store; only while it holds the platform's lease when several
+    /// processes share it (one poller per bot token).
+    held: AtomicBool,
 }
 
 impl std::fmt::Debug for PlatformSlot {
@@ -42,6 +47,7 @@ impl PlatformSlot {
             name,
             current: RwLock::new(platform),
             tasks: Mutex::new(Vec::new()),
+            held: AtomicBool::new(true),
         })
     }
 
@@ -73,8 +79,33 @@ impl PlatformSlot {
         }
     }
 
+    /// Connects `new` in place of a connection that is not running (a
+    /// process taking over the platform's lease, with the state the store
+    /// holds now).
+    pub fn start_with(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle) {
+        self.held.store(true, Ordering::SeqCst);
+        for task in self.swap_tasks(Vec::new()) {
+            task.abort();
+        }
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
+        self.start(runtime);
+    }
+
+    /// Stops the connection because another process holds it now; a
+    /// reload no longer connects it, until [`PlatformSlot::start_with`].
+    pub fn let_go(&self) {
+        self.held.store(false, Ordering::SeqCst);
+        self.stop();
+    }
+
+    /// Whether this process may connect it (see `held`).
+    pub fn is_held(&self) -> bool {
+        self.held.load(Ordering::SeqCst)
+    }
+
     /// Replaces the connection: the old one says goodbye (at most
-    /// [`GOODBYE_WAIT`]) and stops, then `new` connects.
+    /// [`GOODBYE_WAIT`]) and stops, then `new` connects (when this process
+    /// holds the platform).
     pub async fn replace(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle) {
         let old = self.current();
         if tokio::time::timeout(GOODBYE_WAIT, old.close()).await.is_err() {
@@ -87,7 +118,9 @@ impl PlatformSlot {
             task.abort();
         }
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
-        self.start(runtime);
+        if self.is_held() {
+            self.start(runtime);
+        }
     }
 
     /// The start banner's line for the current connection.

@@ -147,6 +147,8 @@ enum PollError {
     WrongBot { want: u64, found: u64 },
     #[error("getUpdates failed: {0}")]
     Poll(String),
+    #[error("updates not confirmed, as they could not be saved: {0}")]
+    NotSaved(String),
 }
 
 impl TelegramPlatform {
@@ -343,10 +345,16 @@ impl Shared {
                 }
             }
         }
-        if let Ok(r) = self.runtime.lock()
-            && let Some(handle) = r.as_ref()
-        {
-            handle.save_state(state_key(persona.bot_id), next.to_string());
+        // The next poll confirms these updates to Telegram, which then
+        // drops them for good: first they and the offset are stored, so a
+        // crash in between never loses one (they come again instead, and
+        // are recognised).
+        let handle = self.runtime.lock().ok().and_then(|r| r.clone());
+        if let Some(handle) = handle {
+            handle
+                .save_state_saved(state_key(persona.bot_id), next.to_string())
+                .await
+                .map_err(|e| PollError::NotSaved(e.to_string()))?;
         }
         Ok(Some(next))
     }

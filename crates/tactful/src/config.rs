@@ -542,7 +542,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
 
     let folder = check.path.parent().unwrap_or(Path::new("."));
     let store = store::location(check, raw.store.as_ref(), folder)?;
-    let cluster = cluster::settings(check, raw.cluster.as_ref(), &store)?;
+    let cluster = cluster::settings(check, raw.cluster.as_ref(), &store, &platforms)?;
 
     Ok(Config {
         notes: advice::literal_secrets(check.src),

@@ -339,8 +339,18 @@ impl Service {
             web_addr = Some(addr);
             tasks.push(server);
         }
-        for platform in &connected {
-            platform.start(runtime.handle());
+        match config.cluster {
+            None => {
+                for platform in &connected {
+                    platform.start(runtime.handle());
+                }
+            }
+            Some(_) => runtime.hold(
+                connected
+                    .iter()
+                    .map(|slot| leased(config, slot, runtime.handle()))
+                    .collect(),
+            ),
         }
         let health = runtime.health();
         if let Some(h) = &health {
@@ -375,6 +385,35 @@ impl Service {
             _claim: claim,
             tasks,
         })
+    }
+}
+
+/// A platform's connections as one process at a time holds them (several
+/// processes on one store): connected from the state the store holds when
+/// the lease is taken (offsets and sync tokens saved by the last holder),
+/// disconnected when another process has it.
+fn leased(
+    config: &Config,
+    slot: &Arc<PlatformSlot>,
+    runtime: tactful_runtime::RuntimeHandle,
+) -> tactful_runtime::cluster::Leased {
+    slot.let_go();
+    let name = slot.name();
+    let (starting, stopping) = (slot.clone(), slot.clone());
+    let config = config.clone();
+    tactful_runtime::cluster::Leased {
+        key: format!("platform:{name}"),
+        start: Box::new(
+            move || match crate::registry::build_some(&config, &[name.to_owned()]) {
+                Ok(built) => {
+                    if let Some((_, platform)) = built.into_iter().next() {
+                        starting.start_with(platform, runtime.clone());
+                    }
+                }
+                Err(e) => tracing::error!("cannot connect {name}: {e:#}"),
+            },
+        ),
+        stop: Box::new(move || stopping.let_go()),
     }
 }
 

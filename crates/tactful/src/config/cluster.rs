@@ -31,10 +31,24 @@ pub(super) fn settings(
     check: &Checker<'_>,
     raw: Option<&RawCluster>,
     store: &Location,
+    platforms: &super::Platforms,
 ) -> Result<Option<ClusterConfig>, ConfigError> {
     let Some(raw) = raw.filter(|r| *r.enabled.get_ref()) else {
         return Ok(None);
     };
+    // Not yet across processes: said plainly rather than half working.
+    if platforms.web.is_some() {
+        return Err(check.at(
+            raw.enabled.span(),
+            "`cluster.enabled` with [platforms.web]: the web room does not work across processes yet (people connected to one process would not see the replies decided on another); run the web room without [cluster]",
+        ));
+    }
+    if platforms.connected.iter().any(|(name, _)| *name == "irc") {
+        return Err(check.at(
+            raw.enabled.span(),
+            "`cluster.enabled` with [platforms.irc]: IRC sends through its one connection, which only one process holds, and replies are posted by each room's owner; run IRC without [cluster]",
+        ));
+    }
     if !matches!(store, Location::Postgres(_)) {
         return Err(check.at(
             raw.enabled.span(),

@@ -351,16 +351,33 @@ rules = []
 fn a_cluster_needs_a_database_and_a_sane_lease() {
     let e = err(&format!("{MINIMAL}\n[cluster]\nenabled = true\n"));
     assert_eq!(e.position.map(|p| p.0), Some(11), "{e}");
-    assert!(e.message.contains("`cluster.enabled` needs a store every process reaches"), "{e}");
+    assert!(
+        e.message
+            .contains("`cluster.enabled` needs a store every process reaches"),
+        "{e}"
+    );
     let db = "[store]\nurl = \"postgres://tactful@db.internal/tactful\"\n";
     let c = parse(&format!("{MINIMAL}\n{db}\n[cluster]\nenabled = true\n")).expect("valid");
     let cluster = c.cluster.expect("on");
-    assert_eq!(cluster.lease, std::time::Duration::from_secs(10), "ten seconds by default");
-    assert!(cluster.about.contains(&std::process::id().to_string()), "{}", cluster.about);
-    let c = parse(&format!("{MINIMAL}\n{db}\n[cluster]\nenabled = false\nlease_seconds = 30\n")).expect("valid");
+    assert_eq!(
+        cluster.lease,
+        std::time::Duration::from_secs(10),
+        "ten seconds by default"
+    );
+    assert!(
+        cluster.about.contains(&std::process::id().to_string()),
+        "{}",
+        cluster.about
+    );
+    let c = parse(&format!(
+        "{MINIMAL}\n{db}\n[cluster]\nenabled = false\nlease_seconds = 30\n"
+    ))
+    .expect("valid");
     assert!(c.cluster.is_none(), "off");
     for (lease, ok) in [(1, false), (2, true), (300, true), (301, false)] {
-        let got = parse(&format!("{MINIMAL}\n{db}\n[cluster]\nenabled = true\nlease_seconds = {lease}\n"));
+        let got = parse(&format!(
+            "{MINIMAL}\n{db}\n[cluster]\nenabled = true\nlease_seconds = {lease}\n"
+        ));
         match got {
             Ok(c) => {
                 assert!(ok, "{lease} s accepted");
@@ -373,6 +390,8 @@ fn a_cluster_needs_a_database_and_a_sane_lease() {
             }
         }
     }
-    let e = err(&format!("{MINIMAL}\n{db}\n[cluster]\nenabled = true\nlease = 3\n"));
+    let e = err(&format!(
+        "{MINIMAL}\n{db}\n[cluster]\nenabled = true\nlease = 3\n"
+    ));
     assert!(e.message.contains("unknown field `lease`"), "{e}");
 }

@@ -1,0 +1,252 @@
+//! Three `tactful run` processes on one PostgreSQL database, with Telegram
+//! played by an in-process Bot API double (`telegram_double`): the rooms
+//! are spread over the three, one of them polls the bots, and `kill -9`
+//! of the poller or of a busy room's owner, again and again while people
+//! write, loses nothing and answers nothing twice: the poller's lease and
+//! the dead process's rooms move to the others.
+
+#![cfg(feature = "telegram")]
+
+mod common;
+mod telegram_double;
+
+use std::time::{Duration, Instant};
+
+use common::{Reaper, run_tactful};
+use serde_json::{Value, json};
+use tactful_core::RoomId;
+use tactful_store::partition_of;
+use tactful_store::testing::Schema;
+use telegram_double::{Bot, Double};
+
+const DOCS: &str = "7101:AAHdocs-cluster-token-secret";
+/// The groups people write in.
+const GROUPS: [i64; 6] = [-3001, -3002, -3003, -3004, -3005, -3006];
+/// Kills, alternating between the poller and a busy room's owner.
+const KILLS: usize = 4;
+
+fn config(url: &str, api_url: &str) -> String {
+    format!(
+        r##"
+[store]
+url = "{url}"
+
+[cluster]
+enabled = true
+lease_seconds = 2
+
+[platforms.telegram]
+api_url = "{api_url}"
+poll_timeout_secs = 1
+
+[[persona]]
+id = "docs"
+agent = "docs"
+telegram = {{ token = "${{DOCS_TOKEN}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] docs answers {{msg_id}}", delay_ms = 50 }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+"##
+    )
+}
+
+struct Node {
+    _dir: tempfile::TempDir,
+    process: Reaper,
+}
+
+fn start(url: &str, api_url: &str) -> Node {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let process = run_tactful(dir.path(), &config(url, api_url), &[("DOCS_TOKEN", DOCS)]);
+    Node { _dir: dir, process }
+}
+
+/// The pid of the process holding `key` (its `about` says `<host> pid N`),
+/// if a live one does.
+fn holder(schema: &Schema, key: &str) -> Option<u32> {
+    schema
+        .column(&format!(
+            "SELECT m.about FROM leases l JOIN members m ON m.id = l.holder
+             WHERE l.key = '{key}' AND l.expires_at > now()"
+        ))
+        // Not there until the first process made the tables.
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .next()
+        .and_then(|about| about.rsplit(' ').next()?.parse().ok())
+}
+
+/// Live processes holding partitions, with how many each holds.
+fn shares(schema: &Schema) -> Vec<usize> {
+    schema
+        .column(
+            "SELECT count(*) FROM leases WHERE key LIKE 'partition:%' AND holder IS NOT NULL
+             AND expires_at > now() GROUP BY holder ORDER BY 1",
+        )
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Waits (60 s at most) until `done` holds of the database.
+fn wait_db(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alice() -> Value {
+    json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"})
+}
+
+fn group(id: i64) -> Value {
+    json!({"id": id, "type": "supergroup", "title": format!("group {id}")})
+}
+
+/// Waits (60 s at most) until every question of `asked` has an answer;
+/// names those without one when they never get it.
+async fn answered_all(schema: &Schema, double: &Double, asked: &[(i64, i64)], when: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let missing: Vec<&(i64, i64)> = asked
+            .iter()
+            .filter(|(chat, id)| {
+                // The reply itself, not the placeholder standing for it.
+                !double
+                    .bot_messages(*chat)
+                    .iter()
+                    .any(|m| m.reply_to == Some(*id) && m.text.starts_with("docs answers"))
+            })
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            for c in double
+                .calls()
+                .iter()
+                .filter(|c| c.method == "getUpdates")
+                .rev()
+                .take(8)
+            {
+                eprintln!("getUpdates {} -> {}", c.body, c.status);
+            }
+            for (chat, id) in &missing {
+                let row = |sql: String| schema.column(&sql).unwrap_or_default();
+                eprintln!(
+                    "{chat}/{id}: inbox decided {:?}, decisions {:?}, in messages {:?}",
+                    row(format!(
+                        "SELECT decided::text FROM inbox WHERE room = 'tg:{chat}' AND id = '{id}'"
+                    )),
+                    row(format!(
+                        "SELECT outcome || ' ' || reason FROM decisions WHERE room = 'tg:{chat}' AND msg = '{id}'"
+                    )),
+                    row(format!(
+                        "SELECT count(*) FROM messages WHERE room = 'tg:{chat}' AND id = '{id}'"
+                    )),
+                );
+            }
+            panic!("unanswered {when}: {missing:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
+    let Some(schema) = Schema::new() else { return };
+    let double = Double::start(vec![Bot {
+        token: DOCS.into(),
+        id: 7101,
+        username: "docs_bot".into(),
+        name: "Docs".into(),
+    }])
+    .await;
+    let mut nodes: Vec<Node> = (0..3).map(|_| start(&schema.url, &double.url)).collect();
+    let pids = |nodes: &[Node]| -> Vec<u32> { nodes.iter().map(|n| n.process.id()).collect() };
+    wait_db("three processes sharing the partitions", || {
+        let s = shares(&schema);
+        s.len() == 3 && s.iter().sum::<usize>() == 256
+    });
+    wait_db("one process polling the bot", || {
+        holder(&schema, "platform:telegram").is_some_and(|p| pids(&nodes).contains(&p))
+    });
+
+    // A busy room: the one people write in most.
+    let busy = GROUPS[0];
+    let busy_key = format!("partition:{}", partition_of(&RoomId::new(format!("tg:{busy}"))));
+    let mut asked: Vec<(i64, i64)> = Vec::new();
+    let mut n = 0;
+    let mut ask = |double: &Double, asked: &mut Vec<(i64, i64)>| {
+        for &chat in GROUPS.iter().chain([busy, busy].iter()) {
+            n += 1;
+            let text = format!("@docs_bot question {n}");
+            let id = double.post(
+                &[DOCS],
+                group(chat),
+                alice(),
+                json!({"text": text, "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+            );
+            asked.push((chat, id));
+        }
+    };
+    // Answered before any kill: the poller has saved where it is (a bot's
+    // very first poll would take what came before it as history).
+    ask(&double, &mut asked);
+    let first: Vec<(i64, i64)> = asked.clone();
+    answered_all(&schema, &double, &first, "before any kill").await;
+    for kill in 0..KILLS {
+        ask(&double, &mut asked);
+        // The victim: the poller, then the busy room's owner, in turn.
+        let key = if kill % 2 == 0 {
+            "platform:telegram"
+        } else {
+            busy_key.as_str()
+        };
+        let victim = holder(&schema, key).expect("held");
+        let at = nodes
+            .iter()
+            .position(|n| n.process.id() == victim)
+            .expect("one of ours");
+        let mut dead = nodes.remove(at);
+        dead.process.kill().expect("kill -9");
+        let _ = dead.process.wait();
+        // People keep writing while it is dead; a new process comes up.
+        ask(&double, &mut asked);
+        nodes.push(start(&schema.url, &double.url));
+        let expected: Vec<(i64, i64)> = asked.clone();
+        answered_all(&schema, &double, &expected, &format!("after kill {kill}")).await;
+        let now_held = holder(&schema, key);
+        assert_ne!(now_held, Some(victim), "the lease moved off the dead process");
+    }
+    // Everything answered exactly once, and nothing else said.
+    for (chat, id) in &asked {
+        let answers: Vec<String> = double
+            .bot_messages(*chat)
+            .into_iter()
+            .filter(|m| m.reply_to == Some(*id))
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(answers, [format!("docs answers {id}")], "question {id} in {chat}");
+    }
+    let replies: usize = GROUPS.iter().map(|c| double.bot_messages(*c).len()).sum();
+    assert_eq!(replies, asked.len(), "no reply posted twice");
+    let decisions = schema
+        .column("SELECT count(*) FROM decisions WHERE outcome = 'reply'")
+        .expect("counts");
+    assert_eq!(
+        decisions,
+        [Some(asked.len().to_string())],
+        "each message decided once"
+    );
+}
