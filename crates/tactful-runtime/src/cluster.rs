@@ -3,7 +3,8 @@
 //!
 //! Processes find each other only through the database
 //! ([`tactful_store::Cluster`]). The coordinator runs on a thread of its
-//! own (the cluster calls block) and, every third of a lease:
+//! own (the cluster calls block) and, every third of a lease (every second
+//! at least):
 //! 1. heartbeats and balances: renews the leases it holds, takes free or
 //!    expired partitions up to its share, names those above it;
 //! 2. tells the engine task: partitions lost (a renewal that failed: this
@@ -230,6 +231,10 @@ async fn forward_notifications(at: Location, wake: std_mpsc::Sender<Wake>) {
     }
 }
 
+/// The longest wait between two rounds (a third of the lease, unless
+/// that is longer).
+const ROUND_AT_MOST: Duration = Duration::from_secs(1);
+
 /// How many waiting messages one read of the inbox takes.
 const INBOX_READ: usize = 500;
 
@@ -259,7 +264,9 @@ struct State {
 
 impl State {
     fn run(&mut self, wake: &std_mpsc::Receiver<Wake>) {
-        let every = self.ttl / 3;
+        // Often enough that a dead process's partitions are taken within a
+        // second of running out, and a renewal is never late.
+        let every = (self.ttl / 3).min(ROUND_AT_MOST);
         let mut next = Instant::now();
         let mut read = false;
         loop {

@@ -123,8 +123,16 @@ impl PlatformSlot {
         }
     }
 
-    /// The start banner's line for the current connection.
+    /// The start banner's line for the current connection (or, when
+    /// processes share the store and this one does not hold it, that one of
+    /// them connects it).
     pub async fn describe(&self) -> String {
+        if !self.is_held() {
+            return format!(
+                "{}: connected by one of the processes sharing the store at a time (the log says when this one does)",
+                self.name
+            );
+        }
         self.current().describe().await
     }
 

@@ -1,0 +1,227 @@
+//! Failover: how long a room goes unanswered when the process owning it
+//! is killed (`kill -9`), with two `tactful run` processes on one
+//! PostgreSQL database and Telegram played by the Bot API double.
+//!
+//! `cargo bench -p tactful --bench failover` kills the owner of a room five
+//! times for each lease length (10 s, the default, and 2 s): from the kill
+//! to the answer to a question asked right after it. The goal is the lease
+//! plus one second: the lease runs out at most `lease_seconds` after the
+//! last renewal, and the survivor takes it within a second of that.
+//!
+//! Under `cargo test`/`cargo nextest` one kill with a 2 s lease runs as a
+//! smoke test. Without a PostgreSQL (see `tactful_store::testing`) it says
+//! so and does nothing.
+
+#[cfg(feature = "telegram")]
+#[path = "../tests/telegram_double/mod.rs"]
+mod telegram_double;
+
+#[cfg(not(feature = "telegram"))]
+fn main() {
+    eprintln!("the failover benchmark needs the telegram feature");
+}
+
+#[cfg(feature = "telegram")]
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // nextest asks for the list of tests first.
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("smoke: test");
+        }
+        return;
+    }
+    let bench = args.iter().any(|a| a == "--bench");
+    let runs: &[(u64, usize)] = if bench { &[(10, 5), (2, 5)] } else { &[(2, 1)] };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    for &(lease, kills) in runs {
+        rt.block_on(failover::measure(lease, kills));
+    }
+}
+
+#[cfg(feature = "telegram")]
+mod failover {
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+    use tactful_core::RoomId;
+    use tactful_store::partition_of;
+    use tactful_store::testing::Schema;
+
+    use crate::telegram_double::{Bot, Double};
+
+    const TOKEN: &str = "7201:AAHfailover-bench-token-secret";
+
+    fn config(url: &str, api_url: &str, lease: u64) -> String {
+        format!(
+            r##"
+[store]
+url = "{url}"
+
+[cluster]
+enabled = true
+lease_seconds = {lease}
+
+[platforms.telegram]
+api_url = "{api_url}"
+poll_timeout_secs = 1
+
+[[persona]]
+id = "docs"
+agent = "docs"
+telegram = {{ token = "${{DOCS_TOKEN}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] answer {{msg_id}}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+"##
+        )
+    }
+
+    /// A `tactful run`, killed when dropped.
+    struct Node {
+        child: Child,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for Node {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn start(config: &str) -> Node {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("tactful.toml");
+        std::fs::write(&path, config).expect("config");
+        let child = Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&path)
+            .env("DOCS_TOKEN", TOKEN)
+            .env("TACTFUL_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("tactful starts");
+        Node { child, _dir: dir }
+    }
+
+    /// The pid of the live process holding `key`.
+    fn holder(schema: &Schema, key: &str) -> Option<u32> {
+        schema
+            .column(&format!(
+                "SELECT m.about FROM leases l JOIN members m ON m.id = l.holder
+                 WHERE l.key = '{key}' AND l.expires_at > now()"
+            ))
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .next()
+            .and_then(|about| about.rsplit(' ').next()?.parse().ok())
+    }
+
+    /// Waits (90 s at most) until `pids` hold all 256 partitions between
+    /// them, each some, and one of them polls the bot.
+    fn settled(schema: &Schema, pids: &[u32]) {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let shares = schema
+                .column(
+                    "SELECT count(*) FROM leases WHERE key LIKE 'partition:%' AND holder IS NOT NULL
+                     AND expires_at > now() GROUP BY holder",
+                )
+                .unwrap_or_default();
+            let polling = holder(schema, "platform:telegram").is_some_and(|p| pids.contains(&p));
+            let total: usize = shares
+                .iter()
+                .flatten()
+                .filter_map(|n| n.parse::<usize>().ok())
+                .sum();
+            if shares.len() == pids.len() && total == 256 && polling {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the processes never settled");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Asks in `chat`; waits (90 s at most) for the answer.
+    async fn ask(double: &Double, chat: i64) {
+        let id = double.post(
+            &[TOKEN],
+            json!({"id": chat, "type": "supergroup", "title": "bench"}),
+            json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"}),
+            json!({"text": "@docs_bot are you there?", "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+        );
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !double
+            .bot_messages(chat)
+            .iter()
+            .any(|m| m.reply_to == Some(id) && m.text.starts_with("answer"))
+        {
+            assert!(Instant::now() < deadline, "no answer in {chat}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn measure(lease: u64, kills: usize) {
+        let Some(schema) = Schema::new() else {
+            eprintln!("failover: no PostgreSQL, nothing measured");
+            return;
+        };
+        let double = Double::start(vec![Bot {
+            token: TOKEN.into(),
+            id: 7201,
+            username: "docs_bot".into(),
+            name: "Docs".into(),
+        }])
+        .await;
+        let config = config(&schema.url, &double.url, lease);
+        let mut nodes = vec![start(&config), start(&config)];
+        let mut took = Vec::new();
+        for kill in 0..kills {
+            let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
+            settled(&schema, &pids);
+            // A room the process that does not poll owns: its death
+            // stops that room alone, not the bot.
+            let poller = holder(&schema, "platform:telegram");
+            let (chat, owner) = (0..)
+                .map(|i| -5000 - i64::from(kill as u32) * 1000 - i)
+                .find_map(|chat| {
+                    let part = partition_of(&RoomId::new(format!("tg:{chat}")));
+                    let owner = holder(&schema, &format!("partition:{part}"))?;
+                    (Some(owner) != poller).then_some((chat, owner))
+                })
+                .expect("a room");
+            ask(&double, chat).await;
+            let at = nodes.iter().position(|n| n.child.id() == owner).expect("ours");
+            let mut dead = nodes.remove(at);
+            let _ = dead.child.kill();
+            let killed = Instant::now();
+            let _ = dead.child.wait();
+            ask(&double, chat).await;
+            took.push(killed.elapsed());
+            nodes.push(start(&config));
+        }
+        took.sort();
+        let median = took[took.len() / 2];
+        let max = took[took.len() - 1];
+        println!(
+            "failover, lease {lease} s: {} kills, median {:.2} s, max {:.2} s (goal < {} s)",
+            took.len(),
+            median.as_secs_f64(),
+            max.as_secs_f64(),
+            lease + 1
+        );
+    }
+}
