@@ -320,6 +320,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     println!("  store: {}", row.detail);
                 }
             }
+            if let Some(cluster) = &c.cluster {
+                println!(
+                    "  cluster: shares the store with the other processes run on it; each owns a share of the rooms, and a dead one's rooms move after {} s",
+                    cluster.lease.as_secs()
+                );
+            }
             for h in &c.engine.hooks {
                 println!("  hook {} before each reply{}", h.name, hook_scope(h));
             }

@@ -4,10 +4,16 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn tactful(args: &[&str]) -> Output {
+    tactful_with(args, &[])
+}
+
+/// [`tactful`] with more environment.
+fn tactful_with(args: &[&str], env: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tactful"))
         .args(args)
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
         .env_remove("TACTFUL_LOG")
+        .envs(env.iter().copied())
         .output()
         .expect("tactful runs")
 }
@@ -366,4 +372,47 @@ fn a_store_with_a_path_and_a_url_or_a_foreign_url_is_refused_at_its_line() {
     assert!(err.contains("db.toml:2:7: `store.url`: "), "{err}");
     assert!(err.contains("is not a PostgreSQL URL"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// `check` on a cluster config: the summary says the store is shared;
+/// the web room, which does not work across processes yet, is refused
+/// at `cluster.enabled`'s line.
+#[test]
+fn check_explains_a_cluster_and_refuses_it_with_the_web_room() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("cluster.toml");
+    let body = |platform: &str| {
+        format!(
+            "[store]\nurl = {:?}\n\n[cluster]\nenabled = true\nlease_seconds = 5\n\n\
+             [[persona]]\nid = \"docs\"\nagent = \"a\"\ntelegram = {{ token = \"${{DOCS_TOKEN}}\" }}\n\n\
+             [agents.a]\nkind = \"script\"\nrules = []\n\n{platform}\n",
+            schema.url
+        )
+    };
+    std::fs::write(&cfg, body("[platforms.telegram]")).expect("config");
+    let o = tactful_with(
+        &["check", "-c", cfg.to_str().expect("utf-8 path")],
+        &[("DOCS_TOKEN", "123456789:AAEcheck-token")],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("cluster: shares the store with the other processes run on it")
+            && out.contains("move after 5 s"),
+        "{out}"
+    );
+    std::fs::write(&cfg, body("[platforms.telegram]\n\n[platforms.web]")).expect("config");
+    let o = tactful_with(
+        &["check", "-c", cfg.to_str().expect("utf-8 path")],
+        &[("DOCS_TOKEN", "123456789:AAEcheck-token")],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cluster.toml:5:11: `cluster.enabled` with [platforms.web]"),
+        "{err}"
+    );
 }
