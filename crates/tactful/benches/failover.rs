@@ -16,6 +16,10 @@
 #[path = "../tests/telegram_double/mod.rs"]
 mod telegram_double;
 
+#[cfg(feature = "telegram")]
+#[path = "../tests/cluster_setup/mod.rs"]
+mod cluster_setup;
+
 #[cfg(not(feature = "telegram"))]
 fn main() {
     eprintln!("the failover benchmark needs the telegram feature");
@@ -53,39 +57,8 @@ mod failover {
     use tactful_store::partition_of;
     use tactful_store::testing::Schema;
 
+    use crate::cluster_setup::{TOKEN, config, holder, shares};
     use crate::telegram_double::{Bot, Double};
-
-    const TOKEN: &str = "7201:AAHfailover-bench-token-secret";
-
-    fn config(url: &str, api_url: &str, lease: u64) -> String {
-        format!(
-            r##"
-[store]
-url = "{url}"
-
-[cluster]
-enabled = true
-lease_seconds = {lease}
-
-[platforms.telegram]
-api_url = "{api_url}"
-poll_timeout_secs = 1
-
-[[persona]]
-id = "docs"
-agent = "docs"
-telegram = {{ token = "${{DOCS_TOKEN}}" }}
-
-[agents.docs]
-kind = "script"
-rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] answer {{msg_id}}" }}]
-
-[rooms.default]
-mode = "mention"
-rate_limit = "off"
-"##
-        )
-    }
 
     /// A `tactful run`, killed when dropped.
     struct Node {
@@ -116,38 +89,15 @@ rate_limit = "off"
         Node { child, _dir: dir }
     }
 
-    /// The pid of the live process holding `key`.
-    fn holder(schema: &Schema, key: &str) -> Option<u32> {
-        schema
-            .column(&format!(
-                "SELECT m.about FROM leases l JOIN members m ON m.id = l.holder
-                 WHERE l.key = '{key}' AND l.expires_at > now()"
-            ))
-            .unwrap_or_default()
-            .into_iter()
-            .flatten()
-            .next()
-            .and_then(|about| about.rsplit(' ').next()?.parse().ok())
-    }
-
     /// Waits (90 s at most) until `pids` hold all 256 partitions between
     /// them, each some, and one of them polls the bot.
     fn settled(schema: &Schema, pids: &[u32]) {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
-            let shares = schema
-                .column(
-                    "SELECT count(*) FROM leases WHERE key LIKE 'partition:%' AND holder IS NOT NULL
-                     AND expires_at > now() GROUP BY holder",
-                )
-                .unwrap_or_default();
+            let held = shares(schema);
             let polling = holder(schema, "platform:telegram").is_some_and(|p| pids.contains(&p));
-            let total: usize = shares
-                .iter()
-                .flatten()
-                .filter_map(|n| n.parse::<usize>().ok())
-                .sum();
-            if shares.len() == pids.len() && total == 256 && polling {
+            let total: usize = held.iter().sum();
+            if held.len() == pids.len() && total == 256 && polling {
                 return;
             }
             assert!(Instant::now() < deadline, "the processes never settled");
@@ -167,7 +117,7 @@ rate_limit = "off"
         while !double
             .bot_messages(chat)
             .iter()
-            .any(|m| m.reply_to == Some(id) && m.text.starts_with("answer"))
+            .any(|m| m.reply_to == Some(id) && m.text.starts_with("docs answers"))
         {
             assert!(Instant::now() < deadline, "no answer in {chat}");
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -181,12 +131,12 @@ rate_limit = "off"
         };
         let double = Double::start(vec![Bot {
             token: TOKEN.into(),
-            id: 7201,
+            id: 7101,
             username: "docs_bot".into(),
             name: "Docs".into(),
         }])
         .await;
-        let config = config(&schema.url, &double.url, lease);
+        let config = config(&schema.url, &double.url, lease, 0);
         let mut nodes = vec![start(&config), start(&config)];
         let mut took = Vec::new();
         for kill in 0..kills {

@@ -7,11 +7,13 @@
 
 #![cfg(feature = "telegram")]
 
+mod cluster_setup;
 mod common;
 mod telegram_double;
 
 use std::time::{Duration, Instant};
 
+use cluster_setup::{TOKEN, config, holder, shares};
 use common::{Reaper, run_tactful};
 use serde_json::{Value, json};
 use tactful_core::RoomId;
@@ -19,41 +21,10 @@ use tactful_store::partition_of;
 use tactful_store::testing::Schema;
 use telegram_double::{Bot, Double};
 
-const DOCS: &str = "7101:AAHdocs-cluster-token-secret";
 /// The groups people write in.
 const GROUPS: [i64; 6] = [-3001, -3002, -3003, -3004, -3005, -3006];
 /// Kills, alternating between the poller and a busy room's owner.
 const KILLS: usize = 4;
-
-fn config(url: &str, api_url: &str) -> String {
-    format!(
-        r##"
-[store]
-url = "{url}"
-
-[cluster]
-enabled = true
-lease_seconds = 2
-
-[platforms.telegram]
-api_url = "{api_url}"
-poll_timeout_secs = 1
-
-[[persona]]
-id = "docs"
-agent = "docs"
-telegram = {{ token = "${{DOCS_TOKEN}}" }}
-
-[agents.docs]
-kind = "script"
-rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] docs answers {{msg_id}}", delay_ms = 50 }}]
-
-[rooms.default]
-mode = "mention"
-rate_limit = "off"
-"##
-    )
-}
 
 struct Node {
     _dir: tempfile::TempDir,
@@ -62,38 +33,8 @@ struct Node {
 
 fn start(url: &str, api_url: &str) -> Node {
     let dir = tempfile::tempdir().expect("temp dir");
-    let process = run_tactful(dir.path(), &config(url, api_url), &[("DOCS_TOKEN", DOCS)]);
+    let process = run_tactful(dir.path(), &config(url, api_url, 2, 50), &[("DOCS_TOKEN", TOKEN)]);
     Node { _dir: dir, process }
-}
-
-/// The pid of the process holding `key` (its `about` says `<host> pid N`),
-/// if a live one does.
-fn holder(schema: &Schema, key: &str) -> Option<u32> {
-    schema
-        .column(&format!(
-            "SELECT m.about FROM leases l JOIN members m ON m.id = l.holder
-             WHERE l.key = '{key}' AND l.expires_at > now()"
-        ))
-        // Not there until the first process made the tables.
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .next()
-        .and_then(|about| about.rsplit(' ').next()?.parse().ok())
-}
-
-/// Live processes holding partitions, with how many each holds.
-fn shares(schema: &Schema) -> Vec<usize> {
-    schema
-        .column(
-            "SELECT count(*) FROM leases WHERE key LIKE 'partition:%' AND holder IS NOT NULL
-             AND expires_at > now() GROUP BY holder ORDER BY 1",
-        )
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| n.parse().ok())
-        .collect()
 }
 
 /// Waits (60 s at most) until `done` holds of the database.
@@ -166,7 +107,7 @@ async fn answered_all(schema: &Schema, double: &Double, asked: &[(i64, i64)], wh
 async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
     let Some(schema) = Schema::new() else { return };
     let double = Double::start(vec![Bot {
-        token: DOCS.into(),
+        token: TOKEN.into(),
         id: 7101,
         username: "docs_bot".into(),
         name: "Docs".into(),
@@ -192,7 +133,7 @@ async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
             n += 1;
             let text = format!("@docs_bot question {n}");
             let id = double.post(
-                &[DOCS],
+                &[TOKEN],
                 group(chat),
                 alice(),
                 json!({"text": text, "entities": [{"type": "mention", "offset": 0, "length": 9}]}),

@@ -1,0 +1,71 @@
+//! What the cluster test and the failover benchmark share: the config of a
+//! process (one Telegram bot on the Bot API double, `[cluster]` on a
+//! PostgreSQL schema) and what the database says about who holds what.
+#![allow(dead_code)] // each user takes some of it
+
+use tactful_store::testing::Schema;
+
+/// The bot's token (the double accepts any; `${DOCS_TOKEN}` in the config).
+pub const TOKEN: &str = "7101:AAHdocs-cluster-token-secret";
+
+/// A process's config: the store in `url`, Telegram at `api_url`, leases of
+/// `lease` seconds, a script agent answering "docs answers <msg id>" after
+/// `delay_ms`.
+pub fn config(url: &str, api_url: &str, lease: u64, delay_ms: u64) -> String {
+    format!(
+        r##"
+[store]
+url = "{url}"
+
+[cluster]
+enabled = true
+lease_seconds = {lease}
+
+[platforms.telegram]
+api_url = "{api_url}"
+poll_timeout_secs = 1
+
+[[persona]]
+id = "docs"
+agent = "docs"
+telegram = {{ token = "${{DOCS_TOKEN}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] docs answers {{msg_id}}", delay_ms = {delay_ms} }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+"##
+    )
+}
+
+/// The pid of the live process holding `key` (its `about` says
+/// `<host> pid N`); `None` before the first process made the tables.
+pub fn holder(schema: &Schema, key: &str) -> Option<u32> {
+    schema
+        .column(&format!(
+            "SELECT m.about FROM leases l JOIN members m ON m.id = l.holder
+             WHERE l.key = '{key}' AND l.expires_at > now()"
+        ))
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .next()
+        .and_then(|about| about.rsplit(' ').next()?.parse().ok())
+}
+
+/// How many partitions each live process holds, fewest first.
+pub fn shares(schema: &Schema) -> Vec<usize> {
+    schema
+        .column(
+            "SELECT count(*) FROM leases WHERE key LIKE 'partition:%' AND holder IS NOT NULL
+             AND expires_at > now() GROUP BY holder ORDER BY 1",
+        )
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
