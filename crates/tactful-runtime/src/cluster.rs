@@ -24,7 +24,7 @@
 //! renewal comes, so a process that was stopped past its lease never posts
 //! what its rooms' new owners are posting.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
@@ -161,7 +161,7 @@ impl Coordinator {
             limits,
             keys: (0..PARTITIONS).map(partition_key).collect(),
             held: BTreeMap::new(),
-            handed: HashSet::new(),
+            handed: HashMap::new(),
             engine,
             tenure: tenure_tx,
             ttl: config.lease,
@@ -244,8 +244,10 @@ struct State {
     limits: LoadLimits,
     keys: Vec<String>,
     held: BTreeMap<u32, Lease>,
-    /// Inbox rows handed to the engine and not yet seen decided.
-    handed: HashSet<i64>,
+    /// Inbox rows handed to the engine and not yet seen decided, with
+    /// their partition: handed again if this process takes the partition
+    /// anew (the decision of a lost one was refused).
+    handed: HashMap<i64, u32>,
     engine: mpsc::UnboundedSender<Event>,
     tenure: watch::Sender<Option<Instant>>,
     ttl: Duration,
@@ -403,6 +405,7 @@ impl State {
             for (p, l) in &gained {
                 self.held.insert(*p, l.clone());
             }
+            self.handed.retain(|_, p| !parts.contains(p));
             tracing::debug!(gained = ?gained.iter().map(|(p, l)| (p, l.epoch)).collect::<Vec<_>>(), "partitions taken");
             let _ = self.engine.send(Event::Adopt(Box::new(Adoption {
                 leases: gained,
@@ -469,10 +472,10 @@ impl State {
         let full = waiting.len() == INBOX_READ;
         // What is no longer waiting was decided: forgotten here.
         let seen: HashSet<i64> = waiting.iter().map(|w| w.seq).collect();
-        self.handed.retain(|s| seen.contains(s));
+        self.handed.retain(|s, _| seen.contains(s));
         let new: Vec<_> = waiting
             .into_iter()
-            .filter(|w| self.handed.insert(w.seq))
+            .filter(|w| self.handed.insert(w.seq, partition_of(&w.msg.room)).is_none())
             .collect();
         // A full read with nothing new waits on the engine task: the next
         // wake-up reads again.
@@ -487,4 +490,77 @@ impl State {
 /// The partition a lease key names.
 fn part_of_key(key: &str) -> Option<u32> {
     key.strip_prefix("partition:")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use tactful_core::Message;
+
+    use super::*;
+
+    /// A message handed to the engine whose decision was then refused
+    /// (the partition's lease ran out first) waits in the inbox: when this
+    /// process takes the partition anew, it is handed again, not taken for
+    /// one already in hand.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_retaken() {
+        let Some(schema) = tactful_store::testing::Schema::new() else {
+            return;
+        };
+        let at = schema.location();
+        let (engine, mut events) = mpsc::unbounded_channel();
+        let (tenure, _) = watch::channel(None);
+        let mut state = State {
+            cluster: Cluster::join(&at, "t", Duration::from_secs(10)).expect("joins"),
+            store: Store::open_at(&at).expect("opens"),
+            limits: LoadLimits {
+                history: 10,
+                own_ids: 10,
+            },
+            keys: (0..PARTITIONS).map(partition_key).collect(),
+            held: BTreeMap::new(),
+            handed: HashMap::new(),
+            engine,
+            tenure,
+            ttl: Duration::from_secs(10),
+            failing: false,
+            connections: Vec::new(),
+            releasing: BTreeMap::new(),
+            handovers: Vec::new(),
+            tokio: tokio::runtime::Handle::current(),
+        };
+        let msg = Message::new("m1", "lobby", "alice", "@docs hi", Timestamp::from_millis(1));
+        let part = partition_of(&msg.room);
+        assert!(state.cluster.put(&msg).expect("put"));
+        state.round().expect("a round");
+        state.read_inbox().expect("reads");
+        let mut handed = 0;
+        while let Ok(event) = events.try_recv() {
+            if let Event::FromInbox(w) = event {
+                handed += w.len();
+            }
+        }
+        assert_eq!(handed, 1, "handed once");
+        state.read_inbox().expect("reads");
+        assert!(events.try_recv().is_err(), "not again while in hand");
+
+        // The lease runs out before the decision is written: refused.
+        schema
+            .exec(&format!(
+                "UPDATE leases SET expires_at = now() - interval '1 second' WHERE key = 'partition:{part}'"
+            ))
+            .expect("runs out");
+        state.round().expect("a round");
+        state.read_inbox().expect("reads");
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            seen.push(match event {
+                Event::Release(parts, None) if parts.contains(&part) => "lost".to_owned(),
+                Event::Adopt(a) if a.leases.iter().any(|(p, _)| *p == part) => "adopted".to_owned(),
+                Event::FromInbox(w) => format!("{} waiting", w.len()),
+                _ => "other".to_owned(),
+            });
+        }
+        assert_eq!(seen, ["lost", "adopted", "1 waiting"]);
+    }
 }
