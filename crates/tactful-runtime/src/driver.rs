@@ -304,19 +304,6 @@ impl Driver {
                     self.put_in_inbox(msg, false);
                 }
             }
-            Event::InboundSaved(msg, also, ack) if sharing => {
-                if closing {
-                    let _ = ack.send(Err(NotSaved::Stopping));
-                } else if let Some(error) = self.store_down() {
-                    self.refuse(&msg);
-                    let _ = ack.send(Err(NotSaved::StoreDown(error)));
-                } else {
-                    self.refusal_logged = false;
-                    self.batch.ops.extend(also);
-                    self.put_in_inbox(msg, false);
-                    self.batch.acks.push(ack);
-                }
-            }
             Event::Backlog(msg) if sharing => {
                 if !closing && !self.refused(&msg) {
                     self.put_in_inbox(msg, true);
@@ -341,6 +328,11 @@ impl Driver {
                 } else if let Some(error) = self.store_down() {
                     self.refuse(&msg);
                     let _ = ack.send(Err(NotSaved::StoreDown(error)));
+                } else if sharing {
+                    self.refusal_logged = false;
+                    self.batch.ops.extend(also);
+                    self.put_in_inbox(msg, false);
+                    self.batch.acks.push(ack);
                 } else if self.take(&msg) {
                     if self.saving() {
                         self.batch.ops.extend(also);

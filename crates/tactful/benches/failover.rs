@@ -57,8 +57,8 @@ mod failover {
     use tactful_store::partition_of;
     use tactful_store::testing::Schema;
 
-    use crate::cluster_setup::{TOKEN, config, holder, shares};
-    use crate::telegram_double::{Bot, Double};
+    use crate::cluster_setup::{TOKEN, bot, config, holder, shares};
+    use crate::telegram_double::Double;
 
     /// A `tactful run`, killed when dropped.
     struct Node {
@@ -129,13 +129,7 @@ mod failover {
             eprintln!("failover: no PostgreSQL, nothing measured");
             return;
         };
-        let double = Double::start(vec![Bot {
-            token: TOKEN.into(),
-            id: 7101,
-            username: "docs_bot".into(),
-            name: "Docs".into(),
-        }])
-        .await;
+        let double = Double::start(vec![bot()]).await;
         let config = config(&schema.url, &double.url, lease, 0);
         let mut nodes = vec![start(&config), start(&config)];
         let mut took = Vec::new();

@@ -13,13 +13,13 @@ mod telegram_double;
 
 use std::time::{Duration, Instant};
 
-use cluster_setup::{TOKEN, config, holder, shares};
+use cluster_setup::{TOKEN, bot, config, holder, shares};
 use common::{Reaper, run_tactful};
 use serde_json::{Value, json};
 use tactful_core::RoomId;
 use tactful_store::partition_of;
 use tactful_store::testing::Schema;
-use telegram_double::{Bot, Double};
+use telegram_double::Double;
 
 /// The groups people write in.
 const GROUPS: [i64; 6] = [-3001, -3002, -3003, -3004, -3005, -3006];
@@ -106,13 +106,7 @@ async fn answered_all(schema: &Schema, double: &Double, asked: &[(i64, i64)], wh
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
     let Some(schema) = Schema::new() else { return };
-    let double = Double::start(vec![Bot {
-        token: TOKEN.into(),
-        id: 7101,
-        username: "docs_bot".into(),
-        name: "Docs".into(),
-    }])
-    .await;
+    let double = Double::start(vec![bot()]).await;
     let mut nodes: Vec<Node> = (0..3).map(|_| start(&schema.url, &double.url)).collect();
     let pids = |nodes: &[Node]| -> Vec<u32> { nodes.iter().map(|n| n.process.id()).collect() };
     wait_db("three processes sharing the partitions", || {

@@ -306,9 +306,7 @@ impl Cluster {
     /// runtime puts through its writer instead ([`crate::Op::Inbox`]), in
     /// order with a platform's sync state.
     pub fn put(&mut self, msg: &Message) -> Result<bool, StoreError> {
-        let mut values = MessageRow::new(msg, None).values();
-        values.push(Value::Int(i64::from(partition_of(&msg.room))));
-        values.push(Value::Bool(false));
+        let values = inbox_values(msg, false);
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         let woken = self.db.rows(&INBOX_PUT, &params, |_| Ok(()))?;
         Ok(!woken.is_empty())
@@ -349,6 +347,14 @@ pub struct Waiting {
     pub msg: Message,
     /// Recorded as context only ([`crate::Op::Inbox`]).
     pub context: bool,
+}
+
+/// The values [`INBOX_PUT`] takes for `msg`.
+pub(crate) fn inbox_values(msg: &Message, context: bool) -> Vec<Value> {
+    let mut values = MessageRow::new(msg, None).values();
+    values.push(Value::Int(i64::from(partition_of(&msg.room))));
+    values.push(Value::Bool(context));
+    values
 }
 
 /// Puts a message in the inbox (the values of [`MESSAGE_INSERT_COLUMNS`],

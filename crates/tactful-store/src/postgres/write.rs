@@ -490,10 +490,10 @@ impl<'a> Writer<'a> {
                 });
             }
             Op::Inbox { msg, context } => {
-                let mut values = MessageRow::new(msg, None).values();
-                values.push(Value::Int(i64::from(crate::partition_of(&msg.room))));
-                values.push(Value::Bool(*context));
-                self.exec(&super::cluster::INBOX_PUT, values);
+                self.exec(
+                    &super::cluster::INBOX_PUT,
+                    super::cluster::inbox_values(msg, *context),
+                );
             }
             Op::Decided { room, id } => {
                 self.exec(

@@ -5,8 +5,20 @@
 
 use tactful_store::testing::Schema;
 
+use crate::telegram_double::Bot;
+
 /// The bot's token (the double accepts any; `${DOCS_TOKEN}` in the config).
 pub const TOKEN: &str = "7101:AAHdocs-cluster-token-secret";
+
+/// The one bot, as the Bot API double knows it.
+pub fn bot() -> Bot {
+    Bot {
+        token: TOKEN.into(),
+        id: 7101,
+        username: "docs_bot".into(),
+        name: "Docs".into(),
+    }
+}
 
 /// A process's config: the store in `url`, Telegram at `api_url`, leases of
 /// `lease` seconds, a script agent answering "docs answers <msg id>" after
