@@ -356,6 +356,7 @@ impl Engine {
             dirty,
             timers,
             scratch,
+            flush_queue,
             ..
         } = self;
         let limits = *limits;
@@ -431,9 +432,12 @@ impl Engine {
             // flushing later would answer what another already answered
             // (and a restarted engine, which restores the window only,
             // would not have it).
-            for m in &mut room.members {
-                if let Some(st) = m.ambient.as_deref_mut() {
-                    st.buffer.retain(|e| e.id != evicted.id);
+            for (i, m) in room.members.iter_mut().enumerate() {
+                if let Some(st) = m.ambient.as_deref_mut()
+                    && st.forget(&evicted.id, timers)
+                {
+                    let pair = (msg.room.clone(), PersonaIdx(i as u8));
+                    flush_queue.retain(|q| *q != pair);
                 }
             }
         }

@@ -22,6 +22,26 @@ pub(super) struct AmbientState {
     pub(super) in_flight: Vec<TurnId>,
 }
 
+impl AmbientState {
+    /// Drops a message that left the room's history from the buffer. A
+    /// buffer emptied this way has nothing left to flush: its flush timer
+    /// and any wait go with it, so the next message arms a fresh one — as
+    /// it would in an engine restored after a restart, which sees only the
+    /// window. Returns whether the pair must leave the concurrency queue.
+    pub(super) fn forget(&mut self, id: &MsgId, timers: &mut BTreeMap<(Timestamp, u64), Timer>) -> bool {
+        let before = self.buffer.len();
+        self.buffer.retain(|e| e.id != *id);
+        if self.buffer.len() == before || !self.buffer.is_empty() {
+            return false;
+        }
+        if let Some(key) = self.due.take() {
+            timers.remove(&key);
+        }
+        self.waiting = None;
+        std::mem::take(&mut self.queued)
+    }
+}
+
 /// What the engine remembers about one persona in one room.
 #[derive(Debug, Default)]
 pub(super) struct PersonaRoom {
