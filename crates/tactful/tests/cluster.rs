@@ -3,7 +3,9 @@
 //! are spread over the three, one of them polls the bots, and `kill -9`
 //! of the poller or of a busy room's owner, again and again while people
 //! write, loses nothing and answers nothing twice: the poller's lease and
-//! the dead process's rooms move to the others.
+//! the dead process's rooms move to the others. A process stopped past its
+//! lease (SIGSTOP: a network cut or a long pause, as the others see it) is
+//! fenced out when it wakes and posts nothing late.
 
 #![cfg(feature = "telegram")]
 
@@ -14,7 +16,7 @@ mod telegram_double;
 use std::time::{Duration, Instant};
 
 use cluster_setup::{TOKEN, bot, config, holder, shares};
-use common::{Reaper, run_tactful};
+use common::{Logs, Reaper, run_tactful, run_tactful_logged, signal};
 use serde_json::{Value, json};
 use tactful_core::RoomId;
 use tactful_store::partition_of;
@@ -184,4 +186,114 @@ async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
         [Some(asked.len().to_string())],
         "each message decided once"
     );
+}
+
+/// The leases `pid` holds, as (key, epoch).
+fn leases_of(schema: &Schema, pid: u32) -> Vec<(String, i64)> {
+    schema
+        .column(&format!(
+            "SELECT l.key || ' ' || l.epoch FROM leases l JOIN members m ON m.id = l.holder
+             WHERE m.about LIKE '% pid {pid}' AND l.expires_at > now()"
+        ))
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| {
+            let (key, epoch) = row.rsplit_once(' ')?;
+            Some((key.to_owned(), epoch.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_stopped_past_its_lease_is_fenced_out_when_it_wakes() {
+    let Some(schema) = Schema::new() else { return };
+    let double = Double::start(vec![bot()]).await;
+    // Slow answers: the owner is stopped while its agent is still thinking.
+    let start = || -> (tempfile::TempDir, Reaper, Logs) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = config(&schema.url, &double.url, 2, 2_500);
+        let (process, logs) = run_tactful_logged(dir.path(), &config, &[("DOCS_TOKEN", TOKEN)]);
+        (dir, process, logs)
+    };
+    let nodes = [start(), start()];
+    wait_db("two processes sharing the partitions", || {
+        let s = shares(&schema);
+        s.len() == 2 && s.iter().sum::<usize>() == 256
+    });
+    let ask = |chat: i64, n: u32| -> (i64, i64) {
+        let id = double.post(
+            &[TOKEN],
+            group(chat),
+            alice(),
+            json!({"text": format!("@docs_bot question {n}"), "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+        );
+        (chat, id)
+    };
+    // Answered before the stop: the poller has saved where it is.
+    let room = GROUPS[0];
+    let warm = ask(room, 0);
+    answered_all(&schema, &double, &[warm], "before the stop").await;
+
+    let key = format!("partition:{}", partition_of(&RoomId::new(format!("tg:{room}"))));
+    let victim = holder(&schema, &key).expect("the room has an owner");
+    let (_, _, victim_logs) = nodes
+        .iter()
+        .find(|(_, p, _)| p.id() == victim)
+        .expect("one of ours");
+    let question = ask(room, 1);
+    wait_db("the owner decided and asked its agent", || {
+        schema
+            .column(&format!(
+                "SELECT count(*) FROM calls WHERE room = 'tg:{room}' AND msg = '{}' AND ended IS NULL",
+                question.1
+            ))
+            .is_ok_and(|c| c == [Some("1".to_owned())])
+    });
+    let held_at_stop = leases_of(&schema, victim);
+    signal(victim, "STOP");
+    wait_db("the room moved to the other process", || {
+        holder(&schema, &key).is_some_and(|p| p != victim)
+    });
+    // Asked while the old owner sleeps: the new one answers.
+    let while_stopped = ask(room, 2);
+    answered_all(
+        &schema,
+        &double,
+        &[question, while_stopped],
+        "while the owner is stopped",
+    )
+    .await;
+
+    signal(victim, "CONT");
+    // Once it has seen its leases gone, it has dropped the room's turns: a
+    // reply it was about to post is not posted now or later.
+    victim_logs.wait_for("the woken process handing its rooms over", |l| {
+        l.contains("rooms handed over") && l.contains("lost=true")
+    });
+    wait_db("the woken process sharing the partitions again", || {
+        let s = shares(&schema);
+        s.len() == 2 && s.iter().sum::<usize>() == 256
+    });
+    for (key, epoch) in leases_of(&schema, victim) {
+        if let Some((_, old)) = held_at_stop.iter().find(|(k, _)| *k == key) {
+            assert!(epoch > *old, "{key} held again under a new epoch, not {old}");
+        }
+    }
+    let after = ask(room, 3);
+    answered_all(&schema, &double, &[after], "after the wake").await;
+    for (chat, id) in [warm, question, while_stopped, after] {
+        let answers: Vec<String> = double
+            .bot_messages(chat)
+            .into_iter()
+            .filter(|m| m.reply_to == Some(id))
+            .map(|m| m.text)
+            .collect();
+        assert_eq!(
+            answers,
+            [format!("docs answers {id}")],
+            "question {id} answered once"
+        );
+    }
+    assert_eq!(double.bot_messages(room).len(), 4, "nothing posted late");
 }

@@ -444,10 +444,15 @@ pub fn run_tactful_logged(dir: &std::path::Path, config: &str, env: &[(&str, &st
 
 /// Sends SIGHUP (a config reload) to process `pid`.
 pub fn hup(pid: u32) {
+    signal(pid, "HUP");
+}
+
+/// Sends the signal named `sig` (`HUP`, `STOP`, `CONT`…) to process `pid`.
+pub fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
+        .args([&format!("-{sig}"), &pid.to_string()])
         .status()
         .expect("kill")
         .success();
-    assert!(ok, "SIGHUP sent");
+    assert!(ok, "SIG{sig} sent");
 }
