@@ -248,9 +248,18 @@ pub struct RuntimeHandle {
     pub(crate) tx: mpsc::UnboundedSender<Event>,
     saver: Option<Saver>,
     connections: Connections,
+    id_block: Option<u64>,
 }
 
 impl RuntimeHandle {
+    /// When this process shares its store with others (`[cluster]`), the
+    /// first id of its own block: a platform that numbers its own messages
+    /// (the web room) numbers from there, so no two processes hand out one
+    /// id. `None` when the process is alone.
+    pub fn id_block(&self) -> Option<u64> {
+        self.id_block
+    }
+
     /// The account of `persona` on `platform` ("Discord", as the log
     /// names it), whose connection state `/healthz`, the metrics and the
     /// banner show.
@@ -398,6 +407,7 @@ impl Runtime {
         let mut engine = Engine::new(config.engine)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let mut coordinator = None;
+        let mut id_block = None;
         let (persist, restart, key_prefix) = match (config.store, &config.cluster) {
             // Rooms come as their partitions are taken (`cluster`).
             (Some(mut store), Some(cluster)) => {
@@ -411,6 +421,7 @@ impl Runtime {
                 }
                 engine.restore_counters(&counters);
                 coordinator = Some((c, tenure));
+                id_block = Some(block);
                 (Some(Persister::start(store)?), Restart::default(), key_prefix)
             }
             (Some(mut store), None) => {
@@ -435,6 +446,7 @@ impl Runtime {
             tx: tx.clone(),
             saver: persist.as_ref().map(Persister::saver),
             connections: Connections::default(),
+            id_block,
         };
         let health = persist.as_ref().map(Persister::health);
         let driver = Driver::new(

@@ -115,4 +115,6 @@ pub(crate) trait ReadBackend: Send {
     fn costs(&self, since: i64, limit: usize) -> Result<Vec<CostRow>, StoreError>;
     /// People's messages per room since `since`.
     fn people_messages(&self, since: i64) -> Result<Vec<(String, u64)>, StoreError>;
+    /// The shown message `id` of `room`, as the web room keeps it.
+    fn shown_message(&self, room: &str, id: &str) -> Result<Option<ShownMessage>, StoreError>;
 }

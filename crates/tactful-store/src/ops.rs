@@ -111,6 +111,17 @@ pub enum Op {
         /// Who reacted (a display name).
         by: String,
     },
+    /// A note on a shown message (why a persona answered it or not), for
+    /// the web rooms of the other processes sharing the store: announced,
+    /// not kept (see [`crate::fan_out`]). Nothing without PostgreSQL.
+    ShownNote {
+        /// The room.
+        room: RoomId,
+        /// The message's platform id.
+        id: MsgId,
+        /// The note, as the web room serialised it.
+        note: String,
+    },
     /// An agent call started (the console's transcript and costs).
     CallStarted(crate::CallStart),
     /// More about an agent call: its answer, then what came of it.

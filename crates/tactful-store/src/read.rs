@@ -135,4 +135,11 @@ impl Reader {
     pub fn people_messages(&self, since: i64) -> Result<Vec<(String, u64)>, StoreError> {
         self.inner.people_messages(since)
     }
+
+    /// The web room's message `id` of `room` as it is shown now (its
+    /// latest text and reactions), or `None` once it is gone: what another
+    /// process's announcement ([`crate::ShownChange`]) is about.
+    pub fn shown_message(&self, room: &str, id: &str) -> Result<Option<crate::ShownMessage>, StoreError> {
+        self.inner.shown_message(room, id)
+    }
 }

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 
 use tactful_core::{Message, RoomId};
 use tactful_store::testing::Schema;
-use tactful_store::{Cluster, INBOX_CHANNEL, LoadLimits, Op, Store, StoreError, partition_key, partition_of};
+use tactful_store::{
+    Cluster, INBOX_CHANNEL, LoadLimits, Op, Reader, ShownChange, ShownKind, ShownMessage, Store, StoreError,
+    WEB_CHANNEL, partition_key, partition_of,
+};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -215,6 +218,137 @@ fn the_inbox_takes_a_message_once_wakes_its_owner_and_forgets_it_once_decided() 
         !a.put(&m).expect("put"),
         "a redelivery after the decision is still known"
     );
+}
+
+/// The next `n` notifications of `rx` (10 s at most).
+fn next_notes(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<tactful_store::Notification>,
+    n: usize,
+) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = Vec::new();
+    while got.len() < n {
+        match rx.try_recv() {
+            Ok(note) => got.push(note.payload),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("{} of {n} notifications: {e}", got.len()),
+        }
+    }
+    got
+}
+
+#[test]
+fn each_change_to_the_web_room_is_announced_at_commit_and_readable_by_the_others() {
+    let Some(schema) = Schema::new() else { return };
+    let mut rx = tactful_store::listen(&schema.location(), WEB_CHANNEL).expect("listens");
+    let mut store = Store::open_at(&schema.location()).expect("opens");
+    let room = tactful_core::RoomId::new("lobby");
+    let id = tactful_core::MsgId::new("w42");
+    let long = "é".repeat(4_000); // 8,000 bytes: more than a notification holds
+    let shown = ShownMessage {
+        id: id.clone(),
+        room: room.clone(),
+        key: None,
+        sender: tactful_core::UserId::new("web:Alice"),
+        sender_name: "Alice".into(),
+        is_bot: false,
+        text: long.clone(),
+        reply_to: None,
+        time: tactful_core::Timestamp::from_millis(5_000),
+        reactions: Vec::new(),
+    };
+    store
+        .apply(&[
+            Op::Shown { msg: shown, keep: 10 },
+            Op::ShownEdit {
+                room: room.clone(),
+                id: id.clone(),
+                text: "edited".into(),
+            },
+            Op::ShownReact {
+                room: room.clone(),
+                id: id.clone(),
+                emoji: "👍".into(),
+                by: "Docs".into(),
+            },
+            // Already there: nothing changes, nothing is announced.
+            Op::ShownReact {
+                room: room.clone(),
+                id: id.clone(),
+                emoji: "👍".into(),
+                by: "Docs".into(),
+            },
+            Op::ShownNote {
+                room: room.clone(),
+                id: id.clone(),
+                note: r#"{"persona":"docs","state":"answered"}"#.into(),
+            },
+        ])
+        .expect("applied");
+    let changes: Vec<ShownChange> = next_notes(&mut rx, 4)
+        .iter()
+        .map(|p| ShownChange::parse(p).expect("readable"))
+        .collect();
+    let kinds: Vec<ShownKind> = changes.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [ShownKind::New, ShownKind::Edit, ShownKind::React, ShownKind::Note],
+        "in the order made, the repeated reaction not at all"
+    );
+    assert!(
+        changes
+            .iter()
+            .all(|c| c.room == "lobby" && c.id == "w42" && c.is_own())
+    );
+    assert_eq!(
+        changes[3].note.as_deref(),
+        Some(r#"{"persona":"docs","state":"answered"}"#)
+    );
+    let reader = Reader::open(&schema.location()).expect("reads");
+    let now = reader
+        .shown_message("lobby", "w42")
+        .expect("reads")
+        .expect("there");
+    assert_eq!(now.text, "edited", "the others read the latest text");
+    assert_eq!(now.reactions, [("👍".to_owned(), vec!["Docs".to_owned()])]);
+
+    // A change rolled back is never announced.
+    let fenced = Op::Fence(tactful_store::Lease {
+        key: partition_key(1),
+        holder: "nobody".into(),
+        epoch: 99,
+    });
+    let refused = store.apply(&[
+        fenced,
+        Op::ShownDelete {
+            room: room.clone(),
+            id: id.clone(),
+        },
+    ]);
+    assert!(matches!(refused, Err(StoreError::Fenced { .. })), "{refused:?}");
+    store
+        .apply(&[
+            Op::ShownDelete {
+                room: room.clone(),
+                id: id.clone(),
+            },
+            Op::ShownNote {
+                room,
+                id,
+                note: "{}".into(),
+            },
+        ])
+        .expect("deleted");
+    let after: Vec<ShownKind> = next_notes(&mut rx, 2)
+        .iter()
+        .map(|p| ShownChange::parse(p).expect("readable").kind)
+        .collect();
+    assert_eq!(
+        after,
+        [ShownKind::Delete, ShownKind::Note],
+        "the refused deletion was never announced"
+    );
+    assert_eq!(reader.shown_message("lobby", "w42").expect("reads"), None, "gone");
 }
 
 #[test]

@@ -36,6 +36,7 @@ pub mod access;
 pub mod direct;
 pub mod fields;
 pub mod identity;
+mod others;
 mod render;
 pub mod room;
 mod session;
@@ -62,6 +63,8 @@ use tokio::sync::{broadcast, watch};
 use crate::access::Access;
 use crate::identity::Lookalikes;
 use crate::room::{Member, Room, WebMsg};
+
+pub use others::Following;
 
 /// How the web room is served.
 #[derive(Clone, Debug)]
@@ -136,6 +139,13 @@ struct Shared {
     explainer: Mutex<why::Explainer>,
     /// The room policies in force, for the introduction's modes.
     policies: std::sync::RwLock<Arc<PolicyTable>>,
+    /// Whether other processes share the store: the notes made here are
+    /// announced to their web rooms (see [`others`]).
+    shared_store: std::sync::atomic::AtomicBool,
+    /// Notes on messages this process has not shown yet (another process
+    /// received them, and its announcement is on its way), shown with
+    /// them; the oldest are dropped past [`others::EARLY_NOTES`].
+    early: Mutex<std::collections::VecDeque<why::Note>>,
 }
 
 /// The personas as the room shows them.
@@ -280,6 +290,8 @@ impl WebPlatform {
                 access: OnceLock::new(),
                 explainer: Mutex::new(why::Explainer::default()),
                 policies: std::sync::RwLock::new(Arc::new(PolicyTable::default())),
+                shared_store: std::sync::atomic::AtomicBool::new(false),
+                early: Mutex::new(std::collections::VecDeque::new()),
             }),
         })
     }
@@ -301,27 +313,9 @@ impl WebPlatform {
                     highest = highest.max(n);
                 }
                 let room = rooms.entry(m.room.to_string()).or_default();
-                let reply_to = m.reply_to.as_ref().map(MsgId::as_str);
-                let msg = WebMsg {
-                    id: m.id.to_string(),
-                    sender: Member {
-                        id: m.sender.to_string(),
-                        name: m.sender_name,
-                        bot: m.is_bot,
-                    },
-                    quote: room.quote(reply_to),
-                    reply_to: reply_to.map(str::to_owned),
-                    html: render::html(&m.text),
-                    text: m.text,
-                    time: m.time.to_rfc3339(),
-                    why: Vec::new(),
-                    reactions: m
-                        .reactions
-                        .into_iter()
-                        .map(|(emoji, by)| room::Reaction { emoji, by })
-                        .collect(),
-                };
-                room.restore(msg, m.key, limit);
+                let key = m.key.clone();
+                let msg = room.shown_as_web(m);
+                room.restore(msg, key, limit);
             }
         });
         self.shared.next_id.fetch_max(highest + 1, Ordering::SeqCst);
@@ -372,20 +366,8 @@ impl WebPlatform {
             Err(_) => why::notes(output),
         };
         for note in notes {
-            let room = note.room.as_str();
-            let known = shared
-                .with_rooms(|rooms| {
-                    rooms
-                        .get_mut(room)
-                        .is_some_and(|r| r.note_why(note.msg.as_str(), note.why.clone()))
-                })
-                .unwrap_or(false);
-            if known {
-                let _ = shared.events.send((
-                    room.to_owned(),
-                    serde_json::json!({ "type": "why", "room": room, "msg": note.msg.as_str(), "why": note.why }),
-                ));
-            }
+            shared.announce_note(&note);
+            shared.show_note(note);
         }
     }
 
@@ -396,6 +378,11 @@ impl WebPlatform {
 
     /// Where people's messages go: the runtime's inbound handle.
     pub fn connect_runtime(&self, handle: RuntimeHandle) {
+        // Sharing the store: ids from this process's own block, never
+        // another's (whose messages the restored history may hold).
+        if let Some(block) = handle.id_block() {
+            self.shared.next_id.store(block.max(1), Ordering::SeqCst);
+        }
         self.shared.runtime.send_replace(Some(handle));
     }
 
@@ -445,6 +432,48 @@ impl WebPlatform {
 }
 
 impl Shared {
+    /// Shows a note on its message, or keeps it for when the message
+    /// arrives from another process.
+    fn show_note(&self, note: why::Note) {
+        let room = note.room.as_str();
+        let known = self
+            .with_rooms(|rooms| {
+                rooms
+                    .get_mut(room)
+                    .is_some_and(|r| r.note_why(note.msg.as_str(), note.why.clone()))
+            })
+            .unwrap_or(false);
+        if known {
+            let _ = self.events.send((
+                room.to_owned(),
+                serde_json::json!({ "type": "why", "room": room, "msg": note.msg.as_str(), "why": note.why }),
+            ));
+        } else if self.shared_store.load(Ordering::Relaxed)
+            && let Ok(mut early) = self.early.lock()
+        {
+            if early.len() >= others::EARLY_NOTES {
+                early.pop_front();
+            }
+            early.push_back(note);
+        }
+    }
+
+    /// Tells the other processes' web rooms of a note made here (their
+    /// people see why too). Only web rooms: names with a platform prefix
+    /// (`tg:`…) are other platforms' rooms.
+    fn announce_note(&self, note: &why::Note) {
+        if !self.shared_store.load(Ordering::Relaxed) || note.room.as_str().contains(':') {
+            return;
+        }
+        if let Some(saver) = self.runtime().and_then(|h| h.saver().cloned()) {
+            saver.save_later(vec![Op::ShownNote {
+                room: note.room.clone(),
+                id: note.msg.clone(),
+                note: note.why.to_json(),
+            }]);
+        }
+    }
+
     fn new_id(&self) -> String {
         format!("w{}", self.next_id.fetch_add(1, Ordering::SeqCst))
     }

@@ -289,6 +289,52 @@ impl Room {
         }
     }
 
+    /// A message as the store keeps it, as this room shows it (its quote
+    /// taken from what the room has).
+    pub fn shown_as_web(&self, m: tactful_store::ShownMessage) -> WebMsg {
+        let reply_to = m.reply_to.as_ref().map(tactful_core::MsgId::as_str);
+        WebMsg {
+            id: m.id.to_string(),
+            sender: Member {
+                id: m.sender.to_string(),
+                name: m.sender_name,
+                bot: m.is_bot,
+            },
+            quote: self.quote(reply_to),
+            reply_to: reply_to.map(str::to_owned),
+            html: crate::render::html(&m.text),
+            text: m.text,
+            time: m.time.to_rfc3339(),
+            why: Vec::new(),
+            reactions: m
+                .reactions
+                .into_iter()
+                .map(|(emoji, by)| Reaction { emoji, by })
+                .collect(),
+        }
+    }
+
+    /// The text of the message `id`, shown or waiting.
+    pub fn text_of(&self, id: &str) -> Option<&str> {
+        self.history
+            .iter()
+            .chain(self.queue.iter().filter_map(|q| match &q.change {
+                Change::New(m) => Some(&**m),
+                _ => None,
+            }))
+            .find(|m| m.id == id)
+            .map(|m| m.text.as_str())
+    }
+
+    /// Whether `by`'s `emoji` is on the shown message `id`.
+    pub fn has_reaction(&self, id: &str, emoji: &str, by: &str) -> bool {
+        self.history.iter().find(|m| m.id == id).is_some_and(|m| {
+            m.reactions
+                .iter()
+                .any(|r| r.emoji == emoji && r.by.iter().any(|b| b == by))
+        })
+    }
+
     /// Adds a restored message to the history directly (at start, before
     /// anyone is connected).
     pub fn restore(&mut self, msg: WebMsg, key: Option<String>, limit: usize) {

@@ -90,6 +90,45 @@ impl Explainer {
 /// another: it never replaces an "answered" ([`crate::room::Room::note_why`]).
 pub const READ: &str = "read";
 
+/// Every state a line can have.
+const STATES: [&str; 7] = [
+    "answered",
+    "answering",
+    "listening",
+    "quiet",
+    "skipped",
+    "failed",
+    READ,
+];
+
+/// The longest line taken from another process (ours are shorter).
+const MAX_TEXT: usize = 2_000;
+
+impl Why {
+    /// The line as it travels to another process's web room.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A line another process's web room sent ([`Why::to_json`]); `None`
+    /// when it is not one (an unknown state, not JSON).
+    pub fn from_json(json: &str) -> Option<Why> {
+        #[derive(serde::Deserialize)]
+        struct Sent {
+            persona: String,
+            state: String,
+            text: String,
+        }
+        let sent: Sent = serde_json::from_str(json).ok()?;
+        let state = STATES.into_iter().find(|s| *s == sent.state)?;
+        Some(Why {
+            persona: sent.persona,
+            state,
+            text: clip(&sent.text, MAX_TEXT),
+        })
+    }
+}
+
 /// The notes an engine output makes, one per message it concerns.
 pub fn notes(output: &Output) -> Vec<Note> {
     let note = |room: &RoomId, msg: &MsgId, persona: &PersonaId, state, text: String| Note {
@@ -278,6 +317,22 @@ mod tests {
     /// A batch's reply marks the message it answers, not the chatter read
     /// with it; a second reply of the turn, to another message, leaves the
     /// first answered.
+    #[test]
+    fn a_line_travels_to_another_process_and_back() {
+        let why = Why {
+            persona: "docs".into(),
+            state: "answering",
+            text: "answering: it was mentioned".into(),
+        };
+        assert_eq!(Why::from_json(&why.to_json()), Some(why));
+        assert_eq!(
+            Why::from_json(r#"{"persona":"docs","state":"teleported","text":"x"}"#),
+            None,
+            "unknown states are refused"
+        );
+        assert_eq!(Why::from_json("not json"), None);
+    }
+
     #[test]
     fn a_batch_reply_answers_its_message_and_reads_the_rest() {
         let states = |o: &Output| {

@@ -211,11 +211,9 @@ impl Service {
             .collect();
         let mut platforms: Vec<Arc<dyn Platform>> =
             connected.iter().map(|p| p.clone() as Arc<dyn Platform>).collect();
+        let mut following = None;
         let web = match &config.platforms.web {
             Some(settings) => {
-                let shown = store
-                    .shown(settings.history)
-                    .context("cannot read the web room's history from the store")?;
                 let web = WebPlatform::new(
                     WebConfig {
                         listen: settings.listen,
@@ -229,6 +227,17 @@ impl Service {
                     },
                     &engine.personas,
                 )?;
+                // Several processes: what the others' web rooms show is
+                // shown here too, from before the history is read back.
+                if config.cluster.is_some() {
+                    following = Some(
+                        web.follow_others(&config.store)
+                            .context("cannot listen to the other processes' web rooms")?,
+                    );
+                }
+                let shown = store
+                    .shown(settings.history)
+                    .context("cannot read the web room's history from the store")?;
                 // Before the runtime starts: replies it sends again must come
                 // after. The web room owns every room no other platform
                 // claims (so it comes last), and shows only those.
@@ -320,6 +329,7 @@ impl Service {
         let mut web_addr = None;
         if let Some(web) = &web {
             web.connect_runtime(runtime.handle());
+            tasks.extend(following.map(tactful_web::Following::start));
             // `tactful demo`: the console on the room's own listener, behind
             // the room's token.
             let console = config.platforms.web.as_ref().filter(|w| w.console).map(|w| {

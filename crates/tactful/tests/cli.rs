@@ -374,11 +374,12 @@ fn a_store_with_a_path_and_a_url_or_a_foreign_url_is_refused_at_its_line() {
     assert!(!err.contains("hunter2"), "{err}");
 }
 
-/// `check` on a cluster config: the summary says the store is shared;
-/// the web room, which does not work across processes yet, is refused
-/// at `cluster.enabled`'s line.
+/// `check` on a cluster config: the summary says the store is shared
+/// (the web room works behind every process); IRC, whose one connection
+/// would have to send every room's replies, is refused at
+/// `cluster.enabled`'s line.
 #[test]
-fn check_explains_a_cluster_and_refuses_it_with_the_web_room() {
+fn check_explains_a_cluster_and_refuses_it_with_irc() {
     let Some(schema) = tactful_store::testing::Schema::new() else {
         return;
     };
@@ -392,7 +393,7 @@ fn check_explains_a_cluster_and_refuses_it_with_the_web_room() {
             schema.url
         )
     };
-    std::fs::write(&cfg, body("[platforms.telegram]")).expect("config");
+    std::fs::write(&cfg, body("[platforms.telegram]\n\n[platforms.web]")).expect("config");
     let o = tactful_with(
         &["check", "-c", cfg.to_str().expect("utf-8 path")],
         &[("DOCS_TOKEN", "123456789:AAEcheck-token")],
@@ -404,7 +405,11 @@ fn check_explains_a_cluster_and_refuses_it_with_the_web_room() {
             && out.contains("move after 5 s"),
         "{out}"
     );
-    std::fs::write(&cfg, body("[platforms.telegram]\n\n[platforms.web]")).expect("config");
+    std::fs::write(
+        &cfg,
+        body("[platforms.telegram]\n\n[platforms.irc]\nserver = \"irc.example.org\"\nchannels = [\"#team\"]"),
+    )
+    .expect("config");
     let o = tactful_with(
         &["check", "-c", cfg.to_str().expect("utf-8 path")],
         &[("DOCS_TOKEN", "123456789:AAEcheck-token")],
@@ -412,7 +417,7 @@ fn check_explains_a_cluster_and_refuses_it_with_the_web_room() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("cluster.toml:5:11: `cluster.enabled` with [platforms.web]"),
+        err.contains("cluster.toml:5:11: `cluster.enabled` with [platforms.irc]"),
         "{err}"
     );
 }

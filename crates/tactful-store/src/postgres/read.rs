@@ -10,7 +10,7 @@ use crate::StoreError;
 use crate::backend::ReadBackend;
 use crate::calls::{CallRow, CostRow};
 use crate::read::{DecisionRow, RoomSummary};
-use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row};
+use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS};
 
 /// The console's connection, made again when it is lost.
 pub(crate) struct Reader {
@@ -131,5 +131,15 @@ impl ReadBackend for Reader {
             &[&since],
             |r| Ok((r.text(0)?, r.count(1)?)),
         )
+    }
+
+    fn shown_message(&self, room: &str, id: &str) -> Result<Option<crate::ShownMessage>, StoreError> {
+        Ok(self
+            .rows(
+                &format!("SELECT {SHOWN_COLUMNS} FROM shown WHERE room = $1 AND id = $2"),
+                &[&room, &id],
+                row::shown,
+            )?
+            .pop())
     }
 }

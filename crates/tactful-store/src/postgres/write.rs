@@ -10,6 +10,7 @@ use tokio_postgres::{Client, Statement};
 
 use crate::StoreError;
 use crate::calls::to_i64;
+use crate::fan_out::{ShownChange, ShownKind, WEB_CHANNEL};
 use crate::ops::{Op, kind_name, mentions_json, to_json};
 use crate::shown::add_reaction;
 
@@ -218,6 +219,14 @@ impl<'a> Writer<'a> {
         Ok(s)
     }
 
+    /// Tells the other processes' web rooms of a change (see
+    /// [`crate::fan_out`]), at commit.
+    fn announce(&mut self, kind: ShownKind, room: &str, id: &str, note: Option<&str>) {
+        if let Some(payload) = ShownChange::payload(kind, room, id, note) {
+            self.exec(&format!("SELECT pg_notify('{WEB_CHANNEL}', $1)"), vals![payload]);
+        }
+    }
+
     fn exec(&mut self, sql: &str, params: Vec<Value>) {
         self.queued.push(Step {
             sql: sql.to_owned(),
@@ -409,18 +418,21 @@ impl<'a> Writer<'a> {
                          SELECT seq FROM shown WHERE room = $1 ORDER BY seq DESC LIMIT 1 OFFSET $2)",
                     vals![m.room.as_str(), (keep.max(&1).to_owned() as i64)],
                 );
+                self.announce(ShownKind::New, m.room.as_str(), m.id.as_str(), None);
             }
             Op::ShownEdit { room, id, text } => {
                 self.exec(
                     "UPDATE shown SET text = $3 WHERE room = $1 AND id = $2",
                     vals![room.as_str(), id.as_str(), text],
                 );
+                self.announce(ShownKind::Edit, room.as_str(), id.as_str(), None);
             }
             Op::ShownDelete { room, id } => {
                 self.exec(
                     "DELETE FROM shown WHERE room = $1 AND id = $2",
                     vals![room.as_str(), id.as_str()],
                 );
+                self.announce(ShownKind::Delete, room.as_str(), id.as_str(), None);
             }
             Op::ShownReact { room, id, emoji, by } => {
                 // What to write depends on what is there: the writes before
@@ -438,7 +450,11 @@ impl<'a> Writer<'a> {
                         "UPDATE shown SET reactions = $3 WHERE room = $1 AND id = $2",
                         vals![room.as_str(), id.as_str(), json],
                     );
+                    self.announce(ShownKind::React, room.as_str(), id.as_str(), None);
                 }
+            }
+            Op::ShownNote { room, id, note } => {
+                self.announce(ShownKind::Note, room.as_str(), id.as_str(), Some(note));
             }
             Op::CallStarted(c) => {
                 self.exec(

@@ -10,7 +10,7 @@ use crate::StoreError;
 use crate::backend::ReadBackend;
 use crate::calls::{CallRow, CostRow};
 use crate::read::{DecisionRow, RoomSummary};
-use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row};
+use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS};
 
 /// A read-only connection to a store file.
 pub(crate) struct Reader {
@@ -124,5 +124,15 @@ impl ReadBackend for Reader {
             [since],
             |r| Ok((r.text(0)?, r.count(1)?)),
         )
+    }
+
+    fn shown_message(&self, room: &str, id: &str) -> Result<Option<crate::ShownMessage>, StoreError> {
+        Ok(rows(
+            &self.conn,
+            &format!("SELECT {SHOWN_COLUMNS} FROM shown WHERE room = ?1 AND id = ?2"),
+            [room, id],
+            |r| row::shown(r),
+        )?
+        .pop())
     }
 }

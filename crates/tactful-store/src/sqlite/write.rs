@@ -150,6 +150,8 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
         Op::ShownReact { room, id, emoji, by } => {
             react(tx, room.as_str(), id.as_str(), emoji, by)?;
         }
+        // Announced to other processes' web rooms: one process has none.
+        Op::ShownNote { .. } => {}
         Op::CallStarted(c) => call_started(tx, c)?,
         Op::CallEnded(e) => call_ended(tx, e)?,
         Op::CallsInterrupted => calls_interrupted(tx)?,

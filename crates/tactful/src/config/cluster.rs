@@ -36,13 +36,7 @@ pub(super) fn settings(
     let Some(raw) = raw.filter(|r| *r.enabled.get_ref()) else {
         return Ok(None);
     };
-    // Not yet across processes: said plainly rather than half working.
-    if platforms.web.is_some() {
-        return Err(check.at(
-            raw.enabled.span(),
-            "`cluster.enabled` with [platforms.web]: the web room does not work across processes yet (people connected to one process would not see the replies decided on another); run the web room without [cluster]",
-        ));
-    }
+    // Not across processes: said plainly rather than half working.
     if platforms.connected.iter().any(|(name, _)| *name == "irc") {
         return Err(check.at(
             raw.enabled.span(),

@@ -53,6 +53,14 @@ rate_limit = "off"
     )
 }
 
+/// [`config`], with the web room served on 127.0.0.1:`port`.
+pub fn config_with_web(url: &str, api_url: &str, lease: u64, delay_ms: u64, port: u16) -> String {
+    format!(
+        "{}\n[platforms.web]\nlisten = \"127.0.0.1:{port}\"\n",
+        config(url, api_url, lease, delay_ms)
+    )
+}
+
 /// The pid of the live process holding `key` (its `about` says
 /// `<host> pid N`); `None` before the first process made the tables.
 pub fn holder(schema: &Schema, key: &str) -> Option<u32> {
