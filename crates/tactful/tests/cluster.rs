@@ -553,3 +553,179 @@ async fn a_person_on_any_process_sees_the_web_room_as_decided_on_another() {
         holder(&schema, &key).is_some_and(|p| p != owner)
     });
 }
+
+/// Two processes with the web room, an ambient persona (scribe: batches
+/// of the lobby every 8 s) and a schedule (crier: every 3 s in the lobby).
+fn ambient_config(url: &str, port: u16) -> String {
+    format!(
+        r##"
+[store]
+url = "{url}"
+
+[cluster]
+enabled = true
+lease_seconds = 2
+
+[platforms.web]
+listen = "127.0.0.1:{port}"
+
+[[persona]]
+id = "scribe"
+agent = "scribe"
+
+[[persona]]
+id = "crier"
+agent = "crier"
+
+[agents.scribe]
+kind = "script"
+rules = [{{ when = "", reply = "scribe read the batch" }}]
+
+[agents.crier]
+kind = "script"
+rules = [{{ when = "", reply = "crier: {{msg_id}}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[rooms.default.personas.scribe]
+mode = "ambient"
+
+[rooms.default.personas.scribe.ambient]
+flush_seconds = 8
+jitter = 0
+flush_messages = 10
+cooldown_seconds = 0
+
+[[schedule]]
+name = "tick"
+cron = "*/3 * * * * *"
+persona = "crier"
+room = "lobby"
+prompt = "tick"
+"##
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambient_batches_and_schedules_carry_on_when_their_owner_dies() {
+    let Some(schema) = Schema::new() else { return };
+    let start = |dir: &std::path::Path| {
+        let cfg = dir.join("tactful.toml");
+        std::fs::write(&cfg, ambient_config(&schema.url, free_port())).expect("config");
+        spawn_with(&["run", "-c", cfg.to_str().expect("utf-8")], &[])
+    };
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let mut services: Vec<common::Service> = dirs.iter().map(|d| start(d.path())).collect();
+    wait_db("two processes sharing the partitions", || {
+        let s = shares(&schema);
+        s.len() == 2 && s.iter().sum::<usize>() == 256
+    });
+    let key = format!("partition:{}", partition_of(&RoomId::new("lobby")));
+    let owner = holder(&schema, &key).expect("the lobby has an owner");
+    let at = services
+        .iter()
+        .position(|s| s.child.id() == owner)
+        .expect("one of ours");
+    let survivor = services[1 - at].ws_url.clone();
+    let mut alice = Person {
+        ws: enter(&survivor, "Alice").await,
+        page: Page::default(),
+    };
+    // The schedule runs on the lobby's owner.
+    alice
+        .page
+        .until(&mut alice.ws, "a tick", |page| {
+            page.messages.iter().any(|m| m["sender"]["id"] == "crier")
+        })
+        .await;
+
+    // Two messages for the scribe's batch, due 8 s after the first.
+    for text in ["the build is green again", "lunch at noon?"] {
+        say(
+            &mut alice.ws,
+            json!({ "type": "say", "room": "lobby", "text": text }),
+        )
+        .await;
+    }
+    alice
+        .page
+        .until(&mut alice.ws, "both messages shown", |page| {
+            page.id_of("lunch at noon?").is_some()
+        })
+        .await;
+    let batch: Vec<String> = ["the build is green again", "lunch at noon?"]
+        .iter()
+        .map(|t| alice.page.id_of(t).expect("shown"))
+        .collect();
+    wait_db("the owner saved the scribe's buffer", || {
+        schema
+            .column("SELECT json FROM snapshots WHERE room = 'lobby'")
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .any(|json| batch.iter().all(|id| json.contains(id.as_str())))
+    });
+    let mut dead = services.remove(at);
+    dead.child.kill().expect("kill -9");
+    let _ = dead.child.wait();
+    let killed_at = std::time::SystemTime::now();
+
+    // The batch flushes on the new owner, once; the ticks go on.
+    let ticks_after = |page: &Page| -> usize {
+        page.messages
+            .iter()
+            .filter(|m| m["sender"]["id"] == "crier")
+            .filter_map(|m| m["time"].as_str())
+            .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .filter(|t| std::time::SystemTime::from(*t) > killed_at)
+            .count()
+    };
+    alice
+        .page
+        .until(
+            &mut alice.ws,
+            "the batch read and two ticks by the new owner",
+            |page| {
+                page.messages.iter().any(|m| m["text"] == "scribe read the batch") && ticks_after(page) >= 2
+            },
+        )
+        .await;
+    assert!(
+        holder(&schema, &key).is_some_and(|p| p != owner),
+        "the lobby moved"
+    );
+    let scribe: Vec<&Value> = alice
+        .page
+        .messages
+        .iter()
+        .filter(|m| m["sender"]["id"] == "scribe")
+        .collect();
+    assert_eq!(scribe.len(), 1, "the batch read once: {}", alice.page.summary());
+    let batch_calls = schema
+        .column("SELECT count(*) FROM calls WHERE room = 'lobby' AND persona = 'scribe' AND kind = 'ambient'")
+        .expect("counts");
+    assert_eq!(
+        batch_calls,
+        [Some("1".to_owned())],
+        "one batch call, on the new owner"
+    );
+    let mut runs: Vec<&str> = alice
+        .page
+        .messages
+        .iter()
+        .filter(|m| m["sender"]["id"] == "crier")
+        .filter_map(|m| m["text"].as_str())
+        .collect();
+    let all = runs.len();
+    runs.sort_unstable();
+    runs.dedup();
+    assert_eq!(
+        runs.len(),
+        all,
+        "each run of the schedule posted once: {}",
+        alice.page.summary()
+    );
+    assert!(alice.page.shown_twice.is_empty(), "{:?}", alice.page.shown_twice);
+}
