@@ -1,0 +1,313 @@
+//! Several processes on one PostgreSQL store, under load: how many
+//! messages they decide and answer per second, what the database writes
+//! for each, and the latency of a reply when 100,000 rooms each hear one
+//! message a minute (about 1,700 a second).
+//!
+//! `cargo bench -p tactful --bench cluster_load` starts 1, 2 and 3
+//! `tactful run` processes (this build's binary) on a schema of their own,
+//! with Telegram played by the Bot API double (one bot; its one poller puts
+//! every message in the inbox, each room's owner decides and answers) and
+//! an instant `script` agent, and for each:
+//!
+//! - **saturation**: 20,000 questions over 1,000 groups, posted at 4,000 a
+//!   second; throughput is questions answered per second, from the first
+//!   post to the last answer; the database's commits and rows written
+//!   (`pg_stat_database`) are divided by the questions;
+//! - **100,000 rooms**: 1,700 questions a second for 60 s, each in a group
+//!   of its own (102,000 groups); latency is from the post to the answer's
+//!   `sendMessage` reaching the double (it includes the poll, the inbox,
+//!   the decision, the commit and the send).
+//!
+//! `TACTFUL_BENCH_PROCESSES=2` measures one count only. Under `cargo
+//! test`/`cargo nextest` a smoke run (one process, 200 questions) checks it
+//! works. Without a PostgreSQL (see `tactful_store::testing`) it says so.
+
+#[cfg(feature = "telegram")]
+#[path = "../tests/telegram_double/mod.rs"]
+mod telegram_double;
+
+#[cfg(feature = "telegram")]
+#[path = "../tests/cluster_setup/mod.rs"]
+mod cluster_setup;
+
+#[cfg(not(feature = "telegram"))]
+fn main() {
+    eprintln!("the cluster_load benchmark needs the telegram feature");
+}
+
+#[cfg(feature = "telegram")]
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // nextest asks for the list of tests first.
+    if args.iter().any(|a| a == "--list") {
+        if !args.iter().any(|a| a == "--ignored") {
+            println!("smoke: test");
+        }
+        return;
+    }
+    let bench = args.iter().any(|a| a == "--bench");
+    let counts: Vec<usize> = match std::env::var("TACTFUL_BENCH_PROCESSES") {
+        Ok(n) => vec![n.parse().expect("TACTFUL_BENCH_PROCESSES is a number")],
+        Err(_) if bench => vec![1, 2, 3],
+        Err(_) => vec![1],
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    for n in counts {
+        if bench {
+            rt.block_on(load::saturation(n, 20_000, 1_000, 4_000.0));
+            rt.block_on(load::steady(n, 1_700.0, 60));
+        } else {
+            rt.block_on(load::saturation(n, 200, 20, 400.0));
+        }
+    }
+}
+
+#[cfg(feature = "telegram")]
+mod load {
+    use std::collections::HashMap;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+    use tactful_store::testing::Schema;
+
+    use crate::cluster_setup::{TOKEN, bot, config, holder, shares};
+    use crate::telegram_double::Double;
+
+    /// A `tactful run`, killed when dropped.
+    struct Node {
+        child: Child,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Drop for Node {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn start(config: &str) -> Node {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("tactful.toml");
+        std::fs::write(&path, config).expect("config");
+        let child = Command::new(env!("CARGO_BIN_EXE_tactful"))
+            .args(["run", "-c"])
+            .arg(&path)
+            .env("DOCS_TOKEN", TOKEN)
+            .env(
+                "TACTFUL_LOG",
+                std::env::var("TACTFUL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(if std::env::var_os("TACTFUL_BENCH_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("tactful starts");
+        Node { child, _dir: dir }
+    }
+
+    /// `n` processes sharing the partitions, one polling the bot.
+    async fn cluster(schema: &Schema, double: &Double, n: usize) -> Vec<Node> {
+        let config = config(&schema.url, &double.url, 10, 0);
+        let nodes: Vec<Node> = (0..n).map(|_| start(&config)).collect();
+        let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let held = shares(schema);
+            let polling = holder(schema, "platform:telegram").is_some_and(|p| pids.contains(&p));
+            if held.len() == n && held.iter().sum::<usize>() == 256 && polling {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the processes never settled");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The poller's first poll takes what came before as history: one
+        // question answered means it polls from where it is.
+        let posted = ask(double, -1);
+        wait_answered(double, &[posted], Duration::from_secs(60)).await;
+        nodes
+    }
+
+    /// A question in `chat`: (chat, message id, when).
+    fn ask(double: &Double, chat: i64) -> (i64, i64, Instant) {
+        let id = double.post(
+            &[TOKEN],
+            json!({"id": chat, "type": "supergroup", "title": "bench"}),
+            json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"}),
+            json!({"text": "@docs_bot are you there?", "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+        );
+        (chat, id, Instant::now())
+    }
+
+    /// When each question's answer reached the double, by (chat, id): the
+    /// answer names the question ("docs answers 17"), whether it came as
+    /// a message or as the final edit of its placeholder.
+    fn answered(double: &Double) -> HashMap<(i64, i64), Instant> {
+        let mut at = HashMap::new();
+        for c in double.calls() {
+            if !matches!(c.method.as_str(), "sendMessage" | "editMessageText") || c.status != 200 {
+                continue;
+            }
+            let answering = c.body["text"]
+                .as_str()
+                .and_then(|t| t.strip_prefix("docs answers "))
+                .and_then(|id| id.parse::<i64>().ok());
+            if let (Some(chat), Some(id)) = (c.body["chat_id"].as_i64(), answering) {
+                at.entry((chat, id)).or_insert(c.at);
+            }
+        }
+        at
+    }
+
+    /// Waits until every question of `posted` is answered; the answers'
+    /// times.
+    async fn wait_answered(
+        double: &Double,
+        posted: &[(i64, i64, Instant)],
+        within: Duration,
+    ) -> HashMap<(i64, i64), Instant> {
+        let deadline = Instant::now() + within;
+        loop {
+            let at = answered(double);
+            let missing = posted
+                .iter()
+                .filter(|(c, i, _)| !at.contains_key(&(*c, *i)))
+                .count();
+            if missing == 0 {
+                return at;
+            }
+            if Instant::now() >= deadline {
+                for c in double.calls().iter().rev().take(10) {
+                    eprintln!("{} {} -> {}", c.method, c.body, c.status);
+                }
+                panic!("{missing} of {} questions never answered", posted.len());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Posts `total` questions at `rate` a second into `chat(i)`.
+    async fn offer(
+        double: &Double,
+        total: usize,
+        rate: f64,
+        chat: impl Fn(usize) -> i64,
+    ) -> Vec<(i64, i64, Instant)> {
+        let began = Instant::now();
+        let mut posted = Vec::with_capacity(total);
+        for i in 0..total {
+            let due = began + Duration::from_secs_f64(i as f64 / rate);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                tokio::time::sleep(wait).await;
+            }
+            posted.push(ask(double, chat(i)));
+        }
+        posted
+    }
+
+    /// The database's commits and rows written so far (every schema: run
+    /// it on a quiet server).
+    fn db_counters(schema: &Schema) -> (f64, f64) {
+        let read = |sql: &str| -> f64 {
+            schema
+                .column(sql)
+                .ok()
+                .and_then(|c| c.into_iter().flatten().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        (
+            read("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"),
+            read(
+                "SELECT tup_inserted + tup_updated + tup_deleted FROM pg_stat_database
+                 WHERE datname = current_database()",
+            ),
+        )
+    }
+
+    fn percentile(sorted: &[f64], p: f64) -> f64 {
+        let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+        sorted[i.min(sorted.len() - 1)]
+    }
+
+    /// Latencies in ms, sorted.
+    fn latencies(posted: &[(i64, i64, Instant)], at: &HashMap<(i64, i64), Instant>) -> Vec<f64> {
+        let mut ms: Vec<f64> = posted
+            .iter()
+            .filter_map(|(c, i, t)| Some(at.get(&(*c, *i))?.duration_since(*t).as_secs_f64() * 1e3))
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        ms
+    }
+
+    pub async fn saturation(n: usize, total: usize, rooms: usize, rate: f64) {
+        let Some(schema) = Schema::new() else {
+            eprintln!("cluster_load: no PostgreSQL, nothing measured");
+            return;
+        };
+        let double = Double::start(vec![bot()]).await;
+        let _nodes = cluster(&schema, &double, n).await;
+        // The stats collector is a moment behind.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let before = db_counters(&schema);
+        let posted = offer(&double, total, rate, |i| -10_000 - (i % rooms) as i64).await;
+        let at = wait_answered(&double, &posted, Duration::from_secs(600)).await;
+        let first = posted[0].2;
+        let last = posted
+            .iter()
+            .filter_map(|(c, i, _)| at.get(&(*c, *i)))
+            .max()
+            .copied()
+            .unwrap_or(first);
+        let secs = last.duration_since(first).as_secs_f64();
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let after = db_counters(&schema);
+        let ms = latencies(&posted, &at);
+        println!(
+            "saturation, {n} process(es): {total} questions over {rooms} groups offered at {rate}/s, answered in {secs:.1} s: {:.0} a second; latency p50 {:.0} ms, p99 {:.0} ms; {:.1} commits and {:.1} rows written a question",
+            total as f64 / secs,
+            percentile(&ms, 0.5),
+            percentile(&ms, 0.99),
+            (after.0 - before.0) / total as f64,
+            (after.1 - before.1) / total as f64,
+        );
+    }
+
+    pub async fn steady(n: usize, rate: f64, secs: u64) {
+        let Some(schema) = Schema::new() else {
+            eprintln!("cluster_load: no PostgreSQL, nothing measured");
+            return;
+        };
+        let double = Double::start(vec![bot()]).await;
+        let _nodes = cluster(&schema, &double, n).await;
+        let total = (rate * secs as f64) as usize;
+        let posted = offer(&double, total, rate, |i| -1_000_000 - i as i64).await;
+        let at = wait_answered(&double, &posted, Duration::from_secs(600)).await;
+        let ms = latencies(&posted, &at);
+        // Each second's worst: a queue that grows shows as a climb.
+        let began = posted[0].2;
+        let mut worst = vec![0f64; secs as usize + 1];
+        for (c, i, t) in &posted {
+            if let Some(a) = at.get(&(*c, *i)) {
+                let s = (t.duration_since(began).as_secs() as usize).min(worst.len() - 1);
+                worst[s] = worst[s].max(a.duration_since(*t).as_secs_f64() * 1e3);
+            }
+        }
+        println!(
+            "{total} rooms, one question each at {rate}/s, {n} process(es): latency p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms",
+            percentile(&ms, 0.5),
+            percentile(&ms, 0.99),
+            ms.last().copied().unwrap_or(0.0),
+        );
+        let worst: Vec<String> = worst.iter().map(|w| format!("{w:.0}")).collect();
+        println!("  worst reply each second (ms): {}", worst.join(" "));
+    }
+}
