@@ -125,8 +125,26 @@ enum Wake {
     Inbox(u32),
     /// Notifications may have been missed: read everything held.
     Read,
+    /// Messages handed to the engine that it could not take (the store
+    /// could not write): hand them again at the next read.
+    Untaken(Vec<i64>),
     /// The engine task ended: leave.
     Stop,
+}
+
+/// Gives the coordinator back inbox messages the engine task could not
+/// take (the store could not write): they stay in the inbox, and are
+/// handed again at the next read instead of waiting, forgotten, until the
+/// partition moves.
+#[derive(Clone)]
+pub(crate) struct GiveBack(std_mpsc::Sender<Wake>);
+
+impl GiveBack {
+    pub(crate) fn untaken(&self, seqs: Vec<i64>) {
+        if !seqs.is_empty() {
+            let _ = self.0.send(Wake::Untaken(seqs));
+        }
+    }
 }
 
 /// The running coordinator.
@@ -188,6 +206,11 @@ impl Coordinator {
             Tenure(Some(tenure_rx)),
             block,
         ))
+    }
+
+    /// Where the engine task gives back inbox messages it could not take.
+    pub(crate) fn giving_back(&self) -> GiveBack {
+        GiveBack(self.wake.clone())
     }
 
     /// Hands the coordinator the connections to hold while this process
@@ -283,6 +306,10 @@ impl State {
                 match w {
                     Wake::Inbox(part) => read |= self.held.contains_key(&part),
                     Wake::Read => read = true,
+                    Wake::Untaken(seqs) => {
+                        self.untaken(&seqs);
+                        read = true;
+                    }
                     Wake::Connections(c) => {
                         self.connections.extend(c.into_iter().map(|l| (l, None)));
                         next = Instant::now();
@@ -463,6 +490,14 @@ impl State {
 
     /// Hands the engine task what waits in the inbox for the partitions
     /// held; whether there may be more.
+    /// Messages the engine task could not take: handed again at the next
+    /// read.
+    fn untaken(&mut self, seqs: &[i64]) {
+        for seq in seqs {
+            self.handed.remove(seq);
+        }
+    }
+
     fn read_inbox(&mut self) -> Result<bool, StoreError> {
         if self.held.is_empty() {
             return Ok(false);
@@ -543,6 +578,16 @@ mod tests {
         assert_eq!(handed, 1, "handed once");
         state.read_inbox().expect("reads");
         assert!(events.try_recv().is_err(), "not again while in hand");
+
+        // The engine task could not take it (the store could not write):
+        // given back, it is handed again at the next read.
+        let seq = state.handed.keys().copied().next().expect("in hand");
+        state.untaken(&[seq]);
+        state.read_inbox().expect("reads");
+        assert!(
+            matches!(events.try_recv(), Ok(Event::FromInbox(w)) if w.len() == 1 && w[0].seq == seq),
+            "handed again"
+        );
 
         // The lease runs out before the decision is written: refused.
         schema

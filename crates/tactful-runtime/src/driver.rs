@@ -326,7 +326,9 @@ impl Driver {
                 if closing {
                     let _ = ack.send(Err(NotSaved::Stopping));
                 } else if let Some(error) = self.store_down() {
-                    self.refuse(&msg);
+                    // Its sender is told and hands it in again: no state
+                    // need wait for it.
+                    self.refuse(&msg, false);
                     let _ = ack.send(Err(NotSaved::StoreDown(error)));
                 } else if sharing {
                     self.refusal_logged = false;
@@ -355,8 +357,13 @@ impl Driver {
             Event::State(key, value, ack) => {
                 // While closing, messages are no longer taken: a state
                 // covering them must not be saved either; nor after a
-                // message was refused.
-                if !closing && self.saving() && !self.state_frozen {
+                // message was refused. A platform that waits for the save
+                // (`save_state_saved`) hands its messages in with
+                // `inbound_saved` and confirms nothing refused: its state
+                // covers only what was stored, whatever others' refusals.
+                let frozen = self.state_frozen && ack.is_none();
+                let down = ack.is_some() && self.store_down().is_some();
+                if !closing && self.saving() && !frozen && !down {
                     self.batch.ops.push(Op::PlatformState { key, value });
                     self.batch.acks.extend(ack);
                 } else if let Some(ack) = ack {
@@ -443,7 +450,7 @@ impl Driver {
     /// write (said and traced).
     fn refused(&mut self, msg: &Message) -> bool {
         if self.store_down().is_some() {
-            self.refuse(msg);
+            self.refuse(msg, true);
             return true;
         }
         self.refusal_logged = false;
@@ -473,8 +480,11 @@ impl Driver {
         true
     }
 
-    fn refuse(&mut self, msg: &Message) {
-        self.state_frozen = true;
+    /// Says and traces that `msg` was refused; with `freeze`, no platform
+    /// state is saved from now on (it could cover this message, which its
+    /// platform would then not deliver again).
+    fn refuse(&mut self, msg: &Message, freeze: bool) {
+        self.state_frozen |= freeze;
         if !self.refusal_logged {
             self.refusal_logged = true;
             tracing::warn!(

@@ -318,7 +318,11 @@ impl RuntimeHandle {
     /// what it received to its server (Telegram's next `getUpdates` offset
     /// drops the updates below it for good) waits for this first, so a
     /// crash between the two never loses a message. Refused, and nothing
-    /// saved, while the store cannot write or the service stops.
+    /// saved, while the store cannot write or the service stops. Such a
+    /// platform hands its messages in with [`RuntimeHandle::inbound_saved`]
+    /// and saves nothing past one that was refused: so, unlike
+    /// [`RuntimeHandle::save_state`], this is saved even after another
+    /// platform's message was refused.
     pub fn save_state_saved(
         &self,
         key: String,
@@ -464,7 +468,7 @@ impl Runtime {
                 key_prefix: Arc::from(key_prefix),
                 owned: coordinator
                     .as_ref()
-                    .map(|(_, tenure)| crate::driver::Owned::new(tenure.clone())),
+                    .map(|(c, tenure)| crate::driver::Owned::new(tenure.clone(), c.giving_back())),
             },
         );
         let task = tokio::spawn(driver.run(rx, restart));

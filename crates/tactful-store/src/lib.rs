@@ -97,7 +97,7 @@ pub enum StoreError {
     #[error("store: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// A PostgreSQL query failed.
-    #[error("store: {0}")]
+    #[error("store: {}", postgres_error(.0))]
     Postgres(#[from] tokio_postgres::Error),
     /// A write was fenced out: the lease it was made under is no longer
     /// this process's (taken over, or expired while the process was
@@ -151,6 +151,17 @@ impl StoreError {
             StoreError::Sqlite(e) => e.to_string().starts_with("no such table"),
             _ => false,
         }
+    }
+}
+
+/// What went wrong in PostgreSQL's own words ("deadlock detected
+/// (40P01)"): the driver's display says only "db error". The server's
+/// message names what failed, never a row's values (those are in its
+/// detail, which is left out).
+fn postgres_error(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
     }
 }
 

@@ -80,6 +80,30 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// A connection of its own in the schema, whose transaction may stay
+    /// open between calls: a test plays another process's writes with it.
+    pub fn session(&self) -> Result<Session, StoreError> {
+        Ok(Session(crate::postgres::connect(&self.url)?))
+    }
+}
+
+/// See [`Schema::session`].
+pub struct Session(tokio_postgres::Client);
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Session")
+    }
+}
+
+impl Session {
+    /// Runs `sql` (several statements), waiting as long as it waits.
+    pub fn run(&self, sql: &str) -> Result<(), StoreError> {
+        Ok(futures_executor::block_on(self.0.batch_execute(sql))?)
+    }
+}
+
 impl Drop for Schema {
     fn drop(&mut self) {
         let _ = run(&database_url(), &format!("DROP SCHEMA {} CASCADE", self.name));

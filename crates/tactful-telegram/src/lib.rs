@@ -314,6 +314,7 @@ impl Shared {
         let Some(me) = known.iter().find(|k| k.bot_id == persona.bot_id) else {
             return Ok(Some(next));
         };
+        let mut taking = Vec::new();
         for update in &updates {
             let msg = match &update.kind {
                 UpdateKind::Message(m) => m,
@@ -341,14 +342,30 @@ impl Shared {
                 if backlog {
                     handle.backlog(heard);
                 } else {
-                    handle.inbound(heard);
+                    taking.push((
+                        heard.room.clone(),
+                        msg.id.0,
+                        handle.inbound_saved(heard, Vec::new()),
+                    ));
                 }
             }
         }
         // The next poll confirms these updates to Telegram, which then
         // drops them for good: first they and the offset are stored, so a
         // crash in between never loses one (they come again instead, and
-        // are recognised).
+        // are recognised). A message the store refused (it could not
+        // write) is not confirmed: it is forgotten here, and the next poll,
+        // from the same offset, brings it again.
+        let mut refused = None;
+        for (room, id, taken) in taking {
+            if let Err(e) = taken.await {
+                self.forget_sight(&room, id);
+                refused.get_or_insert(e);
+            }
+        }
+        if let Some(e) = refused {
+            return Err(PollError::NotSaved(e.to_string()));
+        }
         let handle = self.runtime.lock().ok().and_then(|r| r.clone());
         if let Some(handle) = handle {
             handle
@@ -357,6 +374,13 @@ impl Shared {
                 .map_err(|e| PollError::NotSaved(e.to_string()))?;
         }
         Ok(Some(next))
+    }
+
+    /// A message handed in but not stored: the next poll hands it again.
+    fn forget_sight(&self, room: &RoomId, id: i32) {
+        if let Ok(mut s) = self.seen.lock() {
+            s.forget(&(room.clone(), id));
+        }
     }
 
     /// Whether this is the first bot to hand in this message.

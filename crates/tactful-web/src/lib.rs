@@ -433,7 +433,8 @@ impl WebPlatform {
 
 impl Shared {
     /// Shows a note on its message, or keeps it for when the message
-    /// arrives from another process.
+    /// arrives from another process (a web room's only: other platforms'
+    /// rooms, named with a `:`, are never shown here).
     fn show_note(&self, note: why::Note) {
         let room = note.room.as_str();
         let known = self
@@ -449,6 +450,7 @@ impl Shared {
                 serde_json::json!({ "type": "why", "room": room, "msg": note.msg.as_str(), "why": note.why }),
             ));
         } else if self.shared_store.load(Ordering::Relaxed)
+            && !room.contains(':')
             && let Ok(mut early) = self.early.lock()
         {
             if early.len() >= others::EARLY_NOTES {

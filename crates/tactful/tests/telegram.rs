@@ -10,6 +10,8 @@ mod common;
 mod telegram_double;
 mod telegram_setup;
 
+use std::time::Duration;
+
 use common::{free_port, metric, settle};
 use serde_json::{Value, json};
 use telegram_double::{Bot, Double, Shown};
@@ -527,4 +529,99 @@ async fn a_reload_adds_a_bot_without_a_restart() {
             .iter()
             .all(|l| !l.contains(CHEF) && !l.contains(DOCS))
     );
+}
+
+/// A store that cannot write for a while (another process holds the
+/// SQLite file's write lock) holds Telegram back without losing a message
+/// or stopping the poller: a question that arrives meanwhile is refused,
+/// not confirmed to Telegram, handed in again once the store writes, and
+/// answered once; later questions are answered, and the saved offset
+/// moves on. (The poller used to stop for good: a refused message froze
+/// every later save of its offset, and the message was never handed in
+/// again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_write_holds_telegram_back_and_loses_nothing() {
+    const GROUP: i64 = -1077;
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("state.db");
+    let port = free_port();
+    let _tactful = start_tactful(dir.path(), &config(&double.url, &db, port));
+    polling(&double).await;
+    let ask = |text: &str| {
+        double.post(
+            &[DOCS],
+            group(GROUP),
+            alice(),
+            json!({"text": format!("@docs_bot {text}"), "entities": mention(0, 9)}),
+        )
+    };
+    let first = ask("first");
+    answered(&double, GROUP, first, DOCS, &format!("docs answers {first}")).await;
+
+    let lock = rusqlite::Connection::open(&db).expect("opens");
+    lock.execute_batch("BEGIN IMMEDIATE").expect("locks");
+    // Chef's poller hands a message in first: its batch cannot be written
+    // (taken, kept, retried), and the store is reported down.
+    let to_chef = double.post(
+        &[CHEF],
+        group(GROUP),
+        bob(),
+        json!({"text": "@ChefBot dinner?", "entities": mention(0, 8)}),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while common::http_get(port, "/healthz").is_none_or(|(status, _)| status == 200) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the store never said it cannot write"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Then Docs's poller brings a question: refused, not confirmed.
+    let meanwhile = ask("while the store is locked");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while metric(port, "tactful_refused_total").unwrap_or(0.0) < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the question was never refused"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    lock.execute_batch("ROLLBACK").expect("unlocks");
+    drop(lock);
+
+    answered(
+        &double,
+        GROUP,
+        meanwhile,
+        DOCS,
+        &format!("docs answers {meanwhile}"),
+    )
+    .await;
+    answered(&double, GROUP, to_chef, CHEF, &format!("chef answers {to_chef}")).await;
+    let after = ask("after");
+    answered(&double, GROUP, after, DOCS, &format!("docs answers {after}")).await;
+    // The offset saved covers the last question: the poller moved on.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let offset: Option<i64> = tactful_store::Reader::open(&tactful_store::Location::File(db.clone()))
+            .ok()
+            .and_then(|r| r.state_with_prefix("telegram:offset:7001", 1).ok())
+            .and_then(|rows| rows.into_iter().next())
+            .and_then(|(_, v)| v.parse().ok());
+        let confirmed = double.calls().iter().any(|c| {
+            c.token == DOCS
+                && c.method == "getUpdates"
+                && c.body["offset"].as_i64() == offset
+                && offset.is_some()
+        });
+        if offset.is_some_and(|o| o >= 3) && confirmed {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the offset stayed at {offset:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

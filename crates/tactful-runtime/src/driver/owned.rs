@@ -31,7 +31,7 @@ use tactful_store::{Lease, Op, Waiting, partition_of};
 use tokio::sync::oneshot;
 
 use super::Driver;
-use crate::cluster::{Adoption, Tenure};
+use crate::cluster::{Adoption, GiveBack, Tenure};
 use crate::persist::{Ack, Batch, NotSaved};
 use crate::restart::Restart;
 use crate::runtime::wall_clock;
@@ -42,13 +42,16 @@ pub(crate) struct Owned {
     held: HashMap<u32, Lease>,
     /// Until when the leases are surely held, as the delivery workers see it.
     pub tenure: Tenure,
+    /// Inbox messages not taken go back to the coordinator.
+    give_back: GiveBack,
 }
 
 impl Owned {
-    pub fn new(tenure: Tenure) -> Owned {
+    pub fn new(tenure: Tenure, give_back: GiveBack) -> Owned {
         Owned {
             held: HashMap::new(),
             tenure,
+            give_back,
         }
     }
 
@@ -186,6 +189,7 @@ impl Driver {
         if closing {
             return;
         }
+        let mut untaken = Vec::new();
         for w in waiting {
             let held = self
                 .owned
@@ -193,6 +197,13 @@ impl Driver {
                 .is_some_and(|o| o.lease_of(&w.msg.room).is_some());
             // Let go meanwhile: it waits for the new owner.
             if !held {
+                continue;
+            }
+            // The store cannot write: it waits in the inbox, safe, and is
+            // handed again (nothing is refused: no platform need send it
+            // again, and no platform state waits for it).
+            if self.store_down().is_some() {
+                untaken.push(w.seq);
                 continue;
             }
             let (room, id) = (w.msg.room.clone(), w.msg.id.clone());
@@ -208,6 +219,9 @@ impl Driver {
                 continue;
             }
             self.batch.ops.push(Op::Decided { room, id });
+        }
+        if let Some(owned) = &self.owned {
+            owned.give_back.untaken(untaken);
         }
     }
 

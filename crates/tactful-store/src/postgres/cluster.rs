@@ -176,8 +176,12 @@ impl Cluster {
             |_| Ok(()),
         )?;
         let mut held = self.db.rows(
+            // Locked in key order, as a batch fenced by several of them
+            // locks them (see the writer's `lock_leases_in_order`).
             "UPDATE leases SET expires_at = now() + make_interval(secs => $2)
-             WHERE holder = $1 AND expires_at > now() RETURNING key, epoch",
+             WHERE key IN (SELECT key FROM leases WHERE holder = $1 AND expires_at > now()
+                           ORDER BY key FOR NO KEY UPDATE)
+             RETURNING key, epoch",
             &[&me, &ttl],
             |r| {
                 Ok(Lease {
@@ -292,7 +296,8 @@ impl Cluster {
     pub fn leave(&mut self) -> Result<(), StoreError> {
         let me = self.me.clone();
         self.db.rows(
-            "UPDATE leases SET holder = NULL, expires_at = now() WHERE holder = $1",
+            "UPDATE leases SET holder = NULL, expires_at = now()
+             WHERE key IN (SELECT key FROM leases WHERE holder = $1 ORDER BY key FOR NO KEY UPDATE)",
             &[&me],
             |_| Ok(()),
         )?;

@@ -193,6 +193,7 @@ impl<'a> Writer<'a> {
     /// transaction, and the `COMMIT` after it becomes a rollback; an error
     /// before the `COMMIT` was sent is followed by a `ROLLBACK`).
     pub(crate) async fn commit(mut self, ops: &[Op]) -> Result<(), StoreError> {
+        self.lock_leases_in_order(ops);
         let mut written = Ok(());
         for op in ops {
             written = self.apply_one(op).await;
@@ -208,6 +209,31 @@ impl<'a> Writer<'a> {
             let _ = self.tx.batch_execute("ROLLBACK").await;
         }
         written
+    }
+
+    /// A batch fenced by several leases (merged batches of several
+    /// partitions) locks their rows first, in key order, the order the
+    /// renewal locks them in too (`Cluster::heartbeat`): taken in the
+    /// batch's own order, a renewal that had locked one of them and waited
+    /// for another would deadlock with it, and PostgreSQL would abort one
+    /// of the two after a second (a renewal that keeps failing loses the
+    /// leases). The fences then find their rows locked already.
+    fn lock_leases_in_order(&mut self, ops: &[Op]) {
+        let mut keys: Vec<&str> = ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Fence(lease) => Some(lease.key.as_str()),
+                _ => None,
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        if keys.len() > 1 {
+            self.exec(
+                "SELECT 1 FROM leases WHERE key = ANY(string_to_array($1, ',')) ORDER BY key FOR SHARE",
+                vals![keys.join(",")],
+            );
+        }
     }
 
     async fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
