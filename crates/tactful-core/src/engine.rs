@@ -295,16 +295,41 @@ impl Engine {
     /// not polled yet (a notice decided without a call is one). Zero means
     /// nothing will be said until the next message arrives.
     pub fn pending_work(&self) -> usize {
-        let waiting = self
-            .rooms
+        // An ambient buffer with a flush due, waiting or queued has a timer
+        // or a place in the flush queue (one waiting for a batch in flight
+        // counts with that batch's turn): found there, not by visiting
+        // every room, which the driver asks after every event, and a
+        // deployment may hold a hundred thousand rooms.
+        let pairs: rustc_hash::FxHashSet<(&RoomId, PersonaIdx)> = self
+            .timers
             .values()
-            .flat_map(|r| r.members.iter())
-            .filter(|m| {
-                m.ambient
-                    .as_deref()
-                    .is_some_and(|a| a.due.is_some() || a.waiting.is_some() || a.queued)
+            .filter_map(|t| match t {
+                Timer::Ambient(room, p) => Some((room, *p)),
+                _ => None,
+            })
+            .chain(self.flush_queue.iter().map(|(room, p)| (room, *p)))
+            .collect();
+        let waiting = pairs
+            .into_iter()
+            .filter(|(room, p)| {
+                self.rooms
+                    .get(*room)
+                    .and_then(|r| r.members.get(p.0 as usize))
+                    .and_then(|m| m.ambient.as_deref())
+                    .is_some_and(ambient_pending)
             })
             .count();
+        // Every test run checks the shortcut against the long way.
+        #[cfg(debug_assertions)]
+        {
+            let scanned = self
+                .rooms
+                .values()
+                .flat_map(|r| r.members.iter())
+                .filter(|m| m.ambient.as_deref().is_some_and(ambient_pending))
+                .count();
+            debug_assert_eq!(waiting, scanned, "ambient work found by timers and queue");
+        }
         self.turns.len() + waiting + self.out.len()
     }
 
@@ -794,6 +819,13 @@ impl Engine {
             }
         }
     }
+}
+
+/// Whether an ambient buffer has work of its own pending: a flush due,
+/// queued, or waiting on a cooldown or the concurrency bound (one waiting
+/// for its batch in flight counts with that batch's turn).
+fn ambient_pending(a: &AmbientState) -> bool {
+    a.due.is_some() || a.queued || a.waiting.is_some_and(|(_, why)| why != WaitReason::InFlight)
 }
 
 fn persona_of(personas: &[PersonaSpec], user: &str) -> Option<PersonaIdx> {
