@@ -18,7 +18,9 @@
 //!   `sendMessage` reaching the double (it includes the poll, the inbox,
 //!   the decision, the commit and the send).
 //!
-//! `TACTFUL_BENCH_PROCESSES=2` measures one count only. Under `cargo
+//! `TACTFUL_BENCH_PROCESSES=2` measures one count only;
+//! `TACTFUL_BENCH_RATE=1000` runs the many-rooms part alone at that rate
+//! (60 s, a room per question). Under `cargo
 //! test`/`cargo nextest` a smoke run (one process, 200 questions) checks it
 //! works. Without a PostgreSQL (see `tactful_store::testing`) it says so.
 
@@ -56,8 +58,15 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio");
+    // `TACTFUL_BENCH_RATE=1000` runs the many-rooms part alone, at that
+    // rate: where the machine keeps up.
+    let rate: Option<f64> = std::env::var("TACTFUL_BENCH_RATE")
+        .ok()
+        .map(|r| r.parse().expect("TACTFUL_BENCH_RATE is a number"));
     for n in counts {
-        if bench {
+        if let (true, Some(rate)) = (bench, rate) {
+            rt.block_on(load::steady(n, rate, 60));
+        } else if bench {
             rt.block_on(load::saturation(n, 20_000, 1_000, 4_000.0));
             rt.block_on(load::steady(n, 1_700.0, 60));
         } else {
