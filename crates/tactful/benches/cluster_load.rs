@@ -78,55 +78,18 @@ fn main() {
 #[cfg(feature = "telegram")]
 mod load {
     use std::collections::HashMap;
-    use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
     use serde_json::json;
     use tactful_store::testing::Schema;
 
-    use crate::cluster_setup::{TOKEN, bot, config, holder, shares};
+    use crate::cluster_setup::{Node, TOKEN, bot, config, holder, shares, start_node};
     use crate::telegram_double::Double;
-
-    /// A `tactful run`, killed when dropped.
-    struct Node {
-        child: Child,
-        _dir: tempfile::TempDir,
-    }
-
-    impl Drop for Node {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    fn start(config: &str) -> Node {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("tactful.toml");
-        std::fs::write(&path, config).expect("config");
-        let child = Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&path)
-            .env("DOCS_TOKEN", TOKEN)
-            .env(
-                "TACTFUL_LOG",
-                std::env::var("TACTFUL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(if std::env::var_os("TACTFUL_BENCH_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("tactful starts");
-        Node { child, _dir: dir }
-    }
 
     /// `n` processes sharing the partitions, one polling the bot.
     async fn cluster(schema: &Schema, double: &Double, n: usize) -> Vec<Node> {
         let config = config(&schema.url, &double.url, 10, 0);
-        let nodes: Vec<Node> = (0..n).map(|_| start(&config)).collect();
+        let nodes: Vec<Node> = (0..n).map(|_| start_node(&config)).collect();
         let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {

@@ -49,7 +49,6 @@ fn main() {
 
 #[cfg(feature = "telegram")]
 mod failover {
-    use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
     use serde_json::json;
@@ -57,37 +56,8 @@ mod failover {
     use tactful_store::partition_of;
     use tactful_store::testing::Schema;
 
-    use crate::cluster_setup::{TOKEN, bot, config, holder, shares};
+    use crate::cluster_setup::{TOKEN, bot, config, holder, shares, start_node};
     use crate::telegram_double::Double;
-
-    /// A `tactful run`, killed when dropped.
-    struct Node {
-        child: Child,
-        _dir: tempfile::TempDir,
-    }
-
-    impl Drop for Node {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-
-    fn start(config: &str) -> Node {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("tactful.toml");
-        std::fs::write(&path, config).expect("config");
-        let child = Command::new(env!("CARGO_BIN_EXE_tactful"))
-            .args(["run", "-c"])
-            .arg(&path)
-            .env("DOCS_TOKEN", TOKEN)
-            .env("TACTFUL_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tactful starts");
-        Node { child, _dir: dir }
-    }
 
     /// Waits (90 s at most) until `pids` hold all 256 partitions between
     /// them, each some, and one of them polls the bot.
@@ -131,7 +101,7 @@ mod failover {
         };
         let double = Double::start(vec![bot()]).await;
         let config = config(&schema.url, &double.url, lease, 0);
-        let mut nodes = vec![start(&config), start(&config)];
+        let mut nodes = vec![start_node(&config), start_node(&config)];
         let mut took = Vec::new();
         for kill in 0..kills {
             let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
@@ -155,7 +125,7 @@ mod failover {
             let _ = dead.child.wait();
             ask(&double, chat).await;
             took.push(killed.elapsed());
-            nodes.push(start(&config));
+            nodes.push(start_node(&config));
         }
         took.sort();
         let median = took[took.len() / 2];

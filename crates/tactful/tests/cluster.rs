@@ -328,6 +328,18 @@ async fn a_process_stopped_past_its_lease_is_fenced_out_when_it_wakes() {
     assert_eq!(double.bot_messages(room).len(), 4, "nothing posted late");
 }
 
+/// The lobby's lease key, the pid of its owner, and which of `services`
+/// that is.
+fn lobby_owner(schema: &Schema, services: &[common::Service]) -> (String, u32, usize) {
+    let key = format!("partition:{}", partition_of(&RoomId::new("lobby")));
+    let owner = holder(schema, &key).expect("the lobby has an owner");
+    let at = services
+        .iter()
+        .position(|s| s.child.id() == owner)
+        .expect("one of ours");
+    (key, owner, at)
+}
+
 /// What one person's page has seen of the lobby: each message by id with
 /// its latest text, and the notes on them.
 #[derive(Default)]
@@ -506,12 +518,7 @@ async fn a_person_on_any_process_sees_the_web_room_as_decided_on_another() {
     // The lobby's owner dies; a new process comes up, its person joins
     // and sees the room as it was; a question asked now is answered by
     // the lobby's new owner, seen by everyone still here.
-    let key = format!("partition:{}", partition_of(&RoomId::new("lobby")));
-    let owner = holder(&schema, &key).expect("the lobby has an owner");
-    let at = services
-        .iter()
-        .position(|s| s.child.id() == owner)
-        .expect("one of ours");
+    let (key, owner, at) = lobby_owner(&schema, &services);
     let mut dead = services.remove(at);
     people.remove(at);
     dead.child.kill().expect("kill -9");
@@ -622,12 +629,7 @@ async fn ambient_batches_and_schedules_carry_on_when_their_owner_dies() {
         let s = shares(&schema);
         s.len() == 2 && s.iter().sum::<usize>() == 256
     });
-    let key = format!("partition:{}", partition_of(&RoomId::new("lobby")));
-    let owner = holder(&schema, &key).expect("the lobby has an owner");
-    let at = services
-        .iter()
-        .position(|s| s.child.id() == owner)
-        .expect("one of ours");
+    let (key, owner, at) = lobby_owner(&schema, &services);
     let survivor = services[1 - at].ws_url.clone();
     let mut alice = Person {
         ws: enter(&survivor, "Alice").await,

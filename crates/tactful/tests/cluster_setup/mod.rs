@@ -61,6 +61,47 @@ pub fn config_with_web(url: &str, api_url: &str, lease: u64, delay_ms: u64, port
     )
 }
 
+/// A `tactful run` of this build (the benchmarks' processes), killed when
+/// dropped.
+pub struct Node {
+    pub child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `tactful run` on `config` with the bot's token; quiet, unless
+/// `TACTFUL_BENCH_STDERR` is set (its log level `TACTFUL_BENCH_LOG`,
+/// `warn` by default).
+pub fn start_node(config: &str) -> Node {
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(&path, config).expect("config");
+    let child = Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["run", "-c"])
+        .arg(&path)
+        .env("DOCS_TOKEN", TOKEN)
+        .env(
+            "TACTFUL_LOG",
+            std::env::var("TACTFUL_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .stdout(Stdio::null())
+        .stderr(if std::env::var_os("TACTFUL_BENCH_STDERR").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .spawn()
+        .expect("tactful starts");
+    Node { child, _dir: dir }
+}
+
 /// The pid of the live process holding `key` (its `about` says
 /// `<host> pid N`); `None` before the first process made the tables.
 pub fn holder(schema: &Schema, key: &str) -> Option<u32> {
