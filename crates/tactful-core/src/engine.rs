@@ -299,26 +299,36 @@ impl Engine {
         // or a place in the flush queue (one waiting for a batch in flight
         // counts with that batch's turn): found there, not by visiting
         // every room, which the driver asks after every event, and a
-        // deployment may hold a hundred thousand rooms.
-        let pairs: rustc_hash::FxHashSet<(&RoomId, PersonaIdx)> = self
-            .timers
-            .values()
-            .filter_map(|t| match t {
-                Timer::Ambient(room, p) => Some((room, *p)),
-                _ => None,
-            })
-            .chain(self.flush_queue.iter().map(|(room, p)| (room, *p)))
-            .collect();
-        let waiting = pairs
-            .into_iter()
-            .filter(|(room, p)| {
-                self.rooms
-                    .get(*room)
-                    .and_then(|r| r.members.get(p.0 as usize))
-                    .and_then(|m| m.ambient.as_deref())
-                    .is_some_and(ambient_pending)
-            })
-            .count();
+        // deployment may hold a hundred thousand rooms. Each buffer counts
+        // once: by its flush timer when one is due, else by its cooldown's
+        // wake-up, else by its place in the queue. Nothing is allocated.
+        let ambient = |room: &RoomId, p: PersonaIdx| {
+            self.rooms
+                .get(room)
+                .and_then(|r| r.members.get(p.0 as usize))
+                .and_then(|m| m.ambient.as_deref())
+        };
+        let cooling = |a: &AmbientState| a.waiting.is_some_and(|(_, why)| why == WaitReason::Cooldown);
+        let mut waiting = 0;
+        for (key, timer) in &self.timers {
+            if let Timer::Ambient(room, p) = timer
+                && let Some(a) = ambient(room, *p)
+            {
+                let counted = match a.due {
+                    Some(due) => due == *key,
+                    None => !a.queued && cooling(a) && a.wake == Some(key.0),
+                };
+                waiting += usize::from(counted);
+            }
+        }
+        for (room, p) in &self.flush_queue {
+            if let Some(a) = ambient(room, *p)
+                && a.queued
+                && a.due.is_none()
+            {
+                waiting += 1;
+            }
+        }
         // Every test run checks the shortcut against the long way.
         #[cfg(debug_assertions)]
         {
