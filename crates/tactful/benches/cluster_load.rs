@@ -25,6 +25,9 @@
 //! works. Without a PostgreSQL (see `tactful_store::testing`) it says so.
 
 #[cfg(feature = "telegram")]
+mod harness;
+
+#[cfg(feature = "telegram")]
 #[path = "../tests/telegram_double/mod.rs"]
 mod telegram_double;
 
@@ -39,15 +42,9 @@ fn main() {
 
 #[cfg(feature = "telegram")]
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    // nextest asks for the list of tests first.
-    if args.iter().any(|a| a == "--list") {
-        if !args.iter().any(|a| a == "--ignored") {
-            println!("smoke: test");
-        }
+    let Some(bench) = harness::mode() else {
         return;
-    }
-    let bench = args.iter().any(|a| a == "--bench");
+    };
     let counts: Vec<usize> = match std::env::var("TACTFUL_BENCH_PROCESSES") {
         Ok(n) => vec![n.parse().expect("TACTFUL_BENCH_PROCESSES is a number")],
         Err(_) if bench => vec![1, 2, 3],

@@ -13,6 +13,9 @@
 //! so and does nothing.
 
 #[cfg(feature = "telegram")]
+mod harness;
+
+#[cfg(feature = "telegram")]
 #[path = "../tests/telegram_double/mod.rs"]
 mod telegram_double;
 
@@ -27,15 +30,9 @@ fn main() {
 
 #[cfg(feature = "telegram")]
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    // nextest asks for the list of tests first.
-    if args.iter().any(|a| a == "--list") {
-        if !args.iter().any(|a| a == "--ignored") {
-            println!("smoke: test");
-        }
+    let Some(bench) = harness::mode() else {
         return;
-    }
-    let bench = args.iter().any(|a| a == "--bench");
+    };
     let runs: &[(u64, usize)] = if bench { &[(10, 5), (2, 5)] } else { &[(2, 1)] };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

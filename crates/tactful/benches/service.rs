@@ -55,16 +55,12 @@ struct Load {
     idle_rooms: usize,
 }
 
+mod harness;
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    // nextest asks for the list of tests first.
-    if args.iter().any(|a| a == "--list") {
-        if !args.iter().any(|a| a == "--ignored") {
-            println!("smoke: test");
-        }
+    let Some(bench) = harness::mode() else {
         return;
-    }
-    let bench = args.iter().any(|a| a == "--bench");
+    };
     let load = if bench {
         Load {
             rate: 1_000,
