@@ -69,15 +69,20 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     /// The database does not answer, or refuses us.
-    #[error(
-        "cannot connect to the store {url}: {}",
-        tactful_core::cause::root_cause(source)
-    )]
+    #[error("cannot connect to the store {url}: {}", postgres::tls::explain(source))]
     Connect {
         /// The URL as configured, without its password.
         url: String,
         /// What the driver or the server said.
         source: tokio_postgres::Error,
+    },
+    /// The URL's TLS settings cannot be used (see `sslmode`).
+    #[error("the store {url} cannot be reached as its TLS settings ask: {why}")]
+    Tls {
+        /// The URL as configured, without its password.
+        url: String,
+        /// Which setting, and what is wrong with it.
+        why: String,
     },
     /// A newer tactful wrote the store; this one would misread it.
     #[error("the store {path} has schema version {found}; this tactful knows up to {known}: upgrade tactful")]

@@ -42,8 +42,14 @@ impl Location {
                 masked(url)
             )));
         }
-        url.parse::<tokio_postgres::Config>()
+        let (rest, tls) = crate::postgres::tls::split(url)
+            .map_err(|e| BadUrl(format!("`{}` cannot be used: {e}", masked(url))))?;
+        rest.parse::<tokio_postgres::Config>()
             .map_err(|e| BadUrl(format!("`{}` cannot be read: {e}", masked(url))))?;
+        // The certificate files are read now: a wrong path is the
+        // config's error, not the first connection's.
+        tls.connector()
+            .map_err(|e| BadUrl(format!("`{}` cannot be used: {e}", masked(url))))?;
         Ok(Location::Postgres(url.to_owned()))
     }
 
@@ -58,7 +64,8 @@ impl Location {
         let Location::Postgres(url) = self else {
             return None;
         };
-        let config = url.parse::<tokio_postgres::Config>().ok()?;
+        let (rest, _) = crate::postgres::tls::split(url).ok()?;
+        let config = rest.parse::<tokio_postgres::Config>().ok()?;
         config
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -102,7 +109,8 @@ pub(crate) fn masked(url: &str) -> String {
             let query: Vec<String> = query
                 .split('&')
                 .map(|kv| match kv.split_once('=') {
-                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=…"),
+                    // `password`, and `sslpassword` (a key's passphrase).
+                    Some((k, _)) if k.to_ascii_lowercase().contains("password") => format!("{k}=…"),
                     _ => kv.to_owned(),
                 })
                 .collect();

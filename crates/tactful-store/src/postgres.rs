@@ -17,6 +17,7 @@
 pub(crate) mod cluster;
 mod read;
 mod schema;
+pub(crate) mod tls;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use tactful_core::{Message, MsgId, RoomId};
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, NoTls, Statement};
+use tokio_postgres::{Client, Statement};
 
 pub(crate) use read::Reader;
 
@@ -51,6 +52,11 @@ fn wait<F: Future>(f: F) -> F::Output {
 /// connection is gone or cannot be made, the server is starting, stopping
 /// or out of resources, or the transaction lost a race.
 pub(crate) fn is_transient(e: &tokio_postgres::Error) -> bool {
+    // A certificate refused is refused again until someone changes the
+    // URL or the server.
+    if tls::is_tls_refusal(e) {
+        return false;
+    }
     if e.is_closed() {
         return true;
     }
@@ -88,13 +94,23 @@ impl Row for tokio_postgres::Row {
 }
 
 /// How tactful connects to `url`: the URL's settings, with tactful's
-/// defaults where it says nothing. Every connection (the writer's, the
-/// console's, the claim's, a listener's) is made with these.
-pub(crate) fn config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
-    let mut config: tokio_postgres::Config = url.parse().map_err(|source| StoreError::Connect {
-        url: masked(url),
+/// defaults where it says nothing, and the TLS it asks for (see [`tls`]).
+/// Every connection (the writer's, the console's, the claim's, a
+/// listener's) is made with these.
+pub(crate) fn config(
+    url: &str,
+) -> Result<(tokio_postgres::Config, tokio_postgres_rustls::MakeRustlsConnect), StoreError> {
+    let shown = masked(url);
+    let bad = |why: String| StoreError::Tls {
+        url: shown.clone(),
+        why,
+    };
+    let (rest, tls) = tls::split(url).map_err(bad)?;
+    let mut config: tokio_postgres::Config = rest.parse().map_err(|source| StoreError::Connect {
+        url: shown.clone(),
         source,
     })?;
+    config.ssl_mode(tls.ssl_mode());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -110,7 +126,8 @@ pub(crate) fn config(url: &str) -> Result<tokio_postgres::Config, StoreError> {
     if !options.contains("synchronous_commit") {
         config.options(format!("{options} -c synchronous_commit=off").trim());
     }
-    Ok(config)
+    let connector = tls.connector().map_err(bad)?;
+    Ok((config, connector))
 }
 
 /// Runs `task` on a thread named `name` with a runtime of its own (a
@@ -139,10 +156,10 @@ where
 /// Connects to `url`, its I/O on a thread of its own that ends with the
 /// connection.
 pub(crate) fn connect(url: &str) -> Result<Client, StoreError> {
-    let config = config(url)?;
+    let (config, tls) = config(url)?;
     let shown = masked(url);
     on_own_thread("tactful-postgres", move |ready| async move {
-        match config.connect(NoTls).await {
+        match config.connect(tls).await {
             Ok((client, connection)) => {
                 let _ = ready.send(Ok(client));
                 if let Err(e) = connection.await {

@@ -7,6 +7,8 @@
 //! test is skipped with a note), or fails when `TACTFUL_REQUIRE_PEERS` is
 //! set, as `scripts/test` does.
 
+pub mod tls;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::{Location, StoreError};

@@ -208,6 +208,46 @@ mod load {
         )
     }
 
+    /// CPU seconds (user and system) used so far by the given processes,
+    /// read from `/proc/PID/stat` (fields 14 and 15, in the kernel's
+    /// fixed 100 ticks a second). A process that is gone counts nothing.
+    fn cpu_seconds(pids: &[u32]) -> f64 {
+        pids.iter()
+            .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+            .filter_map(|stat| {
+                // The command name may hold spaces: fields start after ')'.
+                let rest = &stat[stat.rfind(')')? + 2..];
+                let f: Vec<&str> = rest.split(' ').collect();
+                Some(f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?)
+            })
+            .sum::<f64>()
+            / 100.0
+    }
+
+    /// The PostgreSQL server's processes on this machine (`postgres`).
+    fn server_pids() -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "postgres")
+            })
+            .collect()
+    }
+
+    /// CPU seconds so far of: the tactful processes, the database server,
+    /// and this bench (which plays Telegram and the people).
+    fn cpu_split(nodes: &[Node]) -> [f64; 3] {
+        let tactful: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
+        [
+            cpu_seconds(&tactful),
+            cpu_seconds(&server_pids()),
+            cpu_seconds(&[std::process::id()]),
+        ]
+    }
+
     fn percentile(sorted: &[f64], p: f64) -> f64 {
         let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
         sorted[i.min(sorted.len() - 1)]
@@ -229,10 +269,11 @@ mod load {
             return;
         };
         let double = Double::start(vec![bot()]).await;
-        let _nodes = cluster(&schema, &double, n).await;
+        let nodes = cluster(&schema, &double, n).await;
         // The stats collector is a moment behind.
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         let before = db_counters(&schema);
+        let cpu_before = cpu_split(&nodes);
         let posted = offer(&double, total, rate, |i| -10_000 - (i % rooms) as i64).await;
         let at = wait_answered(&double, &posted, Duration::from_secs(600)).await;
         let first = posted[0].2;
@@ -243,6 +284,7 @@ mod load {
             .copied()
             .unwrap_or(first);
         let secs = last.duration_since(first).as_secs_f64();
+        let cpu_after = cpu_split(&nodes);
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         let after = db_counters(&schema);
         let ms = latencies(&posted, &at);
@@ -253,6 +295,15 @@ mod load {
             percentile(&ms, 0.99),
             (after.0 - before.0) / total as f64,
             (after.1 - before.1) / total as f64,
+        );
+        // Where the cores went, per question: what a machine of its own
+        // for each part would need.
+        let per = |i: usize| (cpu_after[i] - cpu_before[i]) * 1e3 / total as f64;
+        println!(
+            "  CPU a question: tactful {:.2} ms, PostgreSQL {:.2} ms, the bench and its Telegram double {:.2} ms",
+            per(0),
+            per(1),
+            per(2),
         );
     }
 

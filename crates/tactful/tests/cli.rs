@@ -354,6 +354,60 @@ fn check_refuses_a_postgres_store_that_does_not_answer() {
 }
 
 #[test]
+fn check_reaches_a_store_that_speaks_only_tls_and_names_a_wrong_tls_setting_at_its_line() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A file that is not there, and a mode that is not one: the config's
+    // errors, at the line, without the password.
+    for (params, said) in [
+        (
+            "sslmode=verify-full&sslrootcert=/nonexistent/ca.pem",
+            "sslrootcert=/nonexistent/ca.pem",
+        ),
+        ("sslmode=verify_full", "sslmode=verify_full is not a mode"),
+    ] {
+        let cfg = with_store(
+            dir.path(),
+            &format!("url = \"postgres://tactful:hunter2@db.example.com/chat?{params}\""),
+        );
+        let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("db.toml:2:7: `store.url`: "), "{err}");
+        assert!(err.contains(said), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    let Some((server, files)) = tactful_store::testing::tls::TlsServer::start() else {
+        return;
+    };
+    let verified = format!("sslmode=verify-full&sslrootcert={}", files.ca.display());
+    let cfg = with_store(
+        dir.path(),
+        &format!(
+            "url = {:?}",
+            server.url("postgres:hunter2", "127.0.0.1", &verified)
+        ),
+    );
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("answers; its tables will be made on the first start"),
+        "{out}"
+    );
+    // Asked without TLS, the server's refusal comes with what to add.
+    let cfg = with_store(
+        dir.path(),
+        &format!("url = {:?}", server.url("postgres:hunter2", "127.0.0.1", "")),
+    );
+    let o = tactful(&["check", "-c", cfg.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("add sslmode=require"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
 fn a_store_with_a_path_and_a_url_or_a_foreign_url_is_refused_at_its_line() {
     let dir = tempfile::tempdir().expect("temp dir");
     let cfg = with_store(dir.path(), "path = \"t.db\"\nurl = \"postgres://db/chat\"");

@@ -22,8 +22,8 @@
 use std::time::Duration;
 
 use tactful_core::{Message, RoomId};
+use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::Postgres;
 use super::write::{MESSAGE_INSERT_COLUMNS, MessageRow, Value};
@@ -385,12 +385,12 @@ pub fn listen(
     let Location::Postgres(url) = at else {
         return Err(StoreError::NeedsPostgres("listening for other processes"));
     };
-    let config = super::config(url)?;
+    let (config, tls) = super::config(url)?;
     let shown = masked(url);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let listen = format!("LISTEN {channel}");
     super::on_own_thread("tactful-listen", move |ready| async move {
-        let (client, mut connection) = match config.connect(NoTls).await {
+        let (client, mut connection) = match config.connect(tls).await {
             Ok(c) => c,
             Err(source) => {
                 let _ = ready.send(Err(StoreError::Connect { url: shown, source }));
