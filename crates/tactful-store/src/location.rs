@@ -53,6 +53,43 @@ impl Location {
         Ok(Location::Postgres(url.to_owned()))
     }
 
+    /// How a database is reached, in a few words (see `sslmode`): "not
+    /// encrypted", or what TLS verifies.
+    pub fn transport(&self) -> Option<&'static str> {
+        let Location::Postgres(url) = self else {
+            return None;
+        };
+        crate::postgres::tls::split(url)
+            .ok()
+            .map(|(_, tls)| tls.describe())
+    }
+
+    /// The host of a database reached without TLS over the network (not
+    /// this machine's loopback or a Unix socket): traffic anyone on the
+    /// way can read, worth a warning.
+    pub fn unencrypted_host(&self) -> Option<String> {
+        use tokio_postgres::config::Host;
+        let Location::Postgres(url) = self else {
+            return None;
+        };
+        let (rest, tls) = crate::postgres::tls::split(url).ok()?;
+        if tls.verify != crate::postgres::tls::Verify::Off {
+            return None;
+        }
+        let config = rest.parse::<tokio_postgres::Config>().ok()?;
+        config.get_hosts().iter().find_map(|h| match h {
+            Host::Tcp(name) => {
+                let local = name == "localhost"
+                    || name
+                        .trim_matches(['[', ']'])
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback());
+                (!local).then(|| name.clone())
+            }
+            Host::Unix(_) => None,
+        })
+    }
+
     /// Whether anything is kept (every location but `:memory:`).
     pub fn is_kept(&self) -> bool {
         !matches!(self, Location::Memory)

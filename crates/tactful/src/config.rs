@@ -256,6 +256,7 @@ impl Config {
         }
         out.extend(self.notes.iter().cloned());
         out.extend(advice::unused_agents(self));
+        out.extend(advice::unencrypted_store(&self.store));
         for (_, platform) in &self.platforms.connected {
             out.extend(platform.warnings(&self.engine.policies));
         }

@@ -160,11 +160,12 @@ pub fn database(at: &tactful_store::Location) -> Row {
             );
         }
     };
+    let transport = at.transport().unwrap_or_default();
     match reader.rooms() {
-        Ok(rooms) => Row::ok("store", format!("{at}: {} rooms kept", rooms.len())),
+        Ok(rooms) => Row::ok("store", format!("{at} ({transport}): {} rooms kept", rooms.len())),
         Err(e) if e.is_not_set_up() => Row::ok(
             "store",
-            format!("{at} answers; its tables will be made on the first start"),
+            format!("{at} ({transport}) answers; its tables will be made on the first start"),
         ),
         Err(e) => Row::failed(
             "store",

@@ -392,7 +392,7 @@ fn check_reaches_a_store_that_speaks_only_tls_and_names_a_wrong_tls_setting_at_i
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("answers; its tables will be made on the first start"),
+        out.contains("(TLS, the certificate and host name verified) answers; its tables will be made on the first start"),
         "{out}"
     );
     // Asked without TLS, the server's refusal comes with what to add.

@@ -132,6 +132,16 @@ fn decode(value: &str) -> String {
 }
 
 impl Settings {
+    /// In a few words, for `check`: whether the connection is encrypted
+    /// and what is verified.
+    pub fn describe(&self) -> &'static str {
+        match self.verify {
+            Verify::Off => "not encrypted",
+            Verify::Authority => "TLS, the certificate's authority verified (not the host name)",
+            Verify::Full => "TLS, the certificate and host name verified",
+        }
+    }
+
     /// The mode tokio-postgres is told: TLS required, or none.
     pub fn ssl_mode(&self) -> SslMode {
         match self.verify {

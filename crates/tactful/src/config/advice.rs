@@ -99,11 +99,39 @@ pub(crate) fn store_problem(store: &Location) -> Option<String> {
     })
 }
 
+/// A database reached over the network without TLS: what the store holds
+/// (every message) crosses it readable.
+pub(super) fn unencrypted_store(store: &Location) -> Option<String> {
+    let host = store.unencrypted_host()?;
+    Some(format!(
+        "`store.url`: the connection to {host} is not encrypted; unless that network is private, add sslmode=verify-full (and sslrootcert=/path/ca.pem for a private authority)"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
     use super::*;
+
+    #[test]
+    fn a_database_reached_over_the_network_without_tls_is_warned_about() {
+        let at = |url: &str| Location::postgres(url).expect("a URL");
+        let w = unencrypted_store(&at("postgres://tactful@db.example.com/chat")).expect("warned");
+        assert!(
+            w.contains("db.example.com") && w.contains("sslmode=verify-full"),
+            "{w}"
+        );
+        for quiet in [
+            "postgres://tactful@127.0.0.1/chat",
+            "postgres://tactful@localhost/chat",
+            "postgres://tactful@[::1]/chat",
+            "postgres://tactful@%2Fvar%2Frun%2Fpostgresql/chat",
+            "postgres://tactful@db.example.com/chat?sslmode=verify-full",
+        ] {
+            assert_eq!(unencrypted_store(&at(quiet)), None, "{quiet}");
+        }
+    }
 
     #[test]
     fn a_database_password_written_into_the_file_is_named_with_its_line() {
