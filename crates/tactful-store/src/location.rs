@@ -181,6 +181,12 @@ mod tests {
             "postgresql://me@host/db",
             "nothing to hide"
         );
+        // A key's passphrase (libpq's `sslpassword`, which tactful does
+        // not read) is hidden in the error that says so.
+        let err =
+            Location::postgres("postgres://db/x?sslmode=require&sslpassword=k3y-phrase").expect_err("unread");
+        assert!(err.to_string().contains("sslpassword=…"), "{err}");
+        assert!(!err.to_string().contains("k3y-phrase"), "{err}");
     }
 
     #[test]
