@@ -641,6 +641,48 @@ fn a_long_batch_is_applied_in_order(place: &Place) {
     );
 }
 
+/// In one batch, however many rooms and messages: decisions read back in
+/// the order they were made, and a room's last snapshot is the one kept
+/// (a backend that wrote a batch's rows of one kind together would have
+/// to keep both).
+fn a_batch_keeps_its_decisions_in_order_and_each_rooms_last_snapshot(place: &Place) {
+    let mut e = engine();
+    let mut ops = Vec::new();
+    for i in 1..=6 {
+        let room = if i % 2 == 0 { "lobby" } else { "kitchen" };
+        ops.extend(hear(
+            &mut e,
+            Message::new(format!("h{i}"), room, "alice", &format!("@docs q{i}"), at(i)),
+            "a",
+            true,
+        ));
+        if let Some(mut snapshot) = e.snapshot_room(&room.into()) {
+            // A streak that names the message: the last one must win.
+            snapshot.bot_streak = i as u32;
+            ops.push(Op::Snapshot(room.into(), snapshot));
+        }
+    }
+    let mut store = place.open();
+    store.apply(&ops).expect("saved");
+    let reader = place.reader();
+    let page = reader.decisions("lobby", None, 10).expect("decisions");
+    let msgs: Vec<&str> = page.iter().map(|d| d.msg.as_str()).collect();
+    assert_eq!(
+        msgs,
+        ["docs:6", "h6", "docs:4", "h4", "docs:2", "h2"],
+        "newest first"
+    );
+    let r = store.load(LIMITS).expect("loads");
+    let streak = |room: &str| {
+        r.rooms
+            .iter()
+            .find(|x| x.room.as_str() == room)
+            .and_then(|x| x.snapshot.as_ref())
+            .map(|s| s.bot_streak)
+    };
+    assert_eq!((streak("lobby"), streak("kitchen")), (Some(6), Some(5)));
+}
+
 conformance!(
     a_reopened_store_gives_back_the_transcript_outbox_and_turns,
     a_pending_ambient_buffer_survives_and_flushes_after_its_deadline,
@@ -655,4 +697,5 @@ conformance!(
     the_console_reads_rooms_decisions_and_messages,
     some_rooms_are_read_back_without_the_others,
     a_long_batch_is_applied_in_order,
+    a_batch_keeps_its_decisions_in_order_and_each_rooms_last_snapshot,
 );
