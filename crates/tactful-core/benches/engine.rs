@@ -7,13 +7,22 @@
 //! and the reply heard back by the room. Only the engine is timed; building
 //! the messages (the platform adapter's work) is not.
 //!
+//! A second case is ambient listening at scale: 100,000 rooms, one
+//! persona in `ambient` mode, each room's buffer waiting for its flush
+//! (60 s, not reached), and after each message the count of pending work
+//! the runtime's driver asks for after every event
+//! (`Engine::pending_work`): with every room waiting, that count is what
+//! grows with the rooms.
+//!
 //! Run: `cargo bench -p tactful-core --bench engine`
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use tactful_core::{AgentResult, Engine, EngineConfig, Message, Output, PersonaSpec, Timestamp};
+use tactful_core::{
+    AgentResult, Engine, EngineConfig, Message, Mode, Output, PersonaSpec, PolicyPatch, Timestamp,
+};
 
 const ROOMS: usize = 10_000;
 const PERSONAS: usize = 5;
@@ -107,5 +116,73 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+const AMBIENT_ROOMS: usize = 100_000;
+
+fn ambient_engine() -> Engine {
+    let mut policies = tactful_core::PolicyTable::default();
+    let mut listen = PolicyPatch {
+        mode: Some(Mode::Ambient),
+        allow_silence: Some(true),
+        ..PolicyPatch::default()
+    };
+    listen.ambient.flush_after = Some(Duration::from_secs(60));
+    policies.default.personas.insert("guide".into(), listen);
+    Engine::new(EngineConfig {
+        personas: vec![PersonaSpec::new("guide", "a")],
+        policies,
+        ..Default::default()
+    })
+    .expect("valid config")
+}
+
+/// `n` chatter lines, one per room, all within a second from `start` ms
+/// (no flush comes due).
+fn ambient_messages(start: u64, n: usize, offset: usize) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            Message::new(
+                format!("a{}", offset + i).as_str(),
+                format!("room-{}", i % AMBIENT_ROOMS).as_str(),
+                "user-1",
+                CHATTER[i % CHATTER.len()],
+                Timestamp(start + (i / 100) as u64),
+            )
+        })
+        .collect()
+}
+
+fn bench_ambient(c: &mut Criterion) {
+    let warmup = ambient_messages(0, AMBIENT_ROOMS, 0);
+    let batch = ambient_messages(1_000, 10_000, AMBIENT_ROOMS);
+    let mut group = c.benchmark_group("engine");
+    group.throughput(Throughput::Elements(batch.len() as u64));
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    group.bench_function("100k_rooms_ambient_waiting_with_pending_work", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let mut e = ambient_engine();
+                for m in warmup.clone() {
+                    e.handle_message(m.time, m);
+                    while e.poll_output().is_some() {}
+                }
+                let input = batch.clone();
+                let start = Instant::now();
+                for m in input {
+                    e.handle_message(m.time, m);
+                    while let Some(o) = e.poll_output() {
+                        black_box(o);
+                    }
+                    black_box(e.pending_work());
+                }
+                total += start.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, bench_ambient);
 criterion_main!(benches);

@@ -181,6 +181,14 @@ pub struct Engine {
     max_flushes: usize,
     flushes_running: usize,
     flush_queue: VecDeque<(RoomId, PersonaIdx)>,
+    /// Ambient buffers with work pending (`ambient_pending`), kept up to
+    /// date from `ambient_touched` when [`Engine::pending_work`] is asked.
+    ambient_pending: rustc_hash::FxHashSet<(RoomId, PersonaIdx)>,
+    /// Ambient buffers whose state may have changed since: every change
+    /// names its buffer here, so the count is brought up to date by
+    /// looking at those alone (the driver asks after every event; a
+    /// deployment may hold a hundred thousand buffers waiting to flush).
+    ambient_touched: Vec<(RoomId, PersonaIdx)>,
     /// Rooms whose restorable state changed since the driver last asked
     /// ([`Engine::take_changed_rooms`]).
     dirty: rustc_hash::FxHashSet<RoomId>,
@@ -240,6 +248,8 @@ impl Engine {
             max_flushes: config.max_concurrent_flushes,
             flushes_running: 0,
             flush_queue: VecDeque::new(),
+            ambient_pending: rustc_hash::FxHashSet::default(),
+            ambient_touched: Vec::new(),
             dirty: rustc_hash::FxHashSet::default(),
             reasoning_kept: config.reasoning_kept,
             hooks: config.hooks,
@@ -294,41 +304,23 @@ impl Engine {
     /// flight, ambient buffers armed to flush or waiting to, and outputs
     /// not polled yet (a notice decided without a call is one). Zero means
     /// nothing will be said until the next message arrives.
-    pub fn pending_work(&self) -> usize {
-        // An ambient buffer with a flush due, waiting or queued has a timer
-        // or a place in the flush queue (one waiting for a batch in flight
-        // counts with that batch's turn): found there, not by visiting
-        // every room, which the driver asks after every event, and a
-        // deployment may hold a hundred thousand rooms. Each buffer counts
-        // once: by its flush timer when one is due, else by its cooldown's
-        // wake-up, else by its place in the queue. Nothing is allocated.
-        let ambient = |room: &RoomId, p: PersonaIdx| {
-            self.rooms
-                .get(room)
-                .and_then(|r| r.members.get(p.0 as usize))
+    pub fn pending_work(&mut self) -> usize {
+        // Only the buffers changed since the last call are looked at (see
+        // `ambient_touched`).
+        for key in std::mem::take(&mut self.ambient_touched) {
+            let pending = self
+                .rooms
+                .get(&key.0)
+                .and_then(|r| r.members.get(key.1.0 as usize))
                 .and_then(|m| m.ambient.as_deref())
-        };
-        let cooling = |a: &AmbientState| a.waiting.is_some_and(|(_, why)| why == WaitReason::Cooldown);
-        let mut waiting = 0;
-        for (key, timer) in &self.timers {
-            if let Timer::Ambient(room, p) = timer
-                && let Some(a) = ambient(room, *p)
-            {
-                let counted = match a.due {
-                    Some(due) => due == *key,
-                    None => !a.queued && cooling(a) && a.wake == Some(key.0),
-                };
-                waiting += usize::from(counted);
+                .is_some_and(ambient_pending);
+            if pending {
+                self.ambient_pending.insert(key);
+            } else {
+                self.ambient_pending.remove(&key);
             }
         }
-        for (room, p) in &self.flush_queue {
-            if let Some(a) = ambient(room, *p)
-                && a.queued
-                && a.due.is_none()
-            {
-                waiting += 1;
-            }
-        }
+        let waiting = self.ambient_pending.len();
         // Every test run checks the shortcut against the long way.
         #[cfg(debug_assertions)]
         {
@@ -338,7 +330,7 @@ impl Engine {
                 .flat_map(|r| r.members.iter())
                 .filter(|m| m.ambient.as_deref().is_some_and(ambient_pending))
                 .count();
-            debug_assert_eq!(waiting, scanned, "ambient work found by timers and queue");
+            debug_assert_eq!(waiting, scanned, "ambient work found by the buffers touched");
         }
         self.turns.len() + waiting + self.out.len()
     }
@@ -353,8 +345,16 @@ impl Engine {
         self.rooms.len()
     }
 
-    /// The ambient state of persona `p` in `room`, if it has one.
+    /// Notes that `p`'s ambient buffer in `room` may change (see
+    /// `ambient_touched`).
+    fn touch_ambient(&mut self, room: &RoomId, p: PersonaIdx) {
+        self.ambient_touched.push((room.clone(), p));
+    }
+
+    /// The ambient state of persona `p` in `room`, if it has one (noted as
+    /// touched: the caller may change it).
     fn ambient_mut(&mut self, room: &RoomId, p: PersonaIdx) -> Option<&mut AmbientState> {
+        self.touch_ambient(room, p);
         self.rooms.get_mut(room)?.members[p.0 as usize]
             .ambient
             .as_deref_mut()
@@ -392,6 +392,7 @@ impl Engine {
             timers,
             scratch,
             flush_queue,
+            ambient_touched,
             ..
         } = self;
         let limits = *limits;
@@ -468,11 +469,13 @@ impl Engine {
             // (and a restarted engine, which restores the window only,
             // would not have it).
             for (i, m) in room.members.iter_mut().enumerate() {
-                if let Some(st) = m.ambient.as_deref_mut()
-                    && st.forget(&evicted.id, timers)
-                {
+                if let Some(st) = m.ambient.as_deref_mut() {
                     let pair = (msg.room.clone(), PersonaIdx(i as u8));
-                    flush_queue.retain(|q| *q != pair);
+                    if st.forget(&evicted.id, timers) {
+                        flush_queue.retain(|q| *q != pair);
+                    }
+                    // Its timer and wait may have gone with the message.
+                    ambient_touched.push(pair);
                 }
             }
         }

@@ -156,6 +156,9 @@ impl Sim {
     /// Acts on every output the way a driver with instant agents would, and
     /// logs what must be the same for both engines.
     fn drain(&mut self) {
+        // As the runtime's driver does after every event; debug builds
+        // check its count of ambient work against a scan of every room.
+        let _ = self.engine.pending_work();
         while let Some(out) = self.engine.poll_output() {
             match out {
                 Output::Decision(d) => self.log.push(format!(

@@ -11,6 +11,7 @@ impl Engine {
     /// Puts a message in `p`'s ambient buffer and fires any trigger it
     /// completes.
     pub(super) fn buffer(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx, entry: Arc<Entry>) {
+        self.touch_ambient(room_id, p);
         let room = self.rooms.get_mut(room_id).expect("room exists");
         let ambient = room.policies[p.0 as usize].ambient;
         let st = room.members[p.0 as usize].ambient();
@@ -43,6 +44,7 @@ impl Engine {
         p: PersonaIdx,
         trigger: FlushTrigger,
     ) {
+        self.touch_ambient(room_id, p);
         let max_flushes = self.max_flushes;
         let running = self.flushes_running;
         let room = self.rooms.get_mut(room_id).expect("room exists");
@@ -101,6 +103,7 @@ impl Engine {
         p: PersonaIdx,
         trigger: FlushTrigger,
     ) {
+        self.touch_ambient(room_id, p);
         self.dirty.insert(room_id.clone());
         let persona = self.personas[p.0 as usize].id.clone();
         let room = self.rooms.get_mut(room_id).expect("room exists");
@@ -190,6 +193,7 @@ impl Engine {
     /// After a flush of (room, p) ended: a trigger that waited for it, or a
     /// buffer that filled meanwhile, may flush now.
     pub(super) fn resume_ambient(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx) {
+        self.touch_ambient(room_id, p);
         let Some(room) = self.rooms.get_mut(room_id) else {
             return;
         };
@@ -231,6 +235,7 @@ impl Engine {
     /// so the buffer is cleared and a flush in flight is cancelled (it must
     /// not post after the addressed reply).
     pub(super) fn preempt_ambient(&mut self, now: Timestamp, room_id: &RoomId, p: PersonaIdx) {
+        self.touch_ambient(room_id, p);
         self.dirty.insert(room_id.clone());
         let persona = self.personas[p.0 as usize].id.clone();
         // Borrow the room alone (not all of `self`): the timers change too.

@@ -22,6 +22,8 @@ impl Engine {
         self.rooms.remove(room);
         self.dirty.remove(room);
         self.flush_queue.retain(|(r, _)| r != room);
+        self.ambient_pending.retain(|(r, _)| r != room);
+        self.ambient_touched.retain(|(r, _)| r != room);
         let schedules = &self.schedules;
         self.timers.retain(|_, t| match t {
             Timer::Ambient(r, _) | Timer::FloorPass(r, _) => r != room,

@@ -137,6 +137,9 @@ impl Engine {
     /// their timers, its place in the flush queue, its turns (cancelled).
     fn retire(&mut self, now: Timestamp, p: PersonaIdx) {
         self.flush_queue.retain(|(_, q)| *q != p);
+        // Its buffers go below, in every room.
+        self.ambient_pending.retain(|(_, q)| *q != p);
+        self.ambient_touched.retain(|(_, q)| *q != p);
         for (id, room) in self.rooms.iter_mut() {
             let member = &mut room.members[p.0 as usize];
             if let Some(st) = member.ambient.take()

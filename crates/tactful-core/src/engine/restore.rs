@@ -266,6 +266,7 @@ impl Engine {
                 continue;
             }
             member.ambient().buffer = entries;
+            self.ambient_touched.push((room_id.clone(), p));
             // A flush that waited on the concurrency bound or on a flush in
             // flight (neither survives a restart) becomes due at once.
             let due = match (m.ambient_due, m.ambient_cooldown) {
