@@ -188,6 +188,8 @@ pub struct Engine {
     /// names its buffer here, so the count is brought up to date by
     /// looking at those alone (the driver asks after every event; a
     /// deployment may hold a hundred thousand buffers waiting to flush).
+    /// Folded in by itself past [`TOUCHED_FOLD`] entries, so an engine
+    /// nobody asks (replay, a library user) does not grow it for ever.
     ambient_touched: Vec<(RoomId, PersonaIdx)>,
     /// Rooms whose restorable state changed since the driver last asked
     /// ([`Engine::take_changed_rooms`]).
@@ -305,21 +307,7 @@ impl Engine {
     /// not polled yet (a notice decided without a call is one). Zero means
     /// nothing will be said until the next message arrives.
     pub fn pending_work(&mut self) -> usize {
-        // Only the buffers changed since the last call are looked at (see
-        // `ambient_touched`).
-        for key in std::mem::take(&mut self.ambient_touched) {
-            let pending = self
-                .rooms
-                .get(&key.0)
-                .and_then(|r| r.members.get(key.1.0 as usize))
-                .and_then(|m| m.ambient.as_deref())
-                .is_some_and(ambient_pending);
-            if pending {
-                self.ambient_pending.insert(key);
-            } else {
-                self.ambient_pending.remove(&key);
-            }
-        }
+        self.fold_touched();
         let waiting = self.ambient_pending.len();
         // Every test run checks the shortcut against the long way.
         #[cfg(debug_assertions)]
@@ -351,6 +339,33 @@ impl Engine {
         self.ambient_touched.push((room.clone(), p));
     }
 
+    /// Folds the touched buffers in when many wait, at the start of an
+    /// event (never mid-change: a buffer touched before it changes would
+    /// be read too early).
+    fn bound_touched(&mut self) {
+        if self.ambient_touched.len() >= TOUCHED_FOLD {
+            self.fold_touched();
+        }
+    }
+
+    /// Brings `ambient_pending` up to date with the buffers touched since
+    /// the last time: only those are looked at.
+    fn fold_touched(&mut self) {
+        for key in std::mem::take(&mut self.ambient_touched) {
+            let pending = self
+                .rooms
+                .get(&key.0)
+                .and_then(|r| r.members.get(key.1.0 as usize))
+                .and_then(|m| m.ambient.as_deref())
+                .is_some_and(ambient_pending);
+            if pending {
+                self.ambient_pending.insert(key);
+            } else {
+                self.ambient_pending.remove(&key);
+            }
+        }
+    }
+
     /// The ambient state of persona `p` in `room`, if it has one (noted as
     /// touched: the caller may change it).
     fn ambient_mut(&mut self, room: &RoomId, p: PersonaIdx) -> Option<&mut AmbientState> {
@@ -378,6 +393,7 @@ impl Engine {
 
     /// Hears one inbound message at `now`.
     pub fn handle_message(&mut self, now: Timestamp, msg: Message) {
+        self.bound_touched();
         let author = persona_of(&self.personas, msg.sender.id.as_str());
         let is_bot = msg.sender.is_bot || author.is_some();
         let Engine {
@@ -799,6 +815,7 @@ impl Engine {
 
     /// Fires every timer due at or before `now`.
     pub fn handle_timeout(&mut self, now: Timestamp) {
+        self.bound_touched();
         while let Some(entry) = self.timers.first_entry() {
             let due = entry.key().0;
             if due > now {
@@ -834,6 +851,11 @@ impl Engine {
     }
 }
 
+/// How many touched buffers may wait before the next message or timeout
+/// folds them into the count without being asked (see
+/// `Engine::ambient_touched`).
+const TOUCHED_FOLD: usize = 4096;
+
 /// Whether an ambient buffer has work of its own pending: a flush due,
 /// queued, or waiting on a cooldown or the concurrency bound (one waiting
 /// for its batch in flight counts with that batch's turn).
@@ -846,4 +868,53 @@ fn persona_of(personas: &[PersonaSpec], user: &str) -> Option<PersonaIdx> {
         .iter()
         .position(|p| p.answers_to(user))
         .map(|i| PersonaIdx(i as u8))
+}
+
+#[cfg(test)]
+mod touched_tests {
+    use super::*;
+    use crate::{Mode, PolicyPatch};
+
+    /// An engine nobody asks for its pending work (a replay, a library
+    /// user) keeps its list of touched buffers bounded, and the count is
+    /// right when it is finally asked (debug builds compare it with a scan
+    /// of every room).
+    #[test]
+    fn touched_buffers_stay_bounded_when_nobody_asks() {
+        let mut policies = crate::PolicyTable::default();
+        let mut listen = PolicyPatch {
+            mode: Some(Mode::Ambient),
+            allow_silence: Some(true),
+            ..PolicyPatch::default()
+        };
+        listen.ambient.flush_after = Some(Duration::from_secs(600));
+        listen.ambient.flush_messages = Some(50);
+        policies.default.personas.insert("guide".into(), listen);
+        let mut e = Engine::new(EngineConfig {
+            personas: vec![PersonaSpec::new("guide", "a")],
+            policies,
+            ..EngineConfig::default()
+        })
+        .expect("valid config");
+        for i in 0..3 * TOUCHED_FOLD {
+            let room = format!("room-{}", i % 500);
+            e.handle_message(
+                Timestamp(i as u64),
+                Message::new(
+                    format!("m{i}").as_str(),
+                    room.as_str(),
+                    "alice",
+                    "chatter",
+                    Timestamp(i as u64),
+                ),
+            );
+            while e.poll_output().is_some() {}
+            assert!(
+                e.ambient_touched.len() <= TOUCHED_FOLD + 8,
+                "{}",
+                e.ambient_touched.len()
+            );
+        }
+        assert_eq!(e.pending_work(), 500, "every room's buffer waits for its flush");
+    }
 }
