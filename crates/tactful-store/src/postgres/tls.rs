@@ -112,23 +112,9 @@ pub fn split(url: &str) -> Result<(String, Settings), String> {
 
 /// A URL query value, percent-decoded (a path may be written either way).
 fn decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = || std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok();
-        match (bytes[i], hex().and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(value)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 impl Settings {
