@@ -72,11 +72,10 @@ impl Location {
         let Location::Postgres(url) = self else {
             return None;
         };
-        let (rest, tls) = crate::postgres::tls::split(url).ok()?;
+        let (config, tls) = read(url)?;
         if tls.verify != crate::postgres::tls::Verify::Off {
             return None;
         }
-        let config = rest.parse::<tokio_postgres::Config>().ok()?;
         config.get_hosts().iter().find_map(|h| match h {
             Host::Tcp(name) => {
                 let local = name == "localhost"
@@ -101,8 +100,7 @@ impl Location {
         let Location::Postgres(url) = self else {
             return None;
         };
-        let (rest, _) = crate::postgres::tls::split(url).ok()?;
-        let config = rest.parse::<tokio_postgres::Config>().ok()?;
+        let (config, _) = read(url)?;
         config
             .get_password()
             .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -124,6 +122,13 @@ impl std::fmt::Debug for Location {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Location({self})")
     }
+}
+
+/// What the driver reads of a URL `Location::postgres` accepted, and its
+/// TLS settings.
+fn read(url: &str) -> Option<(tokio_postgres::Config, crate::postgres::tls::Settings)> {
+    let (rest, tls) = crate::postgres::tls::split(url).ok()?;
+    Some((rest.parse().ok()?, tls))
 }
 
 /// `url` with its password (in the user part, or a `password=` parameter)
