@@ -44,6 +44,10 @@ const REMEMBERED_AUTHORS: usize = 2048;
 /// What people see when a persona leaves because tactful stops.
 const QUIT_MESSAGE: &str = "tactful is stopping; back soon";
 
+/// How long a reply waits for its persona's connection before it is given
+/// up ([`Shared::sender_of`]).
+const CONNECT_WAIT: Duration = Duration::from_secs(30);
+
 /// Taking a persona's own nick back from a fallback one.
 #[derive(Default)]
 struct Reclaim {
@@ -386,6 +390,36 @@ impl Shared {
 
     /// Records the nick persona's connection has now (what the others see,
     /// what mentions of it look like).
+    /// The connection `persona` posts through, waiting up to
+    /// [`CONNECT_WAIT`] while it is being made (at start, after a drop, or
+    /// on a process that has just taken IRC over from one that died: the
+    /// turns it carries on are delivered once it is connected, not lost).
+    /// Nothing was sent when this fails, so the error is certain.
+    async fn sender_of(&self, persona: &PersonaId) -> Result<IrcSender, PlatformError> {
+        let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
+        loop {
+            // Asked before looking: a connection made in between wakes it.
+            let connected = self.connected.notified();
+            if let Some(sender) = self
+                .live
+                .lock()
+                .ok()
+                .and_then(|l| l.get(persona).map(|(s, _)| s.clone()))
+            {
+                return Ok(sender);
+            }
+            if self.closing.load(Ordering::SeqCst)
+                || tokio::time::timeout_at(deadline, connected).await.is_err()
+            {
+                return Err(PlatformError(format!(
+                    "{persona} is not connected to {} (waited {} s)",
+                    self.settings.server,
+                    CONNECT_WAIT.as_secs()
+                )));
+            }
+        }
+    }
+
     fn set_live(&self, persona: &IrcPersona, sender: irc::client::Sender, nick: &str) {
         if let Ok(mut live) = self.live.lock() {
             live.insert(persona.id.clone(), (sender, nick.to_owned()));
@@ -623,17 +657,7 @@ impl Platform for IrcPlatform {
                 Some(Target::Private(nick)) => nick,
                 None => return Err(PlatformError(format!("{} is not an IRC room", msg.room))),
             };
-            let sender = shared
-                .live
-                .lock()
-                .ok()
-                .and_then(|l| l.get(msg.persona).map(|(s, _)| s.clone()))
-                .ok_or_else(|| {
-                    PlatformError(format!(
-                        "{} is not connected to {} right now",
-                        msg.persona, shared.settings.server
-                    ))
-                })?;
+            let sender = shared.sender_of(msg.persona).await?;
             // No native replies: address the original author by nick, in a
             // channel; in a private conversation there is only one person.
             let prefix = msg

@@ -99,10 +99,10 @@ impl Tenure {
 
 /// A connection one process holds at a time: a platform's accounts (one
 /// `getUpdates` poller per Telegram token, one Socket Mode app, one
-/// gateway session). Sending needs no connection: the room's owner posts.
+/// gateway session, IRC's nicks).
 pub struct Leased {
-    /// The lease key, `platform:telegram`.
-    pub key: String,
+    /// How it is held.
+    pub held_by: HeldBy,
     /// Connects, from the state the store holds now (called on the
     /// coordinator's thread, inside the runtime).
     pub start: Box<dyn Fn() + Send>,
@@ -110,10 +110,34 @@ pub struct Leased {
     pub stop: Box<dyn Fn() + Send>,
 }
 
+/// What gives a process a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeldBy {
+    /// A lease of its own (`platform:telegram`), taken by whichever process
+    /// gets it first: sending needs no connection, each room's owner posts
+    /// over HTTP.
+    Lease(String),
+    /// The lease of the partition every room of the platform belongs to
+    /// ([`tactful_store::connection_partition`]): IRC can only post through
+    /// its connection, so the process owning its rooms holds it, from the
+    /// moment it takes the partition until it lets it go (after a
+    /// hand-over, once the rooms have delivered what they decided).
+    Partition(u32),
+}
+
+impl std::fmt::Display for HeldBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeldBy::Lease(key) => f.write_str(key),
+            HeldBy::Partition(p) => write!(f, "{}", partition_key(*p)),
+        }
+    }
+}
+
 impl std::fmt::Debug for Leased {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Leased")
-            .field("key", &self.key)
+            .field("held_by", &self.held_by)
             .finish_non_exhaustive()
     }
 }
@@ -327,10 +351,11 @@ impl State {
                     Err(e) => self.failed(&e),
                 }
             }
-            if !self.handovers.is_empty()
-                && let Err(e) = self.let_go_handed_over()
-            {
-                self.failed(&e);
+            if !self.handovers.is_empty() {
+                if let Err(e) = self.let_go_handed_over() {
+                    self.failed(&e);
+                }
+                self.follow_partitions();
             }
             if read {
                 read = match self.read_inbox() {
@@ -415,7 +440,6 @@ impl State {
             }
         }
         self.let_go_handed_over()?;
-        self.keep_connections()?;
         // Taken in this round (a renewal is not a gain: a partition being
         // handed over is renewed until it is let go).
         let gained: Vec<(u32, Lease)> = balance
@@ -440,7 +464,9 @@ impl State {
                 last_runs,
             })));
         }
-        Ok(())
+        // After the adoption: a connection that comes with a partition
+        // hands its first messages to rooms already adopted.
+        self.keep_connections()
     }
 
     /// Lets go of the partitions whose rooms have been handed over.
@@ -464,28 +490,30 @@ impl State {
     }
 
     /// Renews the connections held, takes those free (their holder left
-    /// or died), and stops those lost.
+    /// or died), and stops those lost; those held with a partition follow
+    /// it.
     fn keep_connections(&mut self) -> Result<(), StoreError> {
         let _inside = self.tokio.enter();
         for (leased, held) in &mut self.connections {
-            let now = self.cluster.acquire(&leased.key)?;
-            let lost = held
-                .as_ref()
-                .is_some_and(|was| now.as_ref().is_none_or(|is| is.epoch != was.epoch));
-            if lost {
-                tracing::warn!(connection = %leased.key, "another process holds this connection now: disconnected here");
-                (leased.stop)();
-                *held = None;
-            }
-            if held.is_none()
-                && let Some(lease) = now
-            {
-                tracing::info!(connection = %leased.key, epoch = lease.epoch, "this process holds the connection: connecting");
-                (leased.start)();
-                *held = Some(lease);
-            }
+            let now = match &leased.held_by {
+                HeldBy::Lease(key) => self.cluster.acquire(key)?,
+                HeldBy::Partition(p) => self.held.get(p).or_else(|| self.releasing.get(p)).cloned(),
+            };
+            follow(leased, held, now);
         }
         Ok(())
+    }
+
+    /// The connections held with a partition, after partitions were let
+    /// go between rounds (no database call).
+    fn follow_partitions(&mut self) {
+        let _inside = self.tokio.enter();
+        for (leased, held) in &mut self.connections {
+            if let HeldBy::Partition(p) = leased.held_by {
+                let now = self.held.get(&p).or_else(|| self.releasing.get(&p)).cloned();
+                follow(leased, held, now);
+            }
+        }
     }
 
     /// Hands the engine task what waits in the inbox for the partitions
@@ -519,6 +547,26 @@ impl State {
             let _ = self.engine.send(Event::FromInbox(new));
         }
         Ok(more)
+    }
+}
+
+/// Connects or disconnects `leased` as its lease now stands: `held` is
+/// the lease it was connected under, `now` the one this process holds.
+fn follow(leased: &Leased, held: &mut Option<Lease>, now: Option<Lease>) {
+    let lost = held
+        .as_ref()
+        .is_some_and(|was| now.as_ref().is_none_or(|is| is.epoch != was.epoch));
+    if lost {
+        tracing::warn!(connection = %leased.held_by, "another process holds this connection now: disconnected here");
+        (leased.stop)();
+        *held = None;
+    }
+    if held.is_none()
+        && let Some(lease) = now
+    {
+        tracing::info!(connection = %leased.held_by, epoch = lease.epoch, "this process holds the connection: connecting");
+        (leased.start)();
+        *held = Some(lease);
     }
 }
 

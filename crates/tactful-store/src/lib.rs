@@ -49,8 +49,8 @@ pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent}
 pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
 pub use postgres::cluster::{
-    Balance, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS, Waiting, listen, partition_key,
-    partition_of,
+    Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS, Waiting,
+    connection_partition, listen, partition_key, partition_of,
 };
 pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
 pub use shown::ShownMessage;

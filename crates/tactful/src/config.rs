@@ -543,7 +543,7 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
 
     let folder = check.path.parent().unwrap_or(Path::new("."));
     let store = store::location(check, raw.store.as_ref(), folder)?;
-    let cluster = cluster::settings(check, raw.cluster.as_ref(), &store, &platforms)?;
+    let cluster = cluster::settings(check, raw.cluster.as_ref(), &store)?;
 
     Ok(Config {
         notes: advice::literal_secrets(check.src),

@@ -401,7 +401,8 @@ impl Service {
 /// A platform's connections as one process at a time holds them (several
 /// processes on one store): connected from the state the store holds when
 /// the lease is taken (offsets and sync tokens saved by the last holder),
-/// disconnected when another process has it.
+/// disconnected when another process has it. A platform only its
+/// connection can post to (IRC) is held by the owner of its rooms.
 fn leased(
     config: &Config,
     slot: &Arc<PlatformSlot>,
@@ -412,7 +413,10 @@ fn leased(
     let (starting, stopping) = (slot.clone(), slot.clone());
     let config = config.clone();
     tactful_runtime::cluster::Leased {
-        key: format!("platform:{name}"),
+        held_by: match tactful_store::connection_partition(name) {
+            Some(p) => tactful_runtime::cluster::HeldBy::Partition(p),
+            None => tactful_runtime::cluster::HeldBy::Lease(format!("platform:{name}")),
+        },
         start: Box::new(
             move || match crate::registry::build_some(&config, &[name.to_owned()]) {
                 Ok(built) => {
@@ -474,5 +478,25 @@ mod no_platform_tests {
         for p in ["web", "irc", "matrix", "telegram", "discord", "slack"] {
             assert!(said.contains(&format!("[platforms.{p}]")), "{p} in {said}");
         }
+    }
+}
+
+#[cfg(all(test, feature = "irc"))]
+mod connection_bound_tests {
+    /// The store pins IRC's rooms to one partition by their prefix: the
+    /// prefix it knows is the one the IRC crate names its rooms with, or
+    /// the owner of an IRC room would not be the process that can post.
+    #[test]
+    fn the_store_knows_irc_rooms_by_the_prefix_irc_gives_them() {
+        assert!(
+            tactful_store::CONNECTION_BOUND.contains(&("irc", tactful_irc::ROOMS.prefix)),
+            "{:?}",
+            tactful_store::CONNECTION_BOUND
+        );
+        let channel = tactful_irc::ROOMS.room("#tactful");
+        assert_eq!(
+            Some(tactful_store::partition_of(&channel)),
+            tactful_store::connection_partition("irc")
+        );
     }
 }

@@ -325,6 +325,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     "  cluster: shares the store with the other processes run on it; each owns a share of the rooms, and a dead one's rooms move after {} s",
                     cluster.lease.as_secs()
                 );
+                for (name, _) in &c.platforms.connected {
+                    if tactful_store::connection_partition(name).is_some() {
+                        println!(
+                            "  cluster: {name} posts only through its connection: one process at a time owns every {name} room and connects it"
+                        );
+                    }
+                }
             }
             for h in &c.engine.hooks {
                 println!("  hook {} before each reply{}", h.name, hook_scope(h));

@@ -429,11 +429,11 @@ fn a_store_with_a_path_and_a_url_or_a_foreign_url_is_refused_at_its_line() {
 }
 
 /// `check` on a cluster config: the summary says the store is shared
-/// (the web room works behind every process); IRC, whose one connection
-/// would have to send every room's replies, is refused at
-/// `cluster.enabled`'s line.
+/// (the web room works behind every process), and that IRC, which posts
+/// only through its connection, has every room of its with the one
+/// process that connects it.
 #[test]
-fn check_explains_a_cluster_and_refuses_it_with_irc() {
+fn check_explains_a_cluster_and_where_irc_rooms_live() {
     let Some(schema) = tactful_store::testing::Schema::new() else {
         return;
     };
@@ -468,10 +468,11 @@ fn check_explains_a_cluster_and_refuses_it_with_irc() {
         &["check", "-c", cfg.to_str().expect("utf-8 path")],
         &[("DOCS_TOKEN", "123456789:AAEcheck-token")],
     );
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let err = stderr(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        err.contains("cluster.toml:5:11: `cluster.enabled` with [platforms.irc]"),
-        "{err}"
+        out.contains("cluster: irc posts only through its connection: one process at a time owns every irc room and connects it"),
+        "{out}"
     );
+    assert!(!out.contains("telegram posts only"), "{out}");
 }

@@ -45,11 +45,39 @@ const ID_BLOCK_BITS: u32 = 40;
 /// redelivery is still recognised.
 const DECIDED_KEPT: &str = "1 day";
 
+/// Platforms whose rooms only the holder of their connection can post to,
+/// as `(platform, room prefix)`: on IRC a message is a line written on the
+/// connection itself, where every other platform takes a post over HTTP
+/// from any process. All the rooms of such a platform belong to one
+/// partition ([`connection_partition`]), and the connection is held with
+/// that partition's lease, so the process that owns the rooms is the one
+/// that can post to them.
+pub const CONNECTION_BOUND: &[(&str, &str)] = &[("irc", "irc:")];
+
 /// The partition `room` belongs to (FNV-1a of its id: the same on every
-/// machine and in every version, unlike the standard library's hasher).
+/// machine and in every version, unlike the standard library's hasher);
+/// for a room of a [`CONNECTION_BOUND`] platform, that platform's one
+/// partition.
 pub fn partition_of(room: &RoomId) -> u32 {
+    let id = room.as_str();
+    match CONNECTION_BOUND.iter().find(|(_, prefix)| id.starts_with(prefix)) {
+        Some((_, prefix)) => fnv(prefix),
+        None => fnv(id),
+    }
+}
+
+/// The partition holding every room of `platform` and its connection, if
+/// it is [`CONNECTION_BOUND`].
+pub fn connection_partition(platform: &str) -> Option<u32> {
+    CONNECTION_BOUND
+        .iter()
+        .find(|(name, _)| *name == platform)
+        .map(|(_, prefix)| fnv(prefix))
+}
+
+fn fnv(text: &str) -> u32 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in room.as_str().bytes() {
+    for b in text.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -456,5 +484,21 @@ mod tests {
             min >= Some(60) && max <= Some(150),
             "100 rooms a partition on average: {min:?}..{max:?}"
         );
+    }
+
+    /// Every IRC room, channel or private, is in the partition whose
+    /// lease carries the IRC connection; a room merely named like one of
+    /// another platform's is not.
+    #[test]
+    fn rooms_of_a_connection_bound_platform_share_its_partition() {
+        let irc = connection_partition("irc").expect("IRC is connection-bound");
+        for room in ["irc:#tactful", "irc:#other", "irc:dm:docs:alice", "irc:&local"] {
+            assert_eq!(partition_of(&RoomId::new(room)), irc, "{room}");
+        }
+        let spread: std::collections::HashSet<u32> = (0..50)
+            .map(|i| partition_of(&RoomId::new(format!("tg:irc:{i}"))))
+            .collect();
+        assert!(spread.len() > 30, "other rooms still spread: {spread:?}");
+        assert_eq!(connection_partition("telegram"), None);
     }
 }

@@ -31,18 +31,10 @@ pub(super) fn settings(
     check: &Checker<'_>,
     raw: Option<&RawCluster>,
     store: &Location,
-    platforms: &super::Platforms,
 ) -> Result<Option<ClusterConfig>, ConfigError> {
     let Some(raw) = raw.filter(|r| *r.enabled.get_ref()) else {
         return Ok(None);
     };
-    // Not across processes: said plainly rather than half working.
-    if platforms.connected.iter().any(|(name, _)| *name == "irc") {
-        return Err(check.at(
-            raw.enabled.span(),
-            "`cluster.enabled` with [platforms.irc]: IRC sends through its one connection, which only one process holds, and replies are posted by each room's owner; run IRC without [cluster]",
-        ));
-    }
     if !matches!(store, Location::Postgres(_)) {
         return Err(check.at(
             raw.enabled.span(),

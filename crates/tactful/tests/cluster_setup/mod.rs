@@ -3,7 +3,9 @@
 //! PostgreSQL schema) and what the database says about who holds what.
 #![allow(dead_code)] // each user takes some of it
 
-use tactful_store::testing::Schema;
+mod leases;
+
+pub use leases::{holder, shares};
 
 use crate::telegram_double::Bot;
 
@@ -100,33 +102,4 @@ pub fn start_node(config: &str) -> Node {
         .spawn()
         .expect("tactful starts");
     Node { child, _dir: dir }
-}
-
-/// The pid of the live process holding `key` (its `about` says
-/// `<host> pid N`); `None` before the first process made the tables.
-pub fn holder(schema: &Schema, key: &str) -> Option<u32> {
-    schema
-        .column(&format!(
-            "SELECT m.about FROM leases l JOIN members m ON m.id = l.holder
-             WHERE l.key = '{key}' AND l.expires_at > now()"
-        ))
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .next()
-        .and_then(|about| about.rsplit(' ').next()?.parse().ok())
-}
-
-/// How many partitions each live process holds, fewest first.
-pub fn shares(schema: &Schema) -> Vec<usize> {
-    schema
-        .column(
-            "SELECT count(*) FROM leases WHERE key LIKE 'partition:%' AND holder IS NOT NULL
-             AND expires_at > now() GROUP BY holder ORDER BY 1",
-        )
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| n.parse().ok())
-        .collect()
 }
