@@ -22,7 +22,7 @@
 pub mod config;
 pub mod text;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,9 +37,6 @@ use tactful_runtime::account::Backoff;
 use tactful_runtime::{
     Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
 };
-
-/// How far back reply targets are remembered (message id → author nick).
-const REMEMBERED_AUTHORS: usize = 2048;
 
 /// What people see when a persona leaves because tactful stops.
 const QUIT_MESSAGE: &str = "tactful is stopping; back soon";
@@ -113,6 +110,16 @@ impl std::fmt::Debug for IrcSettings {
     }
 }
 
+/// Who wrote the line `id` names, from the nick its id carries (see
+/// `Shared::heard`); `None` for a persona's own lines.
+fn author_of(id: &MsgId) -> Option<&str> {
+    id.as_str()
+        .strip_prefix('i')?
+        .split_once('.')
+        .map(|(_, nick)| nick)
+        .filter(|nick| !nick.is_empty())
+}
+
 /// A room id's IRC meaning.
 enum Target {
     Channel(String),
@@ -140,7 +147,6 @@ struct Shared {
     settings: IrcSettings,
     /// Per persona: the live connection's sender and the nick it got.
     live: Mutex<HashMap<PersonaId, (IrcSender, String)>>,
-    authors: Mutex<VecDeque<(MsgId, String)>>,
     runtime: Mutex<Option<RuntimeHandle>>,
     epoch: u64,
     next: AtomicU64,
@@ -173,7 +179,6 @@ impl IrcPlatform {
             shared: Arc::new(Shared {
                 settings,
                 live: Mutex::new(HashMap::new()),
-                authors: Mutex::new(VecDeque::new()),
                 runtime: Mutex::new(None),
                 epoch: wall_clock().as_millis(),
                 next: AtomicU64::new(1),
@@ -512,13 +517,11 @@ impl Shared {
                 mentions.push(UserId::new(id.as_str()));
             }
         }
-        let id = self.new_id();
-        if let Ok(mut authors) = self.authors.lock() {
-            authors.push_back((id.clone(), from.to_owned()));
-            if authors.len() > REMEMBERED_AUTHORS {
-                authors.pop_front();
-            }
-        }
+        // The author's nick travels in the id (a nick has no `.`): a reply
+        // is addressed to them by whichever process sends it, after a
+        // restart or on the process that took IRC over, not only by the
+        // one that heard the line.
+        let id = MsgId::new(format!("{}.{from}", self.new_id()));
         let msg = Message {
             id,
             room,
@@ -543,15 +546,6 @@ impl Shared {
         {
             handle.inbound(msg);
         }
-    }
-
-    fn author_of(&self, id: &MsgId) -> Option<String> {
-        let authors = self.authors.lock().ok()?;
-        authors
-            .iter()
-            .rev()
-            .find(|(m, _)| m == id)
-            .map(|(_, nick)| nick.clone())
     }
 }
 
@@ -663,7 +657,7 @@ impl Platform for IrcPlatform {
             let prefix = msg
                 .reply_to
                 .filter(|_| !msg.room.as_str().starts_with("irc:dm:"))
-                .and_then(|r| shared.author_of(r))
+                .and_then(author_of)
                 .map(|nick| format!("{nick}: "))
                 .unwrap_or_default();
             // IRC shows no Markdown: `**mode**` would arrive with its stars.
@@ -679,5 +673,19 @@ impl Platform for IrcPlatform {
             }
             Ok(shared.new_id())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heard_line_names_its_author_and_a_persona_line_does_not() {
+        assert_eq!(author_of(&MsgId::new("i1764-3.alice")), Some("alice"));
+        assert_eq!(author_of(&MsgId::new("i1764-3.[away]|bob")), Some("[away]|bob"));
+        assert_eq!(author_of(&MsgId::new("i1764-4")), None, "a persona's own line");
+        assert_eq!(author_of(&MsgId::new("i1764-5.")), None);
+        assert_eq!(author_of(&MsgId::new("web-9.alice")), None, "not an IRC line");
     }
 }

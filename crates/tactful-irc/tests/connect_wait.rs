@@ -2,11 +2,12 @@
 //! started, the connection dropped, or this process has just taken IRC
 //! over from one that died, with the dead one's turns to carry on) waits
 //! for the connection and goes out on it, instead of being dropped as
-//! "not connected".
+//! "not connected"; and it is addressed to the author of the line it
+//! answers, which this process never heard (the nick is in the line's id).
 
 use std::time::Duration;
 
-use tactful_core::{PersonaId, RoomId};
+use tactful_core::{MsgId, PersonaId, RoomId};
 use tactful_irc::{IrcPersona, IrcPlatform, IrcSettings};
 use tactful_runtime::{OutMessage, Platform};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -36,13 +37,16 @@ async fn a_reply_sent_before_the_connection_is_up_goes_out_once_it_is() {
         let platform = platform.clone();
         tokio::spawn(async move {
             let (persona, room) = (PersonaId::new("docs"), RoomId::new("irc:#team"));
+            // A line alice said, heard by another process (or before a
+            // restart).
+            let answering = MsgId::new("i1764000000000-7.alice");
             platform
                 .send(OutMessage {
                     persona: &persona,
                     room: &room,
                     thread: None,
                     text: "carried on",
-                    reply_to: None,
+                    reply_to: Some(&answering),
                     key: None,
                     placeholder: false,
                     follows: None,
@@ -78,7 +82,7 @@ async fn a_reply_sent_before_the_connection_is_up_goes_out_once_it_is() {
     })
     .await
     .expect("the reply in time");
-    assert_eq!(said, "PRIVMSG #team :carried on");
+    assert_eq!(said, "PRIVMSG #team :alice: carried on");
     let sent = tokio::time::timeout(Duration::from_secs(10), sending)
         .await
         .expect("the send returns")

@@ -150,8 +150,13 @@ async fn irc_rooms_and_their_connection_move_together_and_answer_once() {
         dead.process.kill().expect("kill -9");
         let _ = dead.process.wait();
         nodes.push(start(&schema.url, port));
-        // The new owner connects and carries the turn on.
+        // The new owner connects and carries the turn on, addressed to
+        // alice although another process heard her.
         answer_to(&mut alice, asked, &mut said).await;
+        assert_eq!(
+            said.last().map(String::as_str),
+            Some(format!("alice: answer to docs: question {asked}").as_str())
+        );
         let now = settled(&schema, &nodes, &key, &mut alice).await;
         assert_ne!(
             now, owner,
