@@ -380,9 +380,9 @@ impl Driver {
                     let _ = ack.send(outcome);
                 }
             }
-            Event::Note(key, value) => {
+            Event::Note(op) => {
                 if self.saving() {
-                    self.batch.ops.push(Op::PlatformState { key, value });
+                    self.batch.ops.push(op);
                 }
             }
             Event::AgentDone(turn, result, usage) => {

@@ -213,7 +213,8 @@ pub(crate) enum Event {
     Backlog(Message),
     /// A platform's bookkeeping, and who waits until it is saved.
     State(String, String, Option<Ack>),
-    Note(String, String),
+    /// Bookkeeping saved whatever was refused before it.
+    Note(Op),
     /// An agent turn ended, with the tokens it used when reported.
     AgentDone(TurnId, AgentResult, Option<tactful_agents::Usage>),
     /// A turn's before-send hooks ran.
@@ -343,7 +344,16 @@ impl RuntimeHandle {
     /// [`RuntimeHandle::save_state`], it is saved even after a message was
     /// refused, since saving it cannot skip one.
     pub fn save_note(&self, key: String, value: String) -> bool {
-        self.tx.send(Event::Note(key, value)).is_ok()
+        self.tx
+            .send(Event::Note(Op::PlatformState { key, value }))
+            .is_ok()
+    }
+
+    /// Saves a setting every process sharing the store follows (a room
+    /// policy set in the console): like [`RuntimeHandle::save_note`], and
+    /// announced to the other processes at commit ([`Op::SharedState`]).
+    pub fn save_shared(&self, key: String, value: String) -> bool {
+        self.tx.send(Event::Note(Op::SharedState { key, value })).is_ok()
     }
 
     /// Replaces the room policies of the running engine (a config

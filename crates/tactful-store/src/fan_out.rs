@@ -90,6 +90,14 @@ impl ShownChange {
     }
 }
 
+/// The `NOTIFY` channel of the settings every process follows
+/// ([`crate::Op::SharedState`]: a room policy set in the console). The
+/// payload is the setting's key; a process that hears it reads the
+/// settings back from the store, where the change is by then (a
+/// notification is delivered at commit), so announcements that cross
+/// each other still leave every process with what was committed last.
+pub const STATE_CHANNEL: &str = "tactful_state";
+
 /// This process's id in announcements: random, made once per process.
 pub fn origin() -> &'static str {
     static ORIGIN: OnceLock<String> = OnceLock::new();

@@ -44,7 +44,7 @@ use tactful_core::RoomId;
 
 pub use calls::{CallEnd, CallRow, CallStart, CostRow, MAX_COST_ROWS};
 pub use claim::{Claim, ClaimError, claim};
-pub use fan_out::{ShownChange, ShownKind, WEB_CHANNEL};
+pub use fan_out::{STATE_CHANNEL, ShownChange, ShownKind, WEB_CHANNEL};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};

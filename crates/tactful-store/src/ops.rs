@@ -76,6 +76,16 @@ pub enum Op {
         /// The value.
         value: String,
     },
+    /// A setting every process sharing the store follows (a room policy
+    /// set in the console): saved like [`Op::PlatformState`], and on
+    /// PostgreSQL announced on [`crate::STATE_CHANNEL`] at commit, so the
+    /// others read it and apply it too.
+    SharedState {
+        /// The key, e.g. `console:policy:lobby`.
+        key: String,
+        /// The value (empty once reverted).
+        value: String,
+    },
     /// A message as a platform that keeps its history here (the web room)
     /// shows it. Its room keeps the newest `keep`.
     Shown {

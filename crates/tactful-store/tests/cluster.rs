@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use tactful_core::{Message, RoomId};
 use tactful_store::testing::Schema;
 use tactful_store::{
-    Cluster, INBOX_CHANNEL, LoadLimits, Op, Reader, ShownChange, ShownKind, ShownMessage, Store, StoreError,
-    WEB_CHANNEL, partition_key, partition_of,
+    Cluster, INBOX_CHANNEL, LoadLimits, Op, Reader, STATE_CHANNEL, ShownChange, ShownKind, ShownMessage,
+    Store, StoreError, WEB_CHANNEL, partition_key, partition_of,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -235,6 +235,45 @@ fn next_notes(
         }
     }
     got
+}
+
+/// A shared setting (a room policy set in a console) is announced with
+/// its key at commit, and the others read its value back; a rolled-back
+/// one is never announced.
+#[test]
+fn a_shared_setting_is_announced_at_commit_with_its_key() {
+    let Some(schema) = Schema::new() else { return };
+    let mut rx = tactful_store::listen(&schema.location(), STATE_CHANNEL).expect("listens");
+    let mut store = Store::open_at(&schema.location()).expect("opens");
+    let shared = |room: &str, value: &str| Op::SharedState {
+        key: format!("console:policy:{room}"),
+        value: value.into(),
+    };
+    let fenced = Op::Fence(tactful_store::Lease {
+        key: partition_key(1),
+        holder: "nobody".into(),
+        epoch: 99,
+    });
+    assert!(store.apply(&[fenced, shared("ops", "mode = \"all\"")]).is_err());
+    store
+        .apply(&[
+            shared("lobby", "mode = \"all\""),
+            Op::PlatformState {
+                key: "matrix:sync:docs".into(),
+                value: "s1".into(),
+            },
+        ])
+        .expect("applied");
+    assert_eq!(
+        next_notes(&mut rx, 1),
+        ["console:policy:lobby"],
+        "the key, once: the refused change and the platform's bookkeeping are not announced"
+    );
+    let reader = Reader::open(&schema.location()).expect("reads");
+    assert_eq!(
+        reader.state_with_prefix("console:policy:", 10).expect("reads"),
+        [("console:policy:lobby".to_owned(), "mode = \"all\"".to_owned())]
+    );
 }
 
 #[test]

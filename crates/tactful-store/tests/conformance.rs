@@ -471,6 +471,11 @@ fn the_store_id_and_platform_state_are_kept(place: &Place) {
             state("schedule:standup", "1000"),
             state("console:layer:lobby", "mode = \"mention\""),
             state("matrix:sync:docs", "s2"),
+            // A setting every process follows is kept the same way.
+            Op::SharedState {
+                key: "console:policy:lobby".into(),
+                value: "mode = \"all\"".into(),
+            },
         ])
         .expect("saved");
     let saved = place.open().platform_state().expect("reads");
@@ -479,7 +484,10 @@ fn the_store_id_and_platform_state_are_kept(place: &Place) {
     let layers = place.reader().state_with_prefix("console:", 10).expect("reads");
     assert_eq!(
         layers,
-        [("console:layer:lobby".to_owned(), "mode = \"mention\"".to_owned())]
+        [
+            ("console:policy:lobby".to_owned(), "mode = \"all\"".to_owned()),
+            ("console:layer:lobby".to_owned(), "mode = \"mention\"".to_owned())
+        ]
     );
 }
 

@@ -355,12 +355,18 @@ impl Service {
                     platform.start(runtime.handle());
                 }
             }
-            Some(_) => runtime.hold(
-                connected
-                    .iter()
-                    .map(|slot| leased(config, slot, runtime.handle()))
-                    .collect(),
-            ),
+            Some(_) => {
+                tasks.push(crate::live_policies::follow_others(
+                    policies.clone(),
+                    config.store.clone(),
+                ));
+                runtime.hold(
+                    connected
+                        .iter()
+                        .map(|slot| leased(config, slot, runtime.handle()))
+                        .collect(),
+                );
+            }
         }
         let health = runtime.health();
         if let Some(h) = &health {

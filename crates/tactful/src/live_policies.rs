@@ -203,7 +203,7 @@ impl LivePolicies {
             new,
         };
         inner.seq += 1;
-        self.handle.save_note(
+        self.handle.save_shared(
             format!("{POLICY_KEY}{room}"),
             entry.new.clone().unwrap_or_default(),
         );
@@ -218,6 +218,30 @@ impl LivePolicies {
             "room policy set in the console"
         );
         entry
+    }
+
+    /// The console layers as the store holds them now (`stored`: key →
+    /// value), set by this process or another sharing the store: applied
+    /// when they differ from those running. `true` if anything changed.
+    pub fn sync_stored(&self, stored: &BTreeMap<String, String>) -> bool {
+        let changed = {
+            let mut inner = self.lock();
+            let now = LivePolicies::stored(&inner.config, stored).0;
+            let same = now.len() == inner.live.len()
+                && now
+                    .iter()
+                    .zip(&inner.live)
+                    .all(|((r, (t, _)), (r2, (t2, _)))| r == r2 && t == t2);
+            if !same {
+                inner.live = now;
+            }
+            !same
+        };
+        if changed {
+            tracing::info!("room policies set in a console: applied here");
+            self.apply();
+        }
+        changed
     }
 
     /// The file was reloaded: its policies replace the file's part; the
@@ -239,5 +263,54 @@ impl LivePolicies {
             inner.config = config;
         }
         self.apply();
+    }
+}
+
+/// Follows the room policies set in the consoles of every process sharing
+/// the store at `at` (several processes on one PostgreSQL database): a
+/// layer set in one process's console decides in the room's owner, which
+/// may be another. Each announcement ([`tactful_store::STATE_CHANNEL`])
+/// has the layers read back from the store and applied; so does every
+/// (re)start of listening, for what was announced while nobody listened.
+pub fn follow_others(
+    live: std::sync::Arc<LivePolicies>,
+    at: tactful_store::Location,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match tactful_store::listen(&at, tactful_store::STATE_CHANNEL) {
+                Ok(mut changes) => {
+                    read_back(&live, &at).await;
+                    while let Some(n) = changes.recv().await {
+                        if n.payload.starts_with(POLICY_KEY) {
+                            read_back(&live, &at).await;
+                        }
+                    }
+                    tracing::warn!(
+                        "listening for policies set in other processes' consoles stopped; listening again"
+                    );
+                }
+                Err(e) => tracing::warn!("cannot listen for policies set in other processes' consoles: {e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// Reads every console layer back (all of them: a page would drop those
+/// past it) and applies what changed. A console change is made by hand,
+/// so a connection each time costs nothing that matters.
+async fn read_back(live: &LivePolicies, at: &tactful_store::Location) {
+    let at = at.clone();
+    let stored = tokio::task::spawn_blocking(move || {
+        tactful_store::Store::open_at(&at).and_then(|mut s| s.platform_state())
+    })
+    .await;
+    match stored {
+        Ok(Ok(state)) => {
+            live.sync_stored(&state);
+        }
+        Ok(Err(e)) => tracing::warn!("cannot read the policies set in the consoles: {e}"),
+        Err(e) => tracing::warn!("cannot read the policies set in the consoles: {e}"),
     }
 }

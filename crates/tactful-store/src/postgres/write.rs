@@ -10,7 +10,7 @@ use tokio_postgres::{Client, Statement};
 
 use crate::StoreError;
 use crate::calls::to_i64;
-use crate::fan_out::{ShownChange, ShownKind, WEB_CHANNEL};
+use crate::fan_out::{STATE_CHANNEL, ShownChange, ShownKind, WEB_CHANNEL};
 use crate::ops::{Op, kind_name, mentions_json, to_json};
 use crate::shown::add_reaction;
 
@@ -245,6 +245,14 @@ impl<'a> Writer<'a> {
         Ok(s)
     }
 
+    fn state(&mut self, key: &str, value: &str) {
+        self.exec(
+            "INSERT INTO platform_state (key, value) VALUES ($1, $2)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            vals![key, value],
+        );
+    }
+
     /// Tells the other processes' web rooms of a change (see
     /// [`crate::fan_out`]), at commit.
     fn announce(&mut self, kind: ShownKind, room: &str, id: &str, note: Option<&str>) {
@@ -416,12 +424,13 @@ impl<'a> Writer<'a> {
                     vals![(turn.0 as i64)],
                 );
             }
-            Op::PlatformState { key, value } => {
-                self.exec(
-                    "INSERT INTO platform_state (key, value) VALUES ($1, $2)
-                     ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    vals![key, value],
-                );
+            Op::PlatformState { key, value } => self.state(key, value),
+            Op::SharedState { key, value } => {
+                self.state(key, value);
+                // Keys are short (a room's name); a payload is at most
+                // 8,000 bytes, and whoever hears it reads every setting.
+                let key: String = key.chars().take(1_000).collect();
+                self.exec(&format!("SELECT pg_notify('{STATE_CHANNEL}', $1)"), vals![key]);
             }
             Op::Shown { msg: m, keep } => {
                 self.exec(

@@ -134,7 +134,8 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
             tx.prepare_cached("DELETE FROM pending_turns WHERE turn = ?1")?
                 .execute([turn.0 as i64])?;
         }
-        Op::PlatformState { key, value } => {
+        // One process: nobody to announce a shared setting to.
+        Op::PlatformState { key, value } | Op::SharedState { key, value } => {
             tx.prepare_cached("INSERT OR REPLACE INTO platform_state (key, value) VALUES (?1, ?2)")?
                 .execute(params![key, value])?;
         }
