@@ -15,7 +15,7 @@ mod telegram_double;
 
 use std::time::{Duration, Instant};
 
-use cluster_setup::{TOKEN, bot, config, config_with_web, holder, shares};
+use cluster_setup::{TOKEN, bot, config, config_with_web, holder, shares, wait_db};
 use common::{
     Logs, Reaper, Socket, enter, free_port, run_tactful, run_tactful_logged, say, signal, spawn_with,
 };
@@ -39,15 +39,6 @@ fn start(url: &str, api_url: &str) -> Node {
     let dir = tempfile::tempdir().expect("temp dir");
     let process = run_tactful(dir.path(), &config(url, api_url, 2, 50), &[("DOCS_TOKEN", TOKEN)]);
     Node { _dir: dir, process }
-}
-
-/// Waits (60 s at most) until `done` holds of the database.
-fn wait_db(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn alice() -> Value {
@@ -776,15 +767,19 @@ async fn a_policy_set_in_one_consoles_applies_in_the_rooms_owner() {
     let (at_owner, elsewhere) = (consoles[owner_at], consoles[1 - owner_at]);
     let auth = format!("Bearer {CONSOLE_TOKEN}");
     // What the owner's console says the room's console layer is.
-    let layer_at_owner = || {
-        let (status, body) = common::http_request(
-            at_owner,
-            "GET",
+    let policy = |port: u16, method: &str, body: &[u8]| {
+        let (status, answer) = common::http_request(
+            port,
+            method,
             &format!("/console/api/policy?room={room}"),
             &[("Authorization", auth.as_str())],
-            b"",
+            body,
         );
-        assert_eq!(status, 200, "{body}");
+        assert_eq!(status, 200, "{method}: {answer}");
+        answer
+    };
+    let layer_at_owner = || {
+        let body = policy(at_owner, "GET", b"");
         serde_json::from_str::<Value>(&body).expect("json")["console"].clone()
     };
     let plain =
@@ -808,14 +803,7 @@ async fn a_policy_set_in_one_consoles_applies_in_the_rooms_owner() {
     );
 
     // Set in the other process's console: its owner answers.
-    let (status, body) = common::http_request(
-        elsewhere,
-        "PUT",
-        &format!("/console/api/policy?room={room}"),
-        &[("Authorization", auth.as_str())],
-        b"mode = \"all\"\n",
-    );
-    assert_eq!(status, 200, "{body}");
+    policy(elsewhere, "PUT", b"mode = \"all\"\n");
     wait_db("the owner applying the layer", || {
         layer_at_owner() == json!("mode = \"all\"\n")
     });
@@ -827,14 +815,7 @@ async fn a_policy_set_in_one_consoles_applies_in_the_rooms_owner() {
     });
 
     // Reverted there: left again.
-    let (status, body) = common::http_request(
-        elsewhere,
-        "DELETE",
-        &format!("/console/api/policy?room={room}"),
-        &[("Authorization", auth.as_str())],
-        b"",
-    );
-    assert_eq!(status, 200, "{body}");
+    policy(elsewhere, "DELETE", b"");
     wait_db("the owner reverting the layer", || layer_at_owner().is_null());
     let third = plain(&double, "does anyone know where the keys are?");
     wait_db("the third question decided", || decided(third).is_some());

@@ -12,11 +12,9 @@ mod irc_setup;
 #[path = "cluster_setup/leases.rs"]
 mod leases;
 
-use std::time::{Duration, Instant};
-
 use common::{Reaper, run_tactful};
 use irc_setup::{Person, join_with, start_ngircd};
-use leases::{holder, shares};
+use leases::{holder, shares, wait_db};
 use tactful_store::testing::Schema;
 
 const CHANNEL: &str = "#tactful";
@@ -65,15 +63,6 @@ fn start(url: &str, port: u16) -> Node {
     let dir = tempfile::tempdir().expect("temp dir");
     let process = run_tactful(dir.path(), &config(url, port), &[]);
     Node { _dir: dir, process }
-}
-
-/// Waits (60 s at most) until `done` holds of the database.
-fn wait_db(what: &str, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !done() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Waits until three processes share the partitions and one of `nodes`

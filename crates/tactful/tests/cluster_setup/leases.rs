@@ -2,6 +2,8 @@
 //! benchmarks (no platform in it: every cluster test can take it).
 #![allow(dead_code)] // each user takes some of it
 
+use std::time::{Duration, Instant};
+
 use tactful_store::testing::Schema;
 
 /// The pid of the live process holding `key` (its `about` says
@@ -31,4 +33,13 @@ pub fn shares(schema: &Schema) -> Vec<usize> {
         .flatten()
         .filter_map(|n| n.parse().ok())
         .collect()
+}
+
+/// Waits (60 s at most) until `done` holds of the database.
+pub fn wait_db(what: &str, done: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
