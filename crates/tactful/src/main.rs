@@ -11,6 +11,14 @@ use tactful::config::Config;
 use tactful::replay::{self, ReplayOptions};
 use tactful::scenario;
 
+/// mimalloc in place of glibc's allocator: the live service allocates and
+/// frees many small buffers on several threads (messages, SQL parameters
+/// and rows, HTTP bodies), where glibc's took about a fifth of the
+/// process's time in a profile under load (BENCHMARKS.md, "Where
+/// tactful's half goes").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// tactful puts AI agents into group chats as good citizens: they read the
 /// whole room, speak when addressed or useful, and stay quiet otherwise.
 #[derive(Debug, Parser)]
