@@ -59,6 +59,7 @@ mod live_policy;
 mod more_replies;
 mod notices;
 mod output;
+mod pending;
 mod restore;
 mod results;
 mod room;
@@ -188,7 +189,7 @@ pub struct Engine {
     /// names its buffer here, so the count is brought up to date by
     /// looking at those alone (the driver asks after every event; a
     /// deployment may hold a hundred thousand buffers waiting to flush).
-    /// Folded in by itself past [`TOUCHED_FOLD`] entries, so an engine
+    /// Folded in by itself past `pending::TOUCHED_FOLD` entries, so an engine
     /// nobody asks (replay, a library user) does not grow it for ever.
     ambient_touched: Vec<(RoomId, PersonaIdx)>,
     /// Rooms whose restorable state changed since the driver last asked
@@ -302,27 +303,6 @@ impl Engine {
         self.turns.len()
     }
 
-    /// Work started or scheduled that may still end in a message: turns in
-    /// flight, ambient buffers armed to flush or waiting to, and outputs
-    /// not polled yet (a notice decided without a call is one). Zero means
-    /// nothing will be said until the next message arrives.
-    pub fn pending_work(&mut self) -> usize {
-        self.fold_touched();
-        let waiting = self.ambient_pending.len();
-        // Every test run checks the shortcut against the long way.
-        #[cfg(debug_assertions)]
-        {
-            let scanned = self
-                .rooms
-                .values()
-                .flat_map(|r| r.members.iter())
-                .filter(|m| m.ambient.as_deref().is_some_and(ambient_pending))
-                .count();
-            debug_assert_eq!(waiting, scanned, "ambient work found by the buffers touched");
-        }
-        self.turns.len() + waiting + self.out.len()
-    }
-
     /// How many ambient flushes are running.
     pub fn flushes_running(&self) -> usize {
         self.flushes_running
@@ -331,39 +311,6 @@ impl Engine {
     /// How many rooms the engine holds state for.
     pub fn room_count(&self) -> usize {
         self.rooms.len()
-    }
-
-    /// Notes that `p`'s ambient buffer in `room` may change (see
-    /// `ambient_touched`).
-    fn touch_ambient(&mut self, room: &RoomId, p: PersonaIdx) {
-        self.ambient_touched.push((room.clone(), p));
-    }
-
-    /// Folds the touched buffers in when many wait, at the start of an
-    /// event (never mid-change: a buffer touched before it changes would
-    /// be read too early).
-    fn bound_touched(&mut self) {
-        if self.ambient_touched.len() >= TOUCHED_FOLD {
-            self.fold_touched();
-        }
-    }
-
-    /// Brings `ambient_pending` up to date with the buffers touched since
-    /// the last time: only those are looked at.
-    fn fold_touched(&mut self) {
-        for key in std::mem::take(&mut self.ambient_touched) {
-            let pending = self
-                .rooms
-                .get(&key.0)
-                .and_then(|r| r.members.get(key.1.0 as usize))
-                .and_then(|m| m.ambient.as_deref())
-                .is_some_and(ambient_pending);
-            if pending {
-                self.ambient_pending.insert(key);
-            } else {
-                self.ambient_pending.remove(&key);
-            }
-        }
     }
 
     /// The ambient state of persona `p` in `room`, if it has one (noted as
@@ -851,70 +798,9 @@ impl Engine {
     }
 }
 
-/// How many touched buffers may wait before the next message or timeout
-/// folds them into the count without being asked (see
-/// `Engine::ambient_touched`).
-const TOUCHED_FOLD: usize = 4096;
-
-/// Whether an ambient buffer has work of its own pending: a flush due,
-/// queued, or waiting on a cooldown or the concurrency bound (one waiting
-/// for its batch in flight counts with that batch's turn).
-fn ambient_pending(a: &AmbientState) -> bool {
-    a.due.is_some() || a.queued || a.waiting.is_some_and(|(_, why)| why != WaitReason::InFlight)
-}
-
 fn persona_of(personas: &[PersonaSpec], user: &str) -> Option<PersonaIdx> {
     personas
         .iter()
         .position(|p| p.answers_to(user))
         .map(|i| PersonaIdx(i as u8))
-}
-
-#[cfg(test)]
-mod touched_tests {
-    use super::*;
-    use crate::{Mode, PolicyPatch};
-
-    /// An engine nobody asks for its pending work (a replay, a library
-    /// user) keeps its list of touched buffers bounded, and the count is
-    /// right when it is finally asked (debug builds compare it with a scan
-    /// of every room).
-    #[test]
-    fn touched_buffers_stay_bounded_when_nobody_asks() {
-        let mut policies = crate::PolicyTable::default();
-        let mut listen = PolicyPatch {
-            mode: Some(Mode::Ambient),
-            allow_silence: Some(true),
-            ..PolicyPatch::default()
-        };
-        listen.ambient.flush_after = Some(Duration::from_secs(600));
-        listen.ambient.flush_messages = Some(50);
-        policies.default.personas.insert("guide".into(), listen);
-        let mut e = Engine::new(EngineConfig {
-            personas: vec![PersonaSpec::new("guide", "a")],
-            policies,
-            ..EngineConfig::default()
-        })
-        .expect("valid config");
-        for i in 0..3 * TOUCHED_FOLD {
-            let room = format!("room-{}", i % 500);
-            e.handle_message(
-                Timestamp(i as u64),
-                Message::new(
-                    format!("m{i}").as_str(),
-                    room.as_str(),
-                    "alice",
-                    "chatter",
-                    Timestamp(i as u64),
-                ),
-            );
-            while e.poll_output().is_some() {}
-            assert!(
-                e.ambient_touched.len() <= TOUCHED_FOLD + 8,
-                "{}",
-                e.ambient_touched.len()
-            );
-        }
-        assert_eq!(e.pending_work(), 500, "every room's buffer waits for its flush");
-    }
 }
