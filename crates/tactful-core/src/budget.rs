@@ -59,6 +59,13 @@ pub fn estimate_tokens(prompt_bytes: usize, max_reply_chars: usize) -> u64 {
     ((prompt_bytes + CONTRACT_BYTES).div_ceil(3) + answer.div_ceil(3)) as u64
 }
 
+/// The end of the bucket that spend at `now` is counted in, for a window
+/// of `per`: spend is recorded (and shared between processes) by it.
+pub fn bucket_end(now: Timestamp, per: Duration) -> Timestamp {
+    let width = (per.as_millis() as u64 / BUCKETS).max(1_000);
+    Timestamp((now.as_millis() / width + 1) * width)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Bucket {
     /// The bucket counts while its end is inside the window.
@@ -107,8 +114,7 @@ impl SpendLedger {
         if tokens == 0 {
             return;
         }
-        let width = (per.as_millis() as u64 / BUCKETS).max(1_000);
-        let end = Timestamp((now.as_millis() / width + 1) * width);
+        let end = bucket_end(now, per);
         match self.buckets.back_mut() {
             Some(b) if b.end >= end => b.tokens = b.tokens.saturating_add(tokens),
             _ => self.buckets.push_back(Bucket { end, tokens }),
@@ -133,6 +139,18 @@ impl SpendLedger {
                 }
             }
         }
+    }
+
+    /// Takes back spend [`SpendLedger::restore`] or [`SpendLedger::add`]
+    /// counted: a room's share of a persona's spend, when the room moves to
+    /// another process (which counts it from then on).
+    pub fn remove(&mut self, records: &[(Timestamp, u64)]) {
+        for &(end, tokens) in records {
+            if let Some(b) = self.buckets.iter_mut().find(|b| b.end == end) {
+                b.tokens = b.tokens.saturating_sub(tokens);
+            }
+        }
+        self.buckets.retain(|b| b.tokens > 0);
     }
 
     /// When the oldest spend leaves the window: the budget grows then.
@@ -205,6 +223,24 @@ mod tests {
         again.restore(&records);
         assert_eq!(again.remaining(now, &b), l.remaining(now, &b));
         assert_eq!(l.remaining(now, &b), 10_000 - 5_000);
+    }
+
+    #[test]
+    fn a_rooms_share_taken_back_leaves_the_rest() {
+        let b = budget(10_000, 3_600);
+        let mut persona = SpendLedger::default();
+        let mut room = SpendLedger::default();
+        let t = Timestamp::from_millis(0);
+        persona.add(t, b.per, 700);
+        room.add(t, b.per, 300);
+        persona.restore(&room.records());
+        assert_eq!(persona.remaining(t, &b), 9_000);
+        persona.remove(&room.records());
+        assert_eq!(persona.remaining(t, &b), 9_300);
+        // Taking back more than was counted leaves nothing, not a wrap.
+        persona.remove(&[(bucket_end(t, b.per), 5_000)]);
+        assert_eq!(persona.remaining(t, &b), 10_000);
+        assert!(persona.records().is_empty());
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub use output::{
 };
 use room::{AmbientState, PersonaRoom, Room};
 
-pub use budget::{BUDGET_NOTICE_GAP, BudgetLeft};
+pub use budget::{BUDGET_NOTICE_GAP, BudgetLeft, Spent};
 pub use floor::{FloorNote, FloorWhy};
 pub use live_personas::PersonasChanged;
 pub use notices::ReactNote;
@@ -205,6 +205,8 @@ pub struct Engine {
     runs: Vec<scheduled::Runs>,
     /// Each persona slot's spend against its own budget (`budget.rs`).
     spend: Vec<crate::budget::SpendLedger>,
+    /// Spend shared with other processes holding the other rooms.
+    shared: budget::Shared,
     /// Whether any budget is configured: without one, no turn looks its
     /// room up again for it (`budget::in_use`).
     budgets: bool,
@@ -234,6 +236,7 @@ impl Engine {
         Ok(Engine {
             sent_count: vec![0; n],
             spend: vec![crate::budget::SpendLedger::default(); n],
+            shared: budget::Shared::default(),
             budgets: budget::in_use(&config.personas, &config.policies),
             personas: config.personas,
             retired: PersonaSet::default(),

@@ -81,7 +81,8 @@ pub use decision::{Decision, Outcome, Reason};
 pub use engine::{
     AmbientEvent, AmbientNote, BudgetLeft, BudgetNote, CancelReason, ContextLimits, Counters, Engine,
     EngineConfig, EngineError, FloorNote, FloorWhy, LimitNote, MemberSnapshot, NotResumed, Outgoing, Output,
-    PersonasChanged, ReactNote, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, TurnEnd, WaitReason,
+    PersonasChanged, ReactNote, RoomSnapshot, ScheduleEvent, ScheduleNote, SilenceKind, Spent, TurnEnd,
+    WaitReason,
 };
 pub use ids::{MsgId, PersonaId, RoomId, ThreadId, TurnId, UserId};
 pub use message::{Mentions, Message, Sender};

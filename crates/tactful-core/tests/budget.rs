@@ -308,3 +308,76 @@ fn a_persona_asked_with_another_decides_before_the_notice() {
         "chef's turn starts before docs's notice is heard: {out:#?}"
     );
 }
+
+/// Several processes holding a persona's rooms: what the others' rooms
+/// spent counts against its own budget here, what this engine's rooms
+/// spend is handed out for them, and a room handed over takes its share
+/// with it (its new owner counts it, and says so).
+#[test]
+fn a_persona_budget_is_one_across_processes() {
+    let mut here = engine(2_000);
+    here.share_spend();
+    let c = calls(&ask(&mut here, 0, "q1", "the build is red"));
+    answer(&mut here, 1_000, &c[0], "Looking.", Some(700));
+    let spent = here.take_spent();
+    assert_eq!(spent.len(), 1, "{spent:?}");
+    assert_eq!(
+        (spent[0].room.as_str(), spent[0].persona.as_str(), spent[0].tokens),
+        ("lobby", "docs", 700)
+    );
+    assert_eq!(
+        spent[0].bucket_end,
+        tactful_core::budget::bucket_end(ms(1_000), HOUR)
+    );
+    assert!(here.take_spent().is_empty(), "handed out once");
+
+    // Another process's rooms spent 1,000: 300 left here, too few for a
+    // call, and the note says where the spend was.
+    here.spent_elsewhere(&[
+        ("docs".into(), spent[0].bucket_end, 1_000),
+        ("gone".into(), ms(0), 9),
+    ]);
+    assert_eq!(left(&mut here, 2_000), 300);
+    let out = ask(&mut here, 2_000, "q2", "still red");
+    assert_eq!(reason(&out, "q2"), Some((Outcome::Skip, Reason::BudgetExhausted)));
+    let note = out
+        .iter()
+        .find_map(|o| match o {
+            Output::OverBudget(n) => Some(n.clone()),
+            _ => None,
+        })
+        .expect("a budget note");
+    assert_eq!((note.used, note.elsewhere), (1_700, 1_000));
+
+    // The others' rooms went quiet (their spend left the window, or was
+    // never there): this process's own spend is all that counts.
+    here.spent_elsewhere(&[]);
+    assert_eq!(left(&mut here, 3_000), 1_300);
+
+    // The lobby moves to another process: its 700 go with it.
+    assert!(here.hand_over_room(ms(4_000), &"lobby".into()).is_empty());
+    assert_eq!(left(&mut here, 4_000), 2_000);
+
+    // An engine alone hands out nothing (nobody takes it).
+    let mut alone = engine(2_000);
+    let c = calls(&ask(&mut alone, 0, "q1", "the build is red"));
+    answer(&mut alone, 1_000, &c[0], "Looking.", Some(700));
+    assert!(alone.take_spent().is_empty());
+}
+
+/// A room's own budget is the room's, counted where the room is held:
+/// nothing of it is handed out, and spend elsewhere does not touch it.
+#[test]
+fn a_rooms_own_budget_is_not_shared() {
+    let own = PolicyPatch {
+        budget: Some(BudgetScope::Room(budget(1_500))),
+        ..PolicyPatch::default()
+    };
+    let mut e = engine_with(&["docs"], 100_000, own);
+    e.share_spend();
+    e.spent_elsewhere(&[("docs".into(), ms(60_000), 99_000)]);
+    let c = calls(&ask(&mut e, 0, "q1", "the build is red"));
+    assert_eq!(c.len(), 1, "the room's own budget pays");
+    answer(&mut e, 1_000, &c[0], "Looking.", Some(1_000));
+    assert!(e.take_spent().is_empty());
+}

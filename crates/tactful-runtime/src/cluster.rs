@@ -15,7 +15,9 @@
 //! 3. reads the inbox of what it holds;
 //! 4. keeps the platform connections it holds ([`Leased`]: one process
 //!    polls a bot token, whichever got its lease first) and takes over
-//!    those whose holder died.
+//!    those whose holder died;
+//! 5. reads what the other processes' rooms spent of the personas' own
+//!    budgets, for the engine to count with its own.
 //!
 //! Between rounds it reads the inbox whenever a `NOTIFY` says a partition
 //! it holds has a message waiting. The [`Tenure`] tells the delivery
@@ -212,6 +214,7 @@ impl Coordinator {
             releasing: BTreeMap::new(),
             handovers: Vec::new(),
             tokio: tokio::runtime::Handle::current(),
+            spend_told: None,
         };
         let thread = std::thread::Builder::new()
             .name("tactful-cluster".into())
@@ -309,6 +312,8 @@ struct State {
     handovers: Vec<(Vec<u32>, oneshot::Receiver<()>)>,
     /// The runtime connections start in.
     tokio: tokio::runtime::Handle,
+    /// What the engine task was last told other processes' rooms spent.
+    spend_told: Option<Vec<(tactful_core::PersonaId, Timestamp, u64)>>,
 }
 
 impl State {
@@ -466,7 +471,24 @@ impl State {
         }
         // After the adoption: a connection that comes with a partition
         // hands its first messages to rooms already adopted.
-        self.keep_connections()
+        self.keep_connections()?;
+        self.read_spend()
+    }
+
+    /// Tells the engine task what the rooms of partitions not held here
+    /// spent of the personas' own budgets, when that changed. Sent after
+    /// this round's hand-overs and adoptions, which the engine task takes
+    /// first: its own count and this one never cover the same room.
+    fn read_spend(&mut self) -> Result<(), StoreError> {
+        let held: Vec<u32> = self.held.keys().copied().collect();
+        let spend = self
+            .cluster
+            .spent_elsewhere(&held, crate::runtime::wall_clock())?;
+        if self.spend_told.as_ref() != Some(&spend) {
+            self.spend_told = Some(spend.clone());
+            let _ = self.engine.send(Event::SpentElsewhere(spend));
+        }
+        Ok(())
     }
 
     /// Lets go of the partitions whose rooms have been handed over.
@@ -611,6 +633,7 @@ mod tests {
             releasing: BTreeMap::new(),
             handovers: Vec::new(),
             tokio: tokio::runtime::Handle::current(),
+            spend_told: None,
         };
         let msg = Message::new("m1", "lobby", "alice", "@docs hi", Timestamp::from_millis(1));
         let part = partition_of(&msg.room);

@@ -133,6 +133,11 @@ impl Driver {
     }
 
     fn owning(mut self, owned: Option<Owned>) -> Driver {
+        if owned.is_some() {
+            // The other processes add what this one's rooms spend to
+            // their personas' budgets (`Op::Spent`).
+            self.engine.share_spend();
+        }
         self.owned = owned;
         self
     }
@@ -317,6 +322,7 @@ impl Driver {
             Event::Release(parts, done) => self.release(parts, done),
             Event::Released(parts, done) => self.released(parts, done),
             Event::FromInbox(waiting) => self.hear_waiting(waiting, closing),
+            Event::SpentElsewhere(spend) => self.engine.spent_elsewhere(&spend),
             Event::Inbound(msg) => {
                 if !closing && self.take(&msg) {
                     self.hear(msg);
@@ -537,10 +543,13 @@ impl Driver {
     /// Queues this event's changes for the store: the ops gathered while
     /// acting, the rooms whose snapshot changed, and the counters.
     fn save(&mut self) {
+        // Taken whatever happens to them: never left to pile up.
+        let spent = self.engine.take_spent();
         let Some(persist) = &self.p.persist else {
             return;
         };
         let mut batch = std::mem::take(&mut self.batch);
+        batch.ops.extend(spent.into_iter().map(Op::Spent));
         crate::calls::coalesce(&mut batch.ops);
         for room in self.engine.take_changed_rooms() {
             if let Some(snapshot) = self.engine.snapshot_room(&room) {
@@ -743,8 +752,9 @@ impl Driver {
             // business: said at INFO, with what it stood at.
             Output::OverBudget(note) => tracing::info!(
                 persona = %note.persona, room = %note.room, msg = %note.msg,
-                "out of budget: {} of {} tokens per {} s used, a call of about {} does not fit",
-                note.used, note.tokens, note.per.as_secs(), note.estimate
+                elsewhere = note.elsewhere,
+                "out of budget: {} of {} tokens per {} s used ({} of them in rooms other processes hold), a call of about {} does not fit",
+                note.used, note.tokens, note.per.as_secs(), note.elsewhere, note.estimate
             ),
             Output::React(note) => {
                 if self.platform_of(&note.room).capabilities().reactions {

@@ -239,6 +239,9 @@ pub(crate) enum Event {
     Released(Vec<u32>, oneshot::Sender<()>),
     /// Messages waiting in the inbox for partitions this process holds.
     FromInbox(Vec<tactful_store::Waiting>),
+    /// What the rooms of partitions held by other processes spent of the
+    /// personas' own budgets: (persona, bucket end, tokens).
+    SpentElsewhere(Vec<(tactful_core::PersonaId, tactful_core::Timestamp, u64)>),
     Shutdown(oneshot::Sender<()>),
 }
 

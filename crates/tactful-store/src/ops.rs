@@ -163,6 +163,12 @@ pub enum Op {
         /// The message's id.
         id: MsgId,
     },
+    /// A room spent tokens of its persona's own budget: counted per
+    /// partition, so every other process adds it to what that persona may
+    /// still spend ([`crate::Cluster::spent_elsewhere`]). Written under the
+    /// room's lease. PostgreSQL only (a process alone has nobody to tell:
+    /// SQLite keeps nothing of it).
+    Spent(tactful_core::Spent),
 }
 
 /// A reply turn that was running.

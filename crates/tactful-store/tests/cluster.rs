@@ -447,6 +447,91 @@ fn a_batch_fenced_by_several_leases_never_deadlocks_with_their_renewal() {
     assert_eq!(a.heartbeat().expect("renews").len(), 2);
 }
 
+fn spent(room: &str, persona: &str, end_ms: u64, tokens: u64) -> Op {
+    Op::Spent(tactful_core::Spent {
+        room: RoomId::new(room),
+        persona: persona.into(),
+        bucket_end: tactful_core::Timestamp::from_millis(end_ms),
+        per: Duration::from_secs(3_600),
+        tokens,
+    })
+}
+
+/// What a partition's rooms spent of a persona's own budget is summed for
+/// every other process, never for the one holding it; a batch refused by
+/// its fence counts nothing; spend out of every window is purged; a broken
+/// usage report (u64::MAX tokens, twice) neither fails the batch nor wraps.
+#[test]
+fn a_persona_s_spend_is_summed_for_the_other_processes() {
+    let Some(schema) = Schema::new() else { return };
+    let mut a = join(&schema, "a");
+    let mut store = Store::open_at(&schema.location()).expect("opens");
+    // Two rooms in different partitions.
+    let (lobby, ops) = ("lobby", "tg:-1001");
+    let (p_lobby, p_ops) = (partition_of(&RoomId::new(lobby)), partition_of(&RoomId::new(ops)));
+    assert_ne!(p_lobby, p_ops);
+    let hour = 3_600_000;
+    store
+        .apply(&[
+            spent(lobby, "docs", 60_000, 500),
+            spent(lobby, "docs", 60_000, 200),
+            spent(ops, "docs", 60_000, 300),
+            spent(ops, "docs", 120_000, 40),
+            spent(ops, "chef", 60_000, 9),
+        ])
+        .expect("applied");
+    let fenced = Op::Fence(tactful_store::Lease {
+        key: partition_key(p_ops),
+        holder: "nobody".into(),
+        epoch: 99,
+    });
+    assert!(
+        store
+            .apply(&[fenced, spent(ops, "docs", 60_000, 10_000)])
+            .is_err()
+    );
+    let at = |ms: u64| tactful_core::Timestamp::from_millis(ms);
+    let read = |a: &mut Cluster, held: &[u32], now: u64| -> Vec<(String, u64, u64)> {
+        a.spent_elsewhere(held, at(now))
+            .expect("reads")
+            .into_iter()
+            .map(|(p, end, t)| (p.to_string(), end.as_millis(), t))
+            .collect()
+    };
+    assert_eq!(
+        read(&mut a, &[], 100_000),
+        [
+            ("chef".to_owned(), 60_000, 9),
+            ("docs".to_owned(), 60_000, 1_000),
+            ("docs".to_owned(), 120_000, 40)
+        ],
+        "summed over partitions, the refused batch left out"
+    );
+    assert_eq!(
+        read(&mut a, &[p_ops], 100_000),
+        [("docs".to_owned(), 60_000, 700)],
+        "what this process holds it counts itself"
+    );
+    // An hour after the first bucket's end it counts no more, and is gone.
+    assert_eq!(
+        read(&mut a, &[], 60_000 + hour),
+        [("docs".to_owned(), 120_000, 40)]
+    );
+    assert_eq!(
+        schema.column("SELECT count(*) FROM spend").expect("counts"),
+        [Some("1".to_owned())]
+    );
+    store
+        .apply(&[spent(lobby, "docs", 120_000, u64::MAX)])
+        .expect("a broken report is capped");
+    store
+        .apply(&[spent(lobby, "docs", 120_000, u64::MAX)])
+        .expect("and its sum too");
+    let big = read(&mut a, &[], 100_000 + hour);
+    assert_eq!(big.len(), 1);
+    assert!(big[0].2 > 1 << 60, "{big:?}");
+}
+
 #[test]
 fn each_process_numbers_from_a_block_of_its_own() {
     let Some(schema) = Schema::new() else { return };

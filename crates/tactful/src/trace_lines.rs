@@ -54,19 +54,26 @@ pub(crate) fn line(output: &Output) -> Option<Value> {
             "msg": note.msg,
             "emoji": note.emoji,
         }),
-        Output::OverBudget(note) => json!({
-            "at": note.at.as_secs_f64(),
-            "type": "budget",
-            "persona": note.persona,
-            "room": note.room,
-            "msg": note.msg,
-            "scope": if note.room_budget { "room" } else { "persona" },
-            "used": note.used,
-            "estimate": note.estimate,
-            "tokens": note.tokens,
-            "per_seconds": note.per.as_secs_f64(),
-            "frees_at": note.frees_at.map(|t| t.as_secs_f64()),
-        }),
+        Output::OverBudget(note) => {
+            let mut v = json!({
+                "at": note.at.as_secs_f64(),
+                "type": "budget",
+                "persona": note.persona,
+                "room": note.room,
+                "msg": note.msg,
+                "scope": if note.room_budget { "room" } else { "persona" },
+                "used": note.used,
+                "estimate": note.estimate,
+                "tokens": note.tokens,
+                "per_seconds": note.per.as_secs_f64(),
+                "frees_at": note.frees_at.map(|t| t.as_secs_f64()),
+            });
+            // Only with several processes: what of `used` their rooms spent.
+            if note.elsewhere > 0 {
+                v["elsewhere"] = json!(note.elsewhere);
+            }
+            v
+        }
         Output::Withheld(end, reason) => {
             let mut v = end_fields(end, "withheld");
             v["reason"] = json!(reason.as_str());

@@ -7,10 +7,16 @@
 //! and again when its gate lets the reply through (other turns may have
 //! spent the budget while the gate ran); the gate's own call holds nothing
 //! and is counted as reported.
+//!
+//! A persona's own budget is spent in all its rooms. When several
+//! processes share the rooms, each engine counts the spend of the rooms it
+//! holds and is told what the others' rooms spent
+//! ([`Engine::spent_elsewhere`]); it hands out what its own rooms spend
+//! ([`Engine::take_spent`]) for the others to read.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use crate::budget::{SpendLedger, TokenBudget, estimate_tokens};
+use crate::budget::{SpendLedger, TokenBudget, bucket_end, estimate_tokens};
 use crate::policy::BudgetScope;
 
 /// How long a persona out of budget waits before it tells a room so again:
@@ -20,6 +26,40 @@ pub const BUDGET_NOTICE_GAP: Duration = Duration::from_secs(600);
 /// Whether any spend budget is configured, on a persona or a room.
 pub(super) fn in_use(personas: &[PersonaSpec], policies: &PolicyTable) -> bool {
     personas.iter().any(|p| p.budget.is_some()) || policies.any_room_budget()
+}
+
+/// A persona's spend shared with other processes (see the module doc).
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    /// Whether other processes count this engine's spend.
+    on: bool,
+    /// Per persona slot: what rooms held elsewhere spent.
+    elsewhere: Vec<SpendLedger>,
+    /// Spend settled since the driver last took it.
+    spent: Vec<Spent>,
+}
+
+impl Shared {
+    fn elsewhere(&mut self, p: PersonaIdx) -> Option<&mut SpendLedger> {
+        self.elsewhere.get_mut(p.0 as usize)
+    }
+}
+
+/// Tokens a room spent from its persona's own budget, in the bucket that
+/// counts them: what a process sharing its rooms with others records for
+/// them ([`Engine::take_spent`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spent {
+    /// The room that spent them (its owner records them).
+    pub room: RoomId,
+    /// Whose budget.
+    pub persona: PersonaId,
+    /// The end of the bucket they count in ([`bucket_end`]).
+    pub bucket_end: Timestamp,
+    /// The budget's window: the spend counts until `bucket_end + per`.
+    pub per: Duration,
+    /// How many.
+    pub tokens: u64,
 }
 
 /// A turn's hold on a spend budget.
@@ -106,7 +146,49 @@ impl Engine {
         let Some((budget, room_scoped, estimate)) = self.priced(room_id, p, trigger_bytes) else {
             return true;
         };
-        self.ledger(room_id, p, room_scoped).fits(now, &budget, estimate)
+        let elsewhere = self.used_elsewhere(now, p, room_scoped, budget.per);
+        self.ledger(room_id, p, room_scoped)
+            .used(now, budget.per)
+            .saturating_add(elsewhere)
+            .saturating_add(estimate)
+            <= budget.tokens
+    }
+
+    /// What rooms other processes hold spent of `p`'s own budget (none of
+    /// a room's own budget: the room is counted where it is held).
+    fn used_elsewhere(&mut self, now: Timestamp, p: PersonaIdx, room_scoped: bool, per: Duration) -> u64 {
+        if room_scoped {
+            return 0;
+        }
+        self.shared.elsewhere(p).map_or(0, |l| l.used(now, per))
+    }
+
+    /// Counts this engine's spend for other processes sharing its rooms:
+    /// from now on [`Engine::take_spent`] hands it out. Off by default,
+    /// so an engine alone (or a replay) keeps nothing of it.
+    pub fn share_spend(&mut self) {
+        self.shared.on = true;
+    }
+
+    /// Spend settled from personas' own budgets since the last call, for a
+    /// driver sharing the rooms with other processes to record.
+    pub fn take_spent(&mut self) -> Vec<Spent> {
+        std::mem::take(&mut self.shared.spent)
+    }
+
+    /// What rooms held by other processes spent of each persona's own
+    /// budget, as (persona, bucket end, tokens): replaces what was said
+    /// before. Checks from now on count it with this engine's own spend
+    /// (budget notes say how much of it was spent elsewhere). Unknown
+    /// personas are ignored.
+    pub fn spent_elsewhere(&mut self, spend: &[(PersonaId, Timestamp, u64)]) {
+        let n = self.personas.len();
+        self.shared.elsewhere = vec![SpendLedger::default(); n];
+        for (persona, end, tokens) in spend {
+            if let Some(p) = self.persona_index(persona.as_str()) {
+                self.shared.elsewhere[p.0 as usize].restore(&[(*end, *tokens)]);
+            }
+        }
     }
 
     /// The note for a call of `p` about `trigger_bytes` that `msg` would
@@ -121,6 +203,7 @@ impl Engine {
     ) -> Option<BudgetNote> {
         let (budget, room_scoped, estimate) = self.priced(room_id, p, trigger_bytes)?;
         let persona = self.personas[p.0 as usize].id.clone();
+        let elsewhere = self.used_elsewhere(now, p, room_scoped, budget.per);
         let ledger = self.ledger(room_id, p, room_scoped);
         Some(BudgetNote {
             at: now,
@@ -128,7 +211,8 @@ impl Engine {
             room: room_id.clone(),
             msg,
             room_budget: room_scoped,
-            used: ledger.used(now, budget.per),
+            used: ledger.used(now, budget.per).saturating_add(elsewhere),
+            elsewhere,
             tokens: budget.tokens,
             per: budget.per,
             estimate,
@@ -181,6 +265,15 @@ impl Engine {
             // The room keeps its share of the persona's spend: a restart
             // gets the persona's budget back from its rooms' snapshots.
             room.members[p.0 as usize].budget().spend.add(now, per, spent);
+            if self.shared.on && spent > 0 {
+                self.shared.spent.push(Spent {
+                    room: turn.room.clone(),
+                    persona: self.personas[p.0 as usize].id.clone(),
+                    bucket_end: bucket_end(now, per),
+                    per,
+                    tokens: spent,
+                });
+            }
         }
     }
 
@@ -202,14 +295,27 @@ impl Engine {
             if let Some(b) = &spec.budget
                 && !self.retired.contains(PersonaIdx(i as u8))
             {
+                let elsewhere = self.shared.elsewhere.get_mut(i).map_or(0, |l| l.used(now, b.per));
                 out.push(BudgetLeft {
                     persona: spec.id.clone(),
-                    remaining: self.spend[i].remaining(now, b),
+                    remaining: self.spend[i].remaining(now, b).saturating_sub(elsewhere),
                     tokens: b.tokens,
                 });
             }
         }
         out
+    }
+
+    /// Takes a room's share of its personas' own budgets out of this
+    /// engine's count: the room is handed to another process, which counts
+    /// it from now on (and says so through [`Engine::spent_elsewhere`]).
+    pub(super) fn hand_over_spend(&mut self, room: &Room) {
+        for (i, m) in room.members.iter().enumerate() {
+            let persona_wide = room.policies[i].budget == BudgetScope::Persona;
+            if let (true, Some(b)) = (persona_wide, m.budget.as_ref()) {
+                self.spend[i].remove(&b.spend.records());
+            }
+        }
     }
 
     /// The verdict on a message `p` cannot pay to answer, in place of `v`:

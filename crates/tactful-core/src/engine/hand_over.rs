@@ -19,7 +19,9 @@ impl Engine {
     /// answers this engine would ignore anyway.
     pub fn hand_over_room(&mut self, now: Timestamp, room: &RoomId) -> Vec<TurnId> {
         // The room first, so ending its turns touches nothing of it.
-        self.rooms.remove(room);
+        if let Some(gone) = self.rooms.remove(room) {
+            self.hand_over_spend(&gone);
+        }
         self.dirty.remove(room);
         self.flush_queue.retain(|(r, _)| r != room);
         self.ambient_pending.retain(|(r, _)| r != room);

@@ -252,6 +252,9 @@ pub struct BudgetNote {
     pub room_budget: bool,
     /// Tokens spent in the window, holds of running calls included.
     pub used: u64,
+    /// How many of `used` rooms held by other processes spent (0 for a
+    /// room's own budget, or a process alone).
+    pub elsewhere: u64,
     /// The budget: this many tokens...
     pub tokens: u64,
     /// ...per this window.

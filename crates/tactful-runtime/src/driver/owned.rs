@@ -76,6 +76,7 @@ fn owner_room(op: &Op) -> Option<&RoomId> {
         Op::Decision(d) => Some(&d.room),
         Op::TurnStarted(t) => Some(&t.room),
         Op::CallStarted(c) => Some(&c.room),
+        Op::Spent(s) => Some(&s.room),
         _ => None,
     }
 }

@@ -21,7 +21,7 @@
 
 use std::time::Duration;
 
-use tactful_core::{Message, RoomId};
+use tactful_core::{Message, PersonaId, RoomId, Timestamp};
 use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::ToSql;
 
@@ -343,6 +343,38 @@ impl Cluster {
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v as &(dyn ToSql + Sync)).collect();
         let woken = self.db.rows(&INBOX_PUT, &params, |_| Ok(()))?;
         Ok(!woken.is_empty())
+    }
+
+    /// What the rooms of partitions other than `held` spent of their
+    /// personas' own budgets and still counts at `now`, as (persona,
+    /// bucket end, tokens) summed over those partitions: what this
+    /// process adds to its own rooms' spend
+    /// ([`tactful_core::Engine::spent_elsewhere`]). Spend no window counts
+    /// any more is purged first.
+    pub fn spent_elsewhere(
+        &mut self,
+        held: &[u32],
+        now: Timestamp,
+    ) -> Result<Vec<(PersonaId, Timestamp, u64)>, StoreError> {
+        let now = now.as_millis().min(i64::MAX as u64) as i64;
+        self.db.rows(
+            "DELETE FROM spend WHERE bucket_end + per_ms <= $1",
+            &[&now],
+            |_| Ok(()),
+        )?;
+        let held: Vec<i64> = held.iter().map(|&p| i64::from(p)).collect();
+        self.db.rows(
+            "SELECT persona, bucket_end, LEAST(sum(tokens), 4611686018427387904)::BIGINT FROM spend
+             WHERE part <> ALL($1) GROUP BY persona, bucket_end ORDER BY persona, bucket_end",
+            &[&held],
+            |r| {
+                Ok((
+                    PersonaId::new(r.text(0)?),
+                    Timestamp::from_millis(r.int(1)?.max(0) as u64),
+                    r.int(2)?.max(0) as u64,
+                ))
+            },
+        )
     }
 
     /// Messages waiting to be decided in `partitions`, oldest first, at most

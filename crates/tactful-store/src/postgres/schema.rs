@@ -193,6 +193,20 @@ CREATE SEQUENCE id_blocks START 1;
     r"
 ALTER TABLE inbox ADD COLUMN context BOOLEAN NOT NULL DEFAULT false;
 ",
+    // What each partition's rooms spent of their personas' own budgets, in
+    // the buckets the engine counts them in: every process adds the others'
+    // to its own, so a persona's budget is one across processes. A row
+    // counts until `bucket_end + per_ms`, and is purged after.
+    r"
+CREATE TABLE spend (
+    persona    TEXT NOT NULL,
+    part       BIGINT NOT NULL,
+    bucket_end BIGINT NOT NULL,
+    per_ms     BIGINT NOT NULL,
+    tokens     BIGINT NOT NULL,
+    PRIMARY KEY (persona, part, bucket_end)
+);
+",
 ];
 
 /// The schema version this build writes.

@@ -24,6 +24,10 @@ pub(crate) enum Value {
     Null,
 }
 
+/// The most a `spend` column holds (2^61): two of them add up inside a
+/// BIGINT.
+const SPEND_CAP: u64 = 1 << 61;
+
 impl ToSql for Value {
     fn to_sql(
         &self,
@@ -544,6 +548,26 @@ impl<'a> Writer<'a> {
                 self.exec(
                     &super::cluster::INBOX_PUT,
                     super::cluster::inbox_values(msg, *context),
+                );
+            }
+            Op::Spent(s) => {
+                // Capped (a broken usage report can say u64::MAX), so that
+                // no sum of two overflows a BIGINT and fails the batch.
+                let cap = |n: u128| n.min(u128::from(SPEND_CAP)) as i64;
+                self.exec(
+                    &format!(
+                        "INSERT INTO spend (persona, part, bucket_end, per_ms, tokens) VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (persona, part, bucket_end) DO UPDATE
+                         SET tokens = LEAST(spend.tokens + EXCLUDED.tokens, {SPEND_CAP}),
+                             per_ms = GREATEST(spend.per_ms, EXCLUDED.per_ms)"
+                    ),
+                    vals![
+                        s.persona.as_str(),
+                        i64::from(crate::partition_of(&s.room)),
+                        cap(u128::from(s.bucket_end.as_millis())),
+                        cap(s.per.as_millis()),
+                        cap(u128::from(s.tokens))
+                    ],
                 );
             }
             Op::Decided { room, id } => {

@@ -151,8 +151,9 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
         Op::ShownReact { room, id, emoji, by } => {
             react(tx, room.as_str(), id.as_str(), emoji, by)?;
         }
-        // Announced to other processes' web rooms: one process has none.
-        Op::ShownNote { .. } => {}
+        // Announced to other processes' web rooms, counted for other
+        // processes' budgets: one process has no others.
+        Op::ShownNote { .. } | Op::Spent(_) => {}
         Op::CallStarted(c) => call_started(tx, c)?,
         Op::CallEnded(e) => call_ended(tx, e)?,
         Op::CallsInterrupted => calls_interrupted(tx)?,
