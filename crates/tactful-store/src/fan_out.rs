@@ -98,6 +98,68 @@ impl ShownChange {
 /// each other still leave every process with what was committed last.
 pub const STATE_CHANNEL: &str = "tactful_state";
 
+/// The `NOTIFY` channel of the consoles' live transcripts
+/// ([`LiveNote`]): sent outside any batch, since nothing of it is kept.
+pub const LIVE_CHANNEL: &str = "tactful_live";
+
+/// What the consoles of processes sharing a store tell each other, so a
+/// console shows the live transcript of rooms another process owns.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LiveNote {
+    /// A console here watches `room` (every room when `None`): the others
+    /// send their lines about it for a while (the watcher says so again
+    /// every few seconds while it watches).
+    Watch {
+        /// The process watching ([`origin`]).
+        from: String,
+        /// The room, or every room.
+        room: Option<String>,
+    },
+    /// One line of a room's live transcript, from the process owning it.
+    Line {
+        /// The process it is from.
+        from: String,
+        /// The room.
+        room: String,
+        /// The line, as the console shows it (JSON).
+        json: String,
+    },
+}
+
+impl LiveNote {
+    /// This process's watch of `room`, as a payload.
+    pub fn watch(room: Option<&str>) -> String {
+        let note = LiveNote::Watch {
+            from: origin().to_owned(),
+            room: room.map(str::to_owned),
+        };
+        serde_json::to_string(&note).unwrap_or_default()
+    }
+
+    /// This process's line about `room`, as a payload; `None` when it
+    /// would not fit in a notification.
+    pub fn line(room: &str, json: &str) -> Option<String> {
+        let note = LiveNote::Line {
+            from: origin().to_owned(),
+            room: room.to_owned(),
+            json: json.to_owned(),
+        };
+        let payload = serde_json::to_string(&note).ok()?;
+        (payload.len() <= MAX_PAYLOAD).then_some(payload)
+    }
+
+    /// A note as received; `None` for one this version cannot read, and
+    /// for this process's own.
+    pub fn parse_other(payload: &str) -> Option<LiveNote> {
+        let note: LiveNote = serde_json::from_str(payload).ok()?;
+        let from = match &note {
+            LiveNote::Watch { from, .. } | LiveNote::Line { from, .. } => from,
+        };
+        (from != origin()).then_some(note)
+    }
+}
+
 /// This process's id in announcements: random, made once per process.
 pub fn origin() -> &'static str {
     static ORIGIN: OnceLock<String> = OnceLock::new();
@@ -125,6 +187,23 @@ mod tests {
             None,
             "unknown kinds are skipped"
         );
+    }
+
+    #[test]
+    fn live_notes_read_back_except_this_process_s_own_and_never_too_large() {
+        let own = LiveNote::watch(Some("lobby"));
+        assert_eq!(LiveNote::parse_other(&own), None, "made here");
+        let other = own.replace(origin(), "another");
+        assert_eq!(
+            LiveNote::parse_other(&other),
+            Some(LiveNote::Watch {
+                from: "another".into(),
+                room: Some("lobby".into())
+            })
+        );
+        assert!(LiveNote::line("lobby", "{}").is_some());
+        assert_eq!(LiveNote::line("lobby", &"é".repeat(4_000)), None);
+        assert_eq!(LiveNote::parse_other("{\"kind\":\"teleport\"}"), None);
     }
 
     #[test]

@@ -44,10 +44,11 @@ use tactful_core::RoomId;
 
 pub use calls::{CallEnd, CallRow, CallStart, CostRow, MAX_COST_ROWS};
 pub use claim::{Claim, ClaimError, claim};
-pub use fan_out::{STATE_CHANNEL, ShownChange, ShownKind, WEB_CHANNEL};
+pub use fan_out::{LIVE_CHANNEL, LiveNote, STATE_CHANNEL, ShownChange, ShownKind, WEB_CHANNEL};
 pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
 pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
+pub use postgres::announce::Announcer;
 pub use postgres::cluster::{
     Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS, Waiting,
     connection_partition, listen, partition_key, partition_of,

@@ -14,6 +14,7 @@
 //! fails with an error [`crate::StoreError::is_transient`] calls transient,
 //! so the writer keeps its batch and tries again.
 
+pub(crate) mod announce;
 pub(crate) mod cluster;
 mod read;
 mod schema;

@@ -27,6 +27,7 @@ use tactful_store::Reader;
 use crate::live_policies::{AUDIT_KEY, AuditEntry, LivePolicies};
 
 mod costs;
+pub mod elsewhere;
 mod feed;
 
 pub use feed::Feed;
@@ -502,8 +503,8 @@ async fn live(State(c): State<Console>, headers: HeaderMap, Query(q): Params) ->
             &format!("{MAX_LIVE} live transcripts are open already; close one"),
         )
     })?;
-    let rx = c.feed.subscribe();
-    let stream = futures::stream::unfold((rx, permit), move |(mut rx, permit)| {
+    let (rx, watching) = c.feed.subscribe(room.as_ref().map(ToString::to_string));
+    let stream = futures::stream::unfold((rx, permit, watching), move |(mut rx, permit, watching)| {
         let room = room.clone();
         async move {
             loop {
@@ -515,7 +516,7 @@ async fn live(State(c): State<Console>, headers: HeaderMap, Query(q): Params) ->
                     Err(RecvError::Lagged(n)) => Event::default().event("lagged").data(n.to_string()),
                     Err(RecvError::Closed) => return None,
                 };
-                return Some((Ok::<_, std::convert::Infallible>(event), (rx, permit)));
+                return Some((Ok::<_, std::convert::Infallible>(event), (rx, permit, watching)));
             }
         }
     });

@@ -271,7 +271,19 @@ impl Service {
         let (trace_tx, mut trace_rx) = mpsc::unbounded_channel();
         let counting = metrics.clone();
         let explaining = web.clone();
-        let feed = crate::console::Feed::default();
+        // With several processes, a console shows the rooms the others own
+        // too (`console/elsewhere.rs`).
+        let elsewhere = match &config.cluster {
+            Some(cluster) => Some(
+                crate::console::elsewhere::Elsewhere::start(&config.store, &cluster.about)
+                    .context("cannot start telling other processes' consoles what happens here")?,
+            ),
+            None => None,
+        };
+        let feed = match &elsewhere {
+            Some(e) => crate::console::Feed::shared(e.clone()),
+            None => crate::console::Feed::default(),
+        };
         let showing = feed.clone();
         let counter = tokio::spawn(async move {
             while let Some(event) = trace_rx.recv().await {
@@ -360,6 +372,13 @@ impl Service {
                     policies.clone(),
                     config.store.clone(),
                 ));
+                if let Some(e) = &elsewhere {
+                    tasks.push(crate::console::elsewhere::follow(
+                        feed.clone(),
+                        e.clone(),
+                        config.store.clone(),
+                    ));
+                }
                 runtime.hold(
                     connected
                         .iter()

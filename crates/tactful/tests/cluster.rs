@@ -15,7 +15,7 @@ mod telegram_double;
 
 use std::time::{Duration, Instant};
 
-use cluster_setup::{TOKEN, bot, config, config_with_web, holder, shares, wait_db};
+use cluster_setup::{TOKEN, alice, bot, config, config_with_web, group, holder, shares, wait_db};
 use common::{
     Logs, Reaper, Socket, enter, free_port, run_tactful, run_tactful_logged, say, signal, spawn_with,
 };
@@ -39,14 +39,6 @@ fn start(url: &str, api_url: &str) -> Node {
     let dir = tempfile::tempdir().expect("temp dir");
     let process = run_tactful(dir.path(), &config(url, api_url, 2, 50), &[("DOCS_TOKEN", TOKEN)]);
     Node { _dir: dir, process }
-}
-
-fn alice() -> Value {
-    json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"})
-}
-
-fn group(id: i64) -> Value {
-    json!({"id": id, "type": "supergroup", "title": format!("group {id}")})
 }
 
 /// The bot's replies to message `id` of `chat`, but for bare placeholders
@@ -721,108 +713,4 @@ async fn ambient_batches_and_schedules_carry_on_when_their_owner_dies() {
         alice.page.summary()
     );
     assert!(alice.page.shown_twice.is_empty(), "{:?}", alice.page.shown_twice);
-}
-
-/// A room policy set in one process's console decides in the room's
-/// owner, another process: `mode = "all"` set through the console of the
-/// process that does not own the group makes its owner answer a question
-/// nobody addressed; reverted there, it stops again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_policy_set_in_one_consoles_applies_in_the_rooms_owner() {
-    let Some(schema) = Schema::new() else { return };
-    let double = Double::start(vec![bot()]).await;
-    const CONSOLE_TOKEN: &str = "cluster-console-token";
-    let consoles = [free_port(), free_port()];
-    let nodes: Vec<Node> = consoles
-        .iter()
-        .map(|port| {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let config = format!(
-                "{}\n[server]\nlisten = \"127.0.0.1:{port}\"\nconsole_token = \"${{CONSOLE_TOKEN}}\"\n",
-                config(&schema.url, &double.url, 2, 0)
-            );
-            let process = run_tactful(
-                dir.path(),
-                &config,
-                &[("DOCS_TOKEN", TOKEN), ("CONSOLE_TOKEN", CONSOLE_TOKEN)],
-            );
-            Node { _dir: dir, process }
-        })
-        .collect();
-    wait_db("two processes sharing the partitions", || {
-        let s = shares(&schema);
-        s.len() == 2 && s.iter().sum::<usize>() == 256
-    });
-    let chat = GROUPS[0];
-    let room = format!("tg:{chat}");
-    let key = format!("partition:{}", partition_of(&RoomId::new(room.as_str())));
-    wait_db("the group's owner is one of ours", || {
-        holder(&schema, &key).is_some_and(|p| nodes.iter().any(|n| n.process.id() == p))
-    });
-    let owner = holder(&schema, &key).expect("owned");
-    let owner_at = nodes
-        .iter()
-        .position(|n| n.process.id() == owner)
-        .expect("one of ours");
-    let (at_owner, elsewhere) = (consoles[owner_at], consoles[1 - owner_at]);
-    let auth = format!("Bearer {CONSOLE_TOKEN}");
-    // What the owner's console says the room's console layer is.
-    let policy = |port: u16, method: &str, body: &[u8]| {
-        let (status, answer) = common::http_request(
-            port,
-            method,
-            &format!("/console/api/policy?room={room}"),
-            &[("Authorization", auth.as_str())],
-            body,
-        );
-        assert_eq!(status, 200, "{method}: {answer}");
-        answer
-    };
-    let layer_at_owner = || {
-        let body = policy(at_owner, "GET", b"");
-        serde_json::from_str::<Value>(&body).expect("json")["console"].clone()
-    };
-    let plain =
-        |double: &Double, text: &str| double.post(&[TOKEN], group(chat), alice(), json!({ "text": text }));
-    let decided = |id: i64| {
-        let rows = schema
-            .column(&format!(
-                "SELECT outcome || ' ' || reason FROM decisions WHERE room = '{room}' AND msg = '{id}'"
-            ))
-            .unwrap_or_default();
-        rows.into_iter().flatten().next()
-    };
-
-    // Mention mode, from the file: a question nobody addressed is left.
-    let first = plain(&double, "does anyone know the wifi password?");
-    wait_db("the first question decided", || decided(first).is_some());
-    assert!(
-        decided(first).is_some_and(|d| d.ends_with(" not_addressed")),
-        "{:?}",
-        decided(first)
-    );
-
-    // Set in the other process's console: its owner answers.
-    policy(elsewhere, "PUT", b"mode = \"all\"\n");
-    wait_db("the owner applying the layer", || {
-        layer_at_owner() == json!("mode = \"all\"\n")
-    });
-    let second = plain(&double, "does anyone know the printer's address?");
-    wait_db("the second question decided", || decided(second).is_some());
-    assert_eq!(decided(second).as_deref(), Some("reply all"));
-    wait_db("the second question answered", || {
-        answers(&double, chat, second) == [format!("docs answers {second}")]
-    });
-
-    // Reverted there: left again.
-    policy(elsewhere, "DELETE", b"");
-    wait_db("the owner reverting the layer", || layer_at_owner().is_null());
-    let third = plain(&double, "does anyone know where the keys are?");
-    wait_db("the third question decided", || decided(third).is_some());
-    assert!(
-        decided(third).is_some_and(|d| d.ends_with(" not_addressed")),
-        "{:?}",
-        decided(third)
-    );
-    assert!(answers(&double, chat, third).is_empty());
 }

@@ -11,9 +11,8 @@ mod cluster_setup;
 mod common;
 mod telegram_double;
 
-use cluster_setup::{TOKEN, bot, config, holder, shares, wait_db};
+use cluster_setup::{TOKEN, bot, config, holder, mention, shares, wait_db};
 use common::{Reaper, free_port, metric, run_tactful};
-use serde_json::json;
 use tactful_core::RoomId;
 use tactful_store::partition_of;
 use tactful_store::testing::Schema;
@@ -47,16 +46,6 @@ fn start(url: &str, api_url: &str) -> Node {
         process,
         metrics,
     }
-}
-
-fn ask(double: &Double, chat: i64, text: &str) -> i64 {
-    let text = format!("@docs_bot {text}");
-    double.post(
-        &[TOKEN],
-        json!({"id": chat, "type": "supergroup", "title": format!("group {chat}")}),
-        json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"}),
-        json!({"text": text, "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
-    )
 }
 
 fn said(double: &Double, chat: i64) -> Vec<String> {
@@ -96,7 +85,7 @@ async fn a_persona_budget_spent_on_one_process_is_counted_on_the_other() {
         remaining(here_port) == Some(BUDGET) && remaining(there) == Some(BUDGET)
     });
 
-    let q1 = ask(&double, first, "which button resets the router?");
+    let q1 = mention(&double, first, "which button resets the router?");
     wait_db("the first question answered", || {
         said(&double, first) == [format!("docs answers {q1}")]
     });
@@ -107,7 +96,7 @@ async fn a_persona_budget_spent_on_one_process_is_counted_on_the_other() {
         remaining(there) == Some(left)
     });
 
-    let q2 = ask(&double, second, "and the blue one?");
+    let q2 = mention(&double, second, "and the blue one?");
     wait_db("the second question given the notice", || {
         said(&double, second) == [NOTICE]
     });
@@ -135,7 +124,7 @@ async fn a_persona_budget_spent_on_one_process_is_counted_on_the_other() {
     wait_db("the first group's rooms moving to the other process", || {
         holder(&schema, &key(first)).is_some_and(|p| p != here)
     });
-    let q3 = ask(&double, first, "so, the red one?");
+    let q3 = mention(&double, first, "so, the red one?");
     wait_db("the third question given the notice", || {
         said(&double, first) == [format!("docs answers {q1}"), NOTICE.to_owned()]
     });

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 use tactful_runtime::TraceEvent;
 use tokio::sync::broadcast;
 
+use super::elsewhere::{Elsewhere, Watching};
+
 /// Lines held for slow readers.
 pub const RING: usize = 1024;
 /// The longest message text a live line carries (the store has the rest).
@@ -32,33 +34,66 @@ pub struct FeedLine {
 #[derive(Clone, Debug)]
 pub struct Feed {
     tx: broadcast::Sender<FeedLine>,
+    /// With several processes: the consoles of the others.
+    elsewhere: Option<Arc<Elsewhere>>,
 }
 
 impl Default for Feed {
     fn default() -> Self {
         Feed {
             tx: broadcast::channel(RING).0,
+            elsewhere: None,
         }
     }
 }
 
 impl Feed {
-    /// Publishes `event` when someone is watching and it is about a room.
+    /// A feed that also sends its lines to the consoles of the other
+    /// processes sharing the store when they watch, and shows theirs.
+    pub fn shared(elsewhere: Arc<Elsewhere>) -> Feed {
+        Feed {
+            elsewhere: Some(elsewhere),
+            ..Feed::default()
+        }
+    }
+
+    /// Publishes `event` when someone is watching (here, or in another
+    /// process's console) and it is about a room.
     pub fn observe(&self, event: &TraceEvent) {
-        if self.tx.receiver_count() == 0 {
+        let elsewhere = self.elsewhere.as_deref().filter(|e| e.anyone_watching());
+        let here = self.tx.receiver_count() > 0;
+        if !here && elsewhere.is_none() {
             return;
         }
         if let Some((room, line)) = line(event) {
+            let json = line.to_string();
+            if let Some(e) = elsewhere
+                && e.watches(&room)
+            {
+                e.send_line(&room, &json);
+            }
+            if here {
+                self.publish(&room, &json);
+            }
+        }
+    }
+
+    /// Shows a line about `room` to this process's consoles (a line of
+    /// its own, or one another process sent).
+    pub fn publish(&self, room: &str, json: &str) {
+        if self.tx.receiver_count() > 0 {
             let _ = self.tx.send(FeedLine {
                 room: Arc::from(room),
-                json: Arc::from(line.to_string()),
+                json: Arc::from(json),
             });
         }
     }
 
-    /// Every line from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<FeedLine> {
-        self.tx.subscribe()
+    /// Every line from now on, and, with several processes, the watch that
+    /// asks the others for theirs (held as long as the lines are read).
+    pub fn subscribe(&self, room: Option<String>) -> (broadcast::Receiver<FeedLine>, Option<Watching>) {
+        let rx = self.tx.subscribe();
+        (rx, self.elsewhere.as_ref().map(|e| e.watch(room)))
     }
 }
 
@@ -127,7 +162,7 @@ mod tests {
         let event = TraceEvent::Inbound { msg: Box::new(msg) };
         // No one watching: nothing is built or held.
         feed.observe(&event);
-        let mut rx = feed.subscribe();
+        let (mut rx, _) = feed.subscribe(None);
         assert!(rx.try_recv().is_err());
         feed.observe(&event);
         let got = rx.try_recv().expect("a line");
@@ -141,7 +176,7 @@ mod tests {
     #[test]
     fn a_slow_reader_is_told_what_it_missed() {
         let feed = Feed::default();
-        let mut rx = feed.subscribe();
+        let (mut rx, _) = feed.subscribe(None);
         let msg = Message::new("m", "lobby", "alice", "hi", Timestamp(0));
         let event = TraceEvent::Inbound { msg: Box::new(msg) };
         for _ in 0..RING + 5 {

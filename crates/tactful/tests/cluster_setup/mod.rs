@@ -8,7 +8,9 @@ mod leases;
 #[allow(unused_imports)] // the benchmarks wait on their own terms
 pub use leases::{holder, shares, wait_db};
 
-use crate::telegram_double::Bot;
+use serde_json::{Value, json};
+
+use crate::telegram_double::{Bot, Double};
 
 /// The bot's token (the double accepts any; `${DOCS_TOKEN}` in the config).
 pub const TOKEN: &str = "7101:AAHdocs-cluster-token-secret";
@@ -21,6 +23,27 @@ pub fn bot() -> Bot {
         username: "docs_bot".into(),
         name: "Docs".into(),
     }
+}
+
+/// The person writing in the groups, as Telegram describes her.
+pub fn alice() -> Value {
+    json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"})
+}
+
+/// Group `id`, as Telegram describes it.
+pub fn group(id: i64) -> Value {
+    json!({"id": id, "type": "supergroup", "title": format!("group {id}")})
+}
+
+/// Alice says `@docs_bot <text>` in group `chat`; returns the message id.
+pub fn mention(double: &Double, chat: i64, text: &str) -> i64 {
+    let text = format!("@docs_bot {text}");
+    double.post(
+        &[TOKEN],
+        group(chat),
+        alice(),
+        json!({"text": text, "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+    )
 }
 
 /// A process's config: the store in `url`, Telegram at `api_url`, leases of
