@@ -649,7 +649,7 @@ impl Engine {
             r.members[p.0 as usize].window_from = window_from;
         }
         let budget = (self.budgets && kind != TurnKind::Gate)
-            .then(|| self.hold_budget(room_id, p, triggers.iter().map(|e| e.text.len()).sum()))
+            .then(|| self.hold_budget(now, room_id, p, triggers.iter().map(|e| e.text.len()).sum()))
             .flatten();
         self.turns.insert(
             turn,

@@ -318,15 +318,24 @@ fn a_persona_budget_is_one_across_processes() {
     let mut here = engine(2_000);
     here.share_spend();
     let c = calls(&ask(&mut here, 0, "q1", "the build is red"));
-    answer(&mut here, 1_000, &c[0], "Looking.", Some(700));
-    let spent = here.take_spent();
-    assert_eq!(spent.len(), 1, "{spent:?}");
+    // The call's hold is handed out as it starts: a call starting at once
+    // in another process sees it.
+    let held = here.take_spent();
+    assert_eq!(held.len(), 1, "{held:?}");
+    let estimate = 2_000 - left(&mut here, 0);
     assert_eq!(
-        (spent[0].room.as_str(), spent[0].persona.as_str(), spent[0].tokens),
-        ("lobby", "docs", 700)
+        (held[0].room.as_str(), held[0].persona.as_str(), held[0].tokens),
+        ("lobby", "docs", estimate as i64)
     );
+    answer(&mut here, 1_000, &c[0], "Looking.", Some(700));
+    // Then what it cost instead of its hold.
+    let settled = here.take_spent();
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0].tokens, 700 - estimate as i64);
+    let spent = [held, settled].concat();
+    assert_eq!(spent.iter().map(|s| s.tokens).sum::<i64>(), 700);
     assert_eq!(
-        spent[0].bucket_end,
+        spent[1].bucket_end,
         tactful_core::budget::bucket_end(ms(1_000), HOUR)
     );
     assert!(here.take_spent().is_empty(), "handed out once");
@@ -380,4 +389,19 @@ fn a_rooms_own_budget_is_not_shared() {
     assert_eq!(c.len(), 1, "the room's own budget pays");
     answer(&mut e, 1_000, &c[0], "Looking.", Some(1_000));
     assert!(e.take_spent().is_empty());
+}
+
+/// A room handed to another process while its call runs: the call's hold
+/// on the persona's budget is given back here (the new owner asks again,
+/// and holds there), not kept until a restart.
+#[test]
+fn a_room_handed_over_mid_call_gives_its_hold_back() {
+    let mut here = engine(2_000);
+    here.share_spend();
+    let c = calls(&ask(&mut here, 0, "q1", "the build is red"));
+    assert_eq!(c.len(), 1);
+    assert!(left(&mut here, 100) < 2_000, "held while it runs");
+    let ended = here.hand_over_room(ms(200), &"lobby".into());
+    assert_eq!(ended, [c[0].turn]);
+    assert_eq!(left(&mut here, 300), 2_000, "the hold is given back");
 }

@@ -20,7 +20,8 @@
 //!    budgets, for the engine to count with its own.
 //!
 //! Between rounds it reads the inbox whenever a `NOTIFY` says a partition
-//! it holds has a message waiting. The [`Tenure`] tells the delivery
+//! it holds has a message waiting, and the others' spend whenever one says
+//! it changed (at most every [`SPEND_READ_GAP`]). The [`Tenure`] tells the delivery
 //! workers until when the leases are surely held (the local clock, from
 //! before the renewal was asked): past it, nothing is posted until a
 //! renewal comes, so a process that was stopped past its lease never posts
@@ -33,8 +34,8 @@ use std::time::{Duration, Instant};
 
 use tactful_core::{RoomId, Timestamp};
 use tactful_store::{
-    Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, Restored, Store, StoreError,
-    partition_key, partition_of,
+    Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, Restored, SPEND_CHANNEL, Store,
+    StoreError, partition_key, partition_of,
 };
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -151,6 +152,8 @@ enum Wake {
     Inbox(u32),
     /// Notifications may have been missed: read everything held.
     Read,
+    /// Some room's spend of a persona's budget changed (in any process).
+    Spend,
     /// Messages handed to the engine that it could not take (the store
     /// could not write): hand them again at the next read.
     Untaken(Vec<i64>),
@@ -177,7 +180,7 @@ impl GiveBack {
 pub(crate) struct Coordinator {
     wake: std_mpsc::Sender<Wake>,
     thread: Option<std::thread::JoinHandle<()>>,
-    listener: tokio::task::JoinHandle<()>,
+    listeners: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl Coordinator {
@@ -223,12 +226,25 @@ impl Coordinator {
                 state.run(&wake_rx);
             })
             .map_err(StoreError::Io)?;
-        let listener = tokio::spawn(forward_notifications(at.clone(), wake_tx.clone()));
+        let listener = tokio::spawn(forward_notifications(
+            at.clone(),
+            INBOX_CHANNEL,
+            wake_tx.clone(),
+            |payload| payload.parse::<u32>().ok().map(Wake::Inbox),
+            || Wake::Read,
+        ));
+        let spend_listener = tokio::spawn(forward_notifications(
+            at.clone(),
+            SPEND_CHANNEL,
+            wake_tx.clone(),
+            |_| Some(Wake::Spend),
+            || Wake::Spend,
+        ));
         Ok((
             Coordinator {
                 wake: wake_tx,
                 thread: Some(thread),
-                listener,
+                listeners: [listener, spend_listener],
             },
             Tenure(Some(tenure_rx)),
             block,
@@ -249,7 +265,9 @@ impl Coordinator {
     /// Leaves the others (every lease let go at once) and stops. Call once
     /// the engine task has saved everything.
     pub async fn stop(mut self) {
-        self.listener.abort();
+        for l in &self.listeners {
+            l.abort();
+        }
         let _ = self.wake.send(Wake::Stop);
         if let Some(t) = self.thread.take() {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
@@ -257,25 +275,32 @@ impl Coordinator {
     }
 }
 
-/// Forwards the inbox's `NOTIFY`s to the coordinator, listening again
-/// (and having everything read) when the connection ends.
-async fn forward_notifications(at: Location, wake: std_mpsc::Sender<Wake>) {
+/// Forwards the `NOTIFY`s of `channel` to the coordinator as `wake` makes
+/// them, listening again when the connection ends; `missed` is sent each
+/// time it (re)starts listening (what came meanwhile is read then).
+async fn forward_notifications(
+    at: Location,
+    channel: &'static str,
+    wake: std_mpsc::Sender<Wake>,
+    what: fn(&str) -> Option<Wake>,
+    missed: fn() -> Wake,
+) {
     loop {
-        match tactful_store::listen(&at, INBOX_CHANNEL) {
+        match tactful_store::listen(&at, channel) {
             Ok(mut rx) => {
-                if wake.send(Wake::Read).is_err() {
+                if wake.send(missed()).is_err() {
                     return;
                 }
                 while let Some(n) = rx.recv().await {
-                    if let Ok(part) = n.payload.parse::<u32>()
-                        && wake.send(Wake::Inbox(part)).is_err()
+                    if let Some(w) = what(&n.payload)
+                        && wake.send(w).is_err()
                     {
                         return;
                     }
                 }
-                tracing::warn!("listening for messages other processes received stopped; listening again");
+                tracing::warn!(channel, "listening to other processes stopped; listening again");
             }
-            Err(e) => tracing::warn!("cannot listen for messages other processes received: {e}"),
+            Err(e) => tracing::warn!(channel, "cannot listen to other processes: {e}"),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -284,6 +309,10 @@ async fn forward_notifications(at: Location, wake: std_mpsc::Sender<Wake>) {
 /// The longest wait between two rounds (a third of the lease, unless
 /// that is longer).
 const ROUND_AT_MOST: Duration = Duration::from_secs(1);
+
+/// The shortest time between two reads of the spend other processes
+/// announced.
+const SPEND_READ_GAP: Duration = Duration::from_millis(100);
 
 /// How many waiting messages one read of the inbox takes.
 const INBOX_READ: usize = 500;
@@ -323,8 +352,15 @@ impl State {
         let every = (self.ttl / 3).min(ROUND_AT_MOST);
         let mut next = Instant::now();
         let mut read = false;
+        let mut spend = false;
+        let mut spend_read = Instant::now();
         loop {
-            let timeout = next.saturating_duration_since(Instant::now());
+            let until = if spend {
+                next.min(spend_read + SPEND_READ_GAP)
+            } else {
+                next
+            };
+            let timeout = until.saturating_duration_since(Instant::now());
             let mut woken = match wake.recv_timeout(timeout) {
                 Ok(w) => vec![w],
                 Err(std_mpsc::RecvTimeoutError::Timeout) => Vec::new(),
@@ -335,6 +371,7 @@ impl State {
                 match w {
                     Wake::Inbox(part) => read |= self.held.contains_key(&part),
                     Wake::Read => read = true,
+                    Wake::Spend => spend = true,
                     Wake::Untaken(seqs) => {
                         self.untaken(&seqs);
                         read = true;
@@ -361,6 +398,15 @@ impl State {
                     self.failed(&e);
                 }
                 self.follow_partitions();
+            }
+            // Announced spend is read at once, at most ten times a second
+            // (a round reads it anyway); after the round's adoptions.
+            if spend && spend_read.elapsed() >= SPEND_READ_GAP {
+                spend = false;
+                spend_read = Instant::now();
+                if let Err(e) = self.read_spend() {
+                    self.failed(&e);
+                }
             }
             if read {
                 read = match self.read_inbox() {

@@ -50,8 +50,8 @@ pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
 pub use postgres::announce::Announcer;
 pub use postgres::cluster::{
-    Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS, Waiting,
-    connection_partition, listen, partition_key, partition_of,
+    Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS,
+    SPEND_CHANNEL, Waiting, connection_partition, listen, partition_key, partition_of,
 };
 pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
 pub use shown::ShownMessage;

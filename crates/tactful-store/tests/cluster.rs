@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use tactful_core::{Message, RoomId};
 use tactful_store::testing::Schema;
 use tactful_store::{
-    Cluster, INBOX_CHANNEL, LoadLimits, Op, Reader, STATE_CHANNEL, ShownChange, ShownKind, ShownMessage,
-    Store, StoreError, WEB_CHANNEL, partition_key, partition_of,
+    Announcer, Cluster, INBOX_CHANNEL, LIVE_CHANNEL, LoadLimits, Op, Reader, SPEND_CHANNEL, STATE_CHANNEL,
+    ShownChange, ShownKind, ShownMessage, Store, StoreError, WEB_CHANNEL, partition_key, partition_of,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -237,6 +237,32 @@ fn next_notes(
     got
 }
 
+/// What is announced outside any batch (the consoles' live lines) goes
+/// out in order; with a database that does not answer, announcing neither
+/// blocks nor grows: past the queue, announcements are dropped, and said
+/// so.
+#[test]
+fn announcements_go_out_in_order_and_a_dead_database_drops_them() {
+    let Some(schema) = Schema::new() else { return };
+    let mut rx = tactful_store::listen(&schema.location(), LIVE_CHANNEL).expect("listens");
+    let live = Announcer::start(&schema.location()).expect("starts");
+    for i in 0..3 {
+        assert!(live.announce(LIVE_CHANNEL, format!("n{i}")));
+    }
+    assert_eq!(next_notes(&mut rx, 3), ["n0", "n1", "n2"]);
+
+    let nowhere = tactful_store::Location::postgres("postgres://tactful@127.0.0.1:1/none").expect("a URL");
+    let dead = Announcer::start(&nowhere).expect("connects only when it has something to send");
+    // A blocking send would hang here for good.
+    let taken = (0..5_000)
+        .filter(|i| dead.announce(LIVE_CHANNEL, format!("{i}")))
+        .count();
+    assert!(
+        (1_024..1_100).contains(&taken),
+        "the queue's 1,024 (and what the sender took meanwhile): {taken}"
+    );
+}
+
 /// A shared setting (a room policy set in a console) is announced with
 /// its key at commit, and the others read its value back; a rolled-back
 /// one is never announced.
@@ -447,7 +473,7 @@ fn a_batch_fenced_by_several_leases_never_deadlocks_with_their_renewal() {
     assert_eq!(a.heartbeat().expect("renews").len(), 2);
 }
 
-fn spent(room: &str, persona: &str, end_ms: u64, tokens: u64) -> Op {
+fn spent(room: &str, persona: &str, end_ms: u64, tokens: i64) -> Op {
     Op::Spent(tactful_core::Spent {
         room: RoomId::new(room),
         persona: persona.into(),
@@ -457,29 +483,23 @@ fn spent(room: &str, persona: &str, end_ms: u64, tokens: u64) -> Op {
     })
 }
 
-/// What a partition's rooms spent of a persona's own budget is summed for
-/// every other process, never for the one holding it; a batch refused by
-/// its fence counts nothing; spend out of every window is purged; a broken
-/// usage report (u64::MAX tokens, twice) neither fails the batch nor wraps.
+/// What a partition's rooms spent (or hold) of a persona's own budget is
+/// summed for every other process, never for the one holding it, and
+/// announced at commit; a batch refused by its fence counts nothing and
+/// announces nothing; a hold given back (a negative count) leaves what the
+/// call cost; spend out of every window is purged; a broken usage report
+/// (u64::MAX tokens, twice) neither fails the batch nor wraps.
 #[test]
 fn a_persona_s_spend_is_summed_for_the_other_processes() {
     let Some(schema) = Schema::new() else { return };
     let mut a = join(&schema, "a");
+    let mut rx = tactful_store::listen(&schema.location(), SPEND_CHANNEL).expect("listens");
     let mut store = Store::open_at(&schema.location()).expect("opens");
     // Two rooms in different partitions.
     let (lobby, ops) = ("lobby", "tg:-1001");
     let (p_lobby, p_ops) = (partition_of(&RoomId::new(lobby)), partition_of(&RoomId::new(ops)));
     assert_ne!(p_lobby, p_ops);
     let hour = 3_600_000;
-    store
-        .apply(&[
-            spent(lobby, "docs", 60_000, 500),
-            spent(lobby, "docs", 60_000, 200),
-            spent(ops, "docs", 60_000, 300),
-            spent(ops, "docs", 120_000, 40),
-            spent(ops, "chef", 60_000, 9),
-        ])
-        .expect("applied");
     let fenced = Op::Fence(tactful_store::Lease {
         key: partition_key(p_ops),
         holder: "nobody".into(),
@@ -490,6 +510,22 @@ fn a_persona_s_spend_is_summed_for_the_other_processes() {
             .apply(&[fenced, spent(ops, "docs", 60_000, 10_000)])
             .is_err()
     );
+    store
+        .apply(&[
+            spent(lobby, "docs", 60_000, 1_200),
+            spent(lobby, "docs", 60_000, -500),
+            spent(ops, "docs", 60_000, 300),
+            spent(ops, "docs", 120_000, 40),
+            spent(ops, "chef", 60_000, 9),
+            // A hold given back in a bucket of its own: nothing to count.
+            spent(ops, "chef", 120_000, -9),
+        ])
+        .expect("applied");
+    let mut notes = next_notes(&mut rx, 2);
+    notes.sort();
+    let mut parts = vec![p_lobby.to_string(), p_ops.to_string()];
+    parts.sort();
+    assert_eq!(notes, parts, "once per partition of the batch");
     let at = |ms: u64| tactful_core::Timestamp::from_millis(ms);
     let read = |a: &mut Cluster, held: &[u32], now: u64| -> Vec<(String, u64, u64)> {
         a.spent_elsewhere(held, at(now))
@@ -519,17 +555,18 @@ fn a_persona_s_spend_is_summed_for_the_other_processes() {
     );
     assert_eq!(
         schema.column("SELECT count(*) FROM spend").expect("counts"),
-        [Some("1".to_owned())]
+        [Some("2".to_owned())]
     );
     store
-        .apply(&[spent(lobby, "docs", 120_000, u64::MAX)])
+        .apply(&[spent(lobby, "docs", 120_000, i64::MAX)])
         .expect("a broken report is capped");
     store
-        .apply(&[spent(lobby, "docs", 120_000, u64::MAX)])
+        .apply(&[spent(lobby, "docs", 120_000, i64::MAX)])
         .expect("and its sum too");
     let big = read(&mut a, &[], 100_000 + hour);
     assert_eq!(big.len(), 1);
     assert!(big[0].2 > 1 << 60, "{big:?}");
+    assert!(rx.try_recv().is_ok(), "each batch announced");
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! A persona's own spend budget is one across the processes sharing a
 //! database: two `tactful run` processes, each owning one of two Telegram
-//! groups (played by the Bot API double); what the persona spent
-//! answering in one group's owner leaves too little for a call in the
-//! other's, which gets the budget's notice instead of an answer; when the
+//! groups (played by the Bot API double); the call the persona makes in
+//! one group's owner holds its estimate in the other too while it runs,
+//! leaving too little for a call there, so a question there gets the
+//! budget's notice instead of an answer; what the call cost is then
+//! counted in both; when the
 //! first one dies, the other takes its rooms and counts their spend once.
 
 #![cfg(feature = "telegram")]
@@ -22,6 +24,9 @@ use telegram_double::Double;
 /// fits, two do not.
 const BUDGET: f64 = 2_000.0;
 const NOTICE: &str = "Spent for this hour, in every group.";
+/// How long the agent takes to answer: long enough that the other process
+/// sees the call's hold while it runs.
+const CALL_MS: u64 = 5_000;
 
 struct Node {
     _dir: tempfile::TempDir,
@@ -32,13 +37,13 @@ struct Node {
 fn start(url: &str, api_url: &str) -> Node {
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = free_port();
-    let with_budget = config(url, api_url, 2, 0).replace(
+    let with_budget = config(url, api_url, 2, CALL_MS).replace(
         "agent = \"docs\"\ntelegram",
         &format!(
             "agent = \"docs\"\nbudget = {{ tokens = {BUDGET}, per_seconds = 3600, notice = \"{NOTICE}\" }}\ntelegram"
         ),
     );
-    assert_ne!(with_budget, config(url, api_url, 2, 0), "the budget is in");
+    assert_ne!(with_budget, config(url, api_url, 2, CALL_MS), "the budget is in");
     let text = format!("{with_budget}\n[server]\nlisten = \"127.0.0.1:{metrics}\"\n");
     let process = run_tactful(dir.path(), &text, &[("DOCS_TOKEN", TOKEN)]);
     Node {
@@ -86,16 +91,15 @@ async fn a_persona_budget_spent_on_one_process_is_counted_on_the_other() {
     });
 
     let q1 = mention(&double, first, "which button resets the router?");
-    wait_db("the first question answered", || {
-        said(&double, first) == [format!("docs answers {q1}")]
+    // The other process sees the call's hold while it runs: a call it
+    // would start meanwhile is checked against it.
+    wait_db("the other process seeing the running call's hold", || {
+        remaining(there).is_some_and(|r| r < BUDGET)
     });
-    let left = remaining(here_port).expect("a budget");
-    assert!(left < BUDGET / 2.0, "a call spent more than half: {left}");
-    // The other process reads what the first one's rooms spent.
-    wait_db("the other process counting that spend", || {
-        remaining(there) == Some(left)
-    });
-
+    assert!(
+        said(&double, first).is_empty(),
+        "seen while the call runs, not only once it ended"
+    );
     let q2 = mention(&double, second, "and the blue one?");
     wait_db("the second question given the notice", || {
         said(&double, second) == [NOTICE]
@@ -110,6 +114,16 @@ async fn a_persona_budget_spent_on_one_process_is_counted_on_the_other() {
         .column(&format!("SELECT count(*) FROM calls WHERE room = 'tg:{second}'"))
         .expect("reads");
     assert_eq!(calls, [Some("0".to_owned())], "no call over the budget");
+
+    wait_db("the first question answered", || {
+        said(&double, first) == [format!("docs answers {q1}")]
+    });
+    let left = remaining(here_port).expect("a budget");
+    assert!(left < BUDGET / 2.0, "a call spent more than half: {left}");
+    // The other process counts what the call cost.
+    wait_db("the other process counting that spend", || {
+        remaining(there) == Some(left)
+    });
 
     // The first group's owner dies: the other takes its rooms, and with
     // them their spend (from the rooms' snapshots), counted once.

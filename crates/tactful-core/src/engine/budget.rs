@@ -45,9 +45,10 @@ impl Shared {
     }
 }
 
-/// Tokens a room spent from its persona's own budget, in the bucket that
-/// counts them: what a process sharing its rooms with others records for
-/// them ([`Engine::take_spent`]).
+/// Tokens a room spent or holds from its persona's own budget, in the
+/// bucket that counts them: what a process sharing its rooms with others
+/// records for them ([`Engine::take_spent`]). A call's estimate is handed
+/// out when it starts, and the difference to what it cost when it ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Spent {
     /// The room that spent them (its owner records them).
@@ -58,8 +59,8 @@ pub struct Spent {
     pub bucket_end: Timestamp,
     /// The budget's window: the spend counts until `bucket_end + per`.
     pub per: Duration,
-    /// How many.
-    pub tokens: u64,
+    /// How many: negative when a call cost less than its hold.
+    pub tokens: i64,
 }
 
 /// A turn's hold on a spend budget.
@@ -221,15 +222,27 @@ impl Engine {
     }
 
     /// Holds what a call starting now is estimated to cost; `None` when no
-    /// budget applies.
+    /// budget applies. A hold on the persona's own budget is handed out
+    /// for the other processes too, so calls running at once in several
+    /// of them see each other.
     pub(super) fn hold_budget(
         &mut self,
+        now: Timestamp,
         room_id: &RoomId,
         p: PersonaIdx,
         trigger_bytes: usize,
     ) -> Option<Hold> {
-        let (_, room_scoped, estimate) = self.priced(room_id, p, trigger_bytes)?;
+        let (budget, room_scoped, estimate) = self.priced(room_id, p, trigger_bytes)?;
         self.ledger(room_id, p, room_scoped).hold(estimate);
+        if !room_scoped {
+            self.share(
+                room_id,
+                p,
+                now,
+                budget.per,
+                i64::try_from(estimate).unwrap_or(i64::MAX),
+            );
+        }
         Some(Hold {
             estimate,
             room_scoped,
@@ -241,39 +254,47 @@ impl Engine {
     /// A gate's call holds nothing but is counted when reported.
     pub(super) fn settle_budget(&mut self, now: Timestamp, turn: &Turn) {
         let p = turn.persona;
-        let (estimate, room_scoped, per) = match turn.budget {
-            Some(h) => {
-                let Some(room) = self.rooms.get(&turn.room) else {
-                    return;
-                };
-                let per = self
-                    .payer(room, p)
-                    .map_or(Duration::from_secs(86_400), |(b, _)| b.per);
-                (h.estimate, h.room_scoped, per)
-            }
-            None => {
-                let Some((b, room_scoped)) = self.rooms.get(&turn.room).and_then(|r| self.payer(r, p)) else {
-                    return;
-                };
-                (0, room_scoped, b.per)
-            }
+        let payer = self.rooms.get(&turn.room).and_then(|r| self.payer(r, p));
+        let (estimate, room_scoped, per) = match (turn.budget, payer) {
+            (Some(h), Some((b, _))) => (h.estimate, h.room_scoped, b.per),
+            // The room was handed over while the call ran: a hold on the
+            // persona's budget is still given back (a room's own budget
+            // went with the room).
+            (Some(h), None) if !h.room_scoped => match &self.personas[p.0 as usize].budget {
+                Some(b) => (h.estimate, false, b.per),
+                None => (h.estimate, false, Duration::from_secs(86_400)),
+            },
+            (Some(_), None) => return,
+            (None, Some((b, room_scoped))) => (0, room_scoped, b.per),
+            (None, None) => return,
         };
         let spent = turn.used.unwrap_or(if turn.answered { estimate } else { 0 });
         self.ledger(&turn.room, p, room_scoped)
             .settle(now, per, estimate, spent);
-        if !room_scoped && let Some(room) = self.rooms.get_mut(&turn.room) {
+        if room_scoped {
+            return;
+        }
+        if let Some(room) = self.rooms.get_mut(&turn.room) {
             // The room keeps its share of the persona's spend: a restart
             // gets the persona's budget back from its rooms' snapshots.
             room.members[p.0 as usize].budget().spend.add(now, per, spent);
-            if self.shared.on && spent > 0 {
-                self.shared.spent.push(Spent {
-                    room: turn.room.clone(),
-                    persona: self.personas[p.0 as usize].id.clone(),
-                    bucket_end: bucket_end(now, per),
-                    per,
-                    tokens: spent,
-                });
-            }
+        }
+        // The others counted the hold: they count what it cost instead.
+        let delta = i64::try_from(spent).unwrap_or(i64::MAX) - i64::try_from(estimate).unwrap_or(i64::MAX);
+        self.share(&turn.room, p, now, per, delta);
+    }
+
+    /// Hands `tokens` (negative: a hold given back) spent by `p` in `room`
+    /// out for the other processes, when they count this engine's spend.
+    fn share(&mut self, room: &RoomId, p: PersonaIdx, now: Timestamp, per: Duration, tokens: i64) {
+        if self.shared.on && tokens != 0 {
+            self.shared.spent.push(Spent {
+                room: room.clone(),
+                persona: self.personas[p.0 as usize].id.clone(),
+                bucket_end: bucket_end(now, per),
+                per,
+                tokens,
+            });
         }
     }
 

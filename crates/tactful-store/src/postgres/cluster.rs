@@ -38,6 +38,11 @@ pub const PARTITIONS: u32 = 256;
 /// The `NOTIFY` channel that says a partition has a message waiting.
 pub const INBOX_CHANNEL: &str = "tactful_inbox";
 
+/// The `NOTIFY` channel that says some room's spend of a persona's own
+/// budget changed ([`crate::Op::Spent`]): every process reads the others'
+/// again ([`Cluster::spent_elsewhere`]).
+pub const SPEND_CHANNEL: &str = "tactful_spend";
+
 /// How many ids a block holds, as a power of two (see [`Cluster::id_block`]).
 const ID_BLOCK_BITS: u32 = 40;
 
@@ -345,8 +350,9 @@ impl Cluster {
         Ok(!woken.is_empty())
     }
 
-    /// What the rooms of partitions other than `held` spent of their
-    /// personas' own budgets and still counts at `now`, as (persona,
+    /// What the rooms of partitions other than `held` spent (or hold for
+    /// calls running) of their personas' own budgets and still counts at
+    /// `now`, as (persona,
     /// bucket end, tokens) summed over those partitions: what this
     /// process adds to its own rooms' spend
     /// ([`tactful_core::Engine::spent_elsewhere`]). Spend no window counts
@@ -365,7 +371,8 @@ impl Cluster {
         let held: Vec<i64> = held.iter().map(|&p| i64::from(p)).collect();
         self.db.rows(
             "SELECT persona, bucket_end, LEAST(sum(tokens), 4611686018427387904)::BIGINT FROM spend
-             WHERE part <> ALL($1) GROUP BY persona, bucket_end ORDER BY persona, bucket_end",
+             WHERE part <> ALL($1) GROUP BY persona, bucket_end HAVING sum(tokens) > 0
+             ORDER BY persona, bucket_end",
             &[&held],
             |r| {
                 Ok((

@@ -12,6 +12,7 @@ use crate::StoreError;
 use crate::calls::to_i64;
 use crate::fan_out::{STATE_CHANNEL, ShownChange, ShownKind, WEB_CHANNEL};
 use crate::ops::{Op, kind_name, mentions_json, to_json};
+use crate::postgres::cluster::SPEND_CHANNEL;
 use crate::shown::add_reaction;
 
 /// A parameter, owned: a batch's statements are all queued before any is
@@ -554,11 +555,12 @@ impl<'a> Writer<'a> {
                 // Capped (a broken usage report can say u64::MAX), so that
                 // no sum of two overflows a BIGINT and fails the batch.
                 let cap = |n: u128| n.min(u128::from(SPEND_CAP)) as i64;
+                let tokens = s.tokens.clamp(-(SPEND_CAP as i64), SPEND_CAP as i64);
                 self.exec(
                     &format!(
                         "INSERT INTO spend (persona, part, bucket_end, per_ms, tokens) VALUES ($1, $2, $3, $4, $5)
                          ON CONFLICT (persona, part, bucket_end) DO UPDATE
-                         SET tokens = LEAST(spend.tokens + EXCLUDED.tokens, {SPEND_CAP}),
+                         SET tokens = LEAST(GREATEST(spend.tokens + EXCLUDED.tokens, -{SPEND_CAP}), {SPEND_CAP}),
                              per_ms = GREATEST(spend.per_ms, EXCLUDED.per_ms)"
                     ),
                     vals![
@@ -566,8 +568,14 @@ impl<'a> Writer<'a> {
                         i64::from(crate::partition_of(&s.room)),
                         cap(u128::from(s.bucket_end.as_millis())),
                         cap(s.per.as_millis()),
-                        cap(u128::from(s.tokens))
+                        tokens
                     ],
+                );
+                // The others read it at once rather than at their next
+                // round (sent at commit, once per partition and batch).
+                self.exec(
+                    &format!("SELECT pg_notify('{SPEND_CHANNEL}', $1)"),
+                    vals![crate::partition_of(&s.room).to_string()],
                 );
             }
             Op::Decided { room, id } => {
