@@ -152,8 +152,9 @@ enum Wake {
     Inbox(u32),
     /// Notifications may have been missed: read everything held.
     Read,
-    /// Some room's spend of a persona's budget changed (in any process).
-    Spend,
+    /// A room's spend of a persona's budget changed, in this partition
+    /// (`None`: anywhere, notifications may have been missed).
+    Spend(Option<u32>),
     /// Messages handed to the engine that it could not take (the store
     /// could not write): hand them again at the next read.
     Untaken(Vec<i64>),
@@ -237,8 +238,8 @@ impl Coordinator {
             at.clone(),
             SPEND_CHANNEL,
             wake_tx.clone(),
-            |_| Some(Wake::Spend),
-            || Wake::Spend,
+            |payload| Some(Wake::Spend(payload.parse::<u32>().ok())),
+            || Wake::Spend(None),
         ));
         Ok((
             Coordinator {
@@ -371,7 +372,8 @@ impl State {
                 match w {
                     Wake::Inbox(part) => read |= self.held.contains_key(&part),
                     Wake::Read => read = true,
-                    Wake::Spend => spend = true,
+                    // This process's own spend changes nothing it reads.
+                    Wake::Spend(part) => spend |= part.is_none_or(|p| !self.held.contains_key(&p)),
                     Wake::Untaken(seqs) => {
                         self.untaken(&seqs);
                         read = true;
