@@ -122,7 +122,8 @@ pub enum HeldBy {
     Lease(String),
     /// The lease of the partition every room of the platform belongs to
     /// ([`tactful_store::connection_partition`]): IRC can only post through
-    /// its connection, so the process owning its rooms holds it, from the
+    /// its connection, Matrix through its logged-in client, so the process
+    /// owning their rooms holds it, from the
     /// moment it takes the partition until it lets it go (after a
     /// hand-over, once the rooms have delivered what they decided).
     Partition(u32),

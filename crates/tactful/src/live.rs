@@ -506,7 +506,7 @@ mod no_platform_tests {
     }
 }
 
-#[cfg(all(test, feature = "irc"))]
+#[cfg(all(test, feature = "irc", feature = "matrix"))]
 mod connection_bound_tests {
     /// The store pins IRC's rooms to one partition by their prefix: the
     /// prefix it knows is the one the IRC crate names its rooms with, or
@@ -522,6 +522,22 @@ mod connection_bound_tests {
         assert_eq!(
             Some(tactful_store::partition_of(&channel)),
             tactful_store::connection_partition("irc")
+        );
+    }
+
+    /// The same for Matrix: a reply goes through the account's synced
+    /// client, which only the process holding the connection has.
+    #[test]
+    fn the_store_knows_matrix_rooms_by_the_prefix_matrix_gives_them() {
+        assert!(
+            tactful_store::CONNECTION_BOUND.contains(&("matrix", tactful_matrix::event::ROOMS.prefix)),
+            "{:?}",
+            tactful_store::CONNECTION_BOUND
+        );
+        let room = tactful_matrix::event::ROOMS.room("!abc:example.org");
+        assert_eq!(
+            Some(tactful_store::partition_of(&room)),
+            tactful_store::connection_partition("matrix")
         );
     }
 }

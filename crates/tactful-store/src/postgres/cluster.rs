@@ -52,12 +52,14 @@ const DECIDED_KEPT: &str = "1 day";
 
 /// Platforms whose rooms only the holder of their connection can post to,
 /// as `(platform, room prefix)`: on IRC a message is a line written on the
-/// connection itself, where every other platform takes a post over HTTP
-/// from any process. All the rooms of such a platform belong to one
+/// connection itself; on Matrix a post goes through the account's client,
+/// which exists only where it logged in and syncs (it knows the rooms it
+/// joined from its sync). Telegram, Slack and Discord take a post over
+/// HTTP from any process. All the rooms of such a platform belong to one
 /// partition ([`connection_partition`]), and the connection is held with
 /// that partition's lease, so the process that owns the rooms is the one
 /// that can post to them.
-pub const CONNECTION_BOUND: &[(&str, &str)] = &[("irc", "irc:")];
+pub const CONNECTION_BOUND: &[(&str, &str)] = &[("irc", "irc:"), ("matrix", "matrix:")];
 
 /// The partition `room` belongs to (FNV-1a of its id: the same on every
 /// machine and in every version, unlike the standard library's hasher);
@@ -538,6 +540,10 @@ mod tests {
             .map(|i| partition_of(&RoomId::new(format!("tg:irc:{i}"))))
             .collect();
         assert!(spread.len() > 30, "other rooms still spread: {spread:?}");
+        let matrix = connection_partition("matrix").expect("Matrix is connection-bound");
+        for room in ["matrix:!abc:example.org", "matrix:!other:example.net"] {
+            assert_eq!(partition_of(&RoomId::new(room)), matrix, "{room}");
+        }
         assert_eq!(connection_partition("telegram"), None);
     }
 }
