@@ -549,12 +549,7 @@ async fn a_person_on_any_process_sees_the_web_room_as_decided_on_another() {
 fn ambient_config(url: &str, port: u16) -> String {
     format!(
         r##"
-[store]
-url = "{url}"
-
-[cluster]
-enabled = true
-lease_seconds = 2
+{cluster}
 
 [platforms.web]
 listen = "127.0.0.1:{port}"
@@ -594,7 +589,8 @@ cron = "*/3 * * * * *"
 persona = "crier"
 room = "lobby"
 prompt = "tick"
-"##
+"##,
+        cluster = cluster_setup::cluster_toml(url, 2),
     )
 }
 

@@ -14,7 +14,7 @@ mod leases;
 
 use common::{Reaper, run_tactful};
 use irc_setup::{Person, join_with, start_ngircd};
-use leases::{holder, shares, wait_db};
+use leases::{cluster_toml, holder, shares, wait_db};
 use tactful_store::testing::Schema;
 
 const CHANNEL: &str = "#tactful";
@@ -25,12 +25,7 @@ const CHANNEL: &str = "#tactful";
 fn config(url: &str, port: u16) -> String {
     format!(
         r##"
-[store]
-url = "{url}"
-
-[cluster]
-enabled = true
-lease_seconds = 2
+{cluster}
 
 [[persona]]
 id = "docs"
@@ -50,7 +45,8 @@ port = {port}
 channels = ["{CHANNEL}"]
 send_interval_ms = 20
 nick_retry_seconds = 1
-"##
+"##,
+        cluster = cluster_toml(url, 2),
     )
 }
 

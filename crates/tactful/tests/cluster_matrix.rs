@@ -14,7 +14,7 @@ mod leases;
 mod matrix_setup;
 
 use common::{Reaper, run_tactful};
-use leases::{holder, shares, wait_db};
+use leases::{cluster_toml, holder, shares, wait_db};
 use matrix_setup::{Humans, SERVER, Synapse, mxid, password, venv};
 use serde_json::{Value, json};
 use tactful_store::testing::Schema;
@@ -22,12 +22,7 @@ use tactful_store::testing::Schema;
 fn config(url: &str, homeserver: &str) -> String {
     format!(
         r##"
-[store]
-url = "{url}"
-
-[cluster]
-enabled = true
-lease_seconds = 2
+{cluster}
 
 [platforms.matrix]
 homeserver = "{homeserver}"
@@ -46,6 +41,7 @@ rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] helper answers {{msg_id}
 mode = "mention"
 rate_limit = "off"
 "##,
+        cluster = cluster_toml(url, 2),
         id = mxid("helper"),
         pw = password("helper"),
     )

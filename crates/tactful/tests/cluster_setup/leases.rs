@@ -6,6 +6,12 @@ use std::time::{Duration, Instant};
 
 use tactful_store::testing::Schema;
 
+/// The `[store]` and `[cluster]` tables every cluster test's processes
+/// share: the database at `url`, leases of `lease` seconds.
+pub fn cluster_toml(url: &str, lease: u64) -> String {
+    format!("[store]\nurl = \"{url}\"\n\n[cluster]\nenabled = true\nlease_seconds = {lease}\n")
+}
+
 /// The pid of the live process holding `key` (its `about` says
 /// `<host> pid N`); `None` before the first process made the tables.
 pub fn holder(schema: &Schema, key: &str) -> Option<u32> {

@@ -6,7 +6,7 @@
 mod leases;
 
 #[allow(unused_imports)] // the benchmarks wait on their own terms
-pub use leases::{holder, shares, wait_db};
+pub use leases::{cluster_toml, holder, shares, wait_db};
 
 use serde_json::{Value, json};
 
@@ -52,12 +52,7 @@ pub fn mention(double: &Double, chat: i64, text: &str) -> i64 {
 pub fn config(url: &str, api_url: &str, lease: u64, delay_ms: u64) -> String {
     format!(
         r##"
-[store]
-url = "{url}"
-
-[cluster]
-enabled = true
-lease_seconds = {lease}
+{cluster}
 
 [platforms.telegram]
 api_url = "{api_url}"
@@ -75,7 +70,8 @@ rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]] docs answers {{msg_id}}"
 [rooms.default]
 mode = "mention"
 rate_limit = "off"
-"##
+"##,
+        cluster = cluster_toml(url, lease),
     )
 }
 
