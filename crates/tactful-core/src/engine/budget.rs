@@ -147,12 +147,11 @@ impl Engine {
         let Some((budget, room_scoped, estimate)) = self.priced(room_id, p, trigger_bytes) else {
             return true;
         };
+        // What the other processes spent weighs on the check like more
+        // of this call's estimate.
         let elsewhere = self.used_elsewhere(now, p, room_scoped, budget.per);
         self.ledger(room_id, p, room_scoped)
-            .used(now, budget.per)
-            .saturating_add(elsewhere)
-            .saturating_add(estimate)
-            <= budget.tokens
+            .fits(now, &budget, estimate.saturating_add(elsewhere))
     }
 
     /// What rooms other processes hold spent of `p`'s own budget (none of
@@ -316,7 +315,10 @@ impl Engine {
             if let Some(b) = &spec.budget
                 && !self.retired.contains(PersonaIdx(i as u8))
             {
-                let elsewhere = self.shared.elsewhere.get_mut(i).map_or(0, |l| l.used(now, b.per));
+                let elsewhere = self
+                    .shared
+                    .elsewhere(PersonaIdx(i as u8))
+                    .map_or(0, |l| l.used(now, b.per));
                 out.push(BudgetLeft {
                     persona: spec.id.clone(),
                     remaining: self.spend[i].remaining(now, b).saturating_sub(elsewhere),

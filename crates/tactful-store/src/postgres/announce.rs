@@ -35,15 +35,25 @@ impl Announcer {
         super::on_own_thread("tactful-announce", move |ready| async move {
             let _ = ready.send(Ok(()));
             let mut client = None;
+            // Said at WARN once per streak of failures: the other
+            // processes' consoles miss this one's lines meanwhile.
+            let mut failing = false;
             while let Some((channel, payload)) = rx.recv().await {
                 if client.is_none() {
                     match config.connect(tls.clone()).await {
                         Ok((c, connection)) => {
                             tokio::spawn(connection);
                             client = Some(c);
+                            if std::mem::take(&mut failing) {
+                                tracing::info!("announcing to other processes' consoles again");
+                            }
                         }
                         Err(e) => {
-                            tracing::debug!("cannot announce to other processes ({shown}): {e}");
+                            if !std::mem::replace(&mut failing, true) {
+                                tracing::warn!(
+                                    "cannot announce to other processes' consoles ({shown}): {e}; their live transcripts miss this process's lines until it can"
+                                );
+                            }
                             tokio::time::sleep(Duration::from_secs(1)).await;
                             continue;
                         }
