@@ -184,6 +184,10 @@ impl PlatformConfig for DiscordSettings {
         secrets(self)
     }
 
+    fn personas(&self) -> Vec<tactful_core::PersonaId> {
+        self.personas.iter().map(|p| p.id.clone()).collect()
+    }
+
     fn build(&self, _: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
         Ok(std::sync::Arc::new(crate::DiscordPlatform::new(self.clone())?))
     }

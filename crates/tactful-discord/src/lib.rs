@@ -36,7 +36,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
 use tactful_runtime::account::{Backoff, HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, Connections, Probe, RuntimeHandle};
+use tactful_runtime::{Connected, Connections, Held, Probe, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
 use twilight_model::channel::Channel;
@@ -260,19 +260,25 @@ impl DiscordPlatform {
 }
 
 impl Shared {
-    async fn keep_connected(self: Arc<Self>, i: usize) {
+    /// Identifies persona `i`'s bot, then, if this process holds it
+    /// (`listening`), keeps its gateway session until the service stops.
+    async fn keep_connected(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::of(
+        let mut backoff = Backoff::of_held(
             &self.runtime,
             "Discord",
             persona.id.as_str(),
             self.settings.max_backoff,
+            listening,
         );
         loop {
             match self.identify(i).await {
                 Ok(()) => break,
                 Err(e) => backoff.wait(&e).await,
             }
+        }
+        if !listening {
+            return;
         }
         self.wait_for_the_others().await;
         backoff.reset();
@@ -539,16 +545,12 @@ impl Shared {
 }
 
 impl Connected for DiscordPlatform {
-    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
-        if let Ok(mut r) = self.shared.runtime.lock() {
-            *r = Some(runtime);
-        }
-        (0..self.shared.settings.personas.len())
-            .map(|i| {
-                let shared = self.shared.clone();
-                tokio::spawn(async move { shared.keep_connected(i).await })
-            })
-            .collect()
+    fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
+        let shared = &self.shared;
+        let personas = shared.settings.personas.iter().map(|p| &p.id);
+        tactful_runtime::account::start_accounts(&shared.runtime, runtime, personas, held, |i, listening| {
+            Box::pin(shared.clone().keep_connected(i, listening))
+        })
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {

@@ -147,6 +147,10 @@ impl PlatformConfig for IrcSettings {
         secrets(self)
     }
 
+    fn personas(&self) -> Vec<tactful_core::PersonaId> {
+        self.personas.iter().map(|p| p.id.clone()).collect()
+    }
+
     fn build(&self, _: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
         Ok(std::sync::Arc::new(crate::IrcPlatform::new(self.clone())))
     }

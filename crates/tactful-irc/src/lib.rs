@@ -35,7 +35,7 @@ use tactful_runtime::Account;
 use tactful_runtime::RoomScheme;
 use tactful_runtime::account::Backoff;
 use tactful_runtime::{
-    Capabilities, Connected, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
+    Capabilities, Connected, Held, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
 };
 
 /// What people see when a persona leaves because tactful stops.
@@ -550,7 +550,9 @@ impl Shared {
 }
 
 impl Connected for IrcPlatform {
-    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
+    /// Every account, whatever `held` says: the connection is held with
+    /// the partition of every room of the platform.
+    fn start(&self, runtime: RuntimeHandle, _held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         self.connect_runtime(runtime);
         IrcPlatform::start(self)
     }

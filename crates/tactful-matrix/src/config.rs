@@ -145,6 +145,10 @@ impl PlatformConfig for MatrixSettings {
         secrets(self)
     }
 
+    fn personas(&self) -> Vec<tactful_core::PersonaId> {
+        self.personas.iter().map(|p| p.id.clone()).collect()
+    }
+
     fn build(&self, cx: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
         let mut settings = self.clone();
         // The SDK's room state lives beside the store, so a restart syncs

@@ -54,7 +54,7 @@ use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce};
-use tactful_runtime::{Connected, Connections, PlatformError, RuntimeHandle};
+use tactful_runtime::{Connected, Connections, Held, PlatformError, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, room_id, to_message};
 
@@ -601,7 +601,9 @@ async fn token_whoami(client: &Client, user_id: &str, token: &str) -> Result<Str
 }
 
 impl Connected for MatrixPlatform {
-    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
+    /// Every account, whatever `held` says: the connection is held with
+    /// the partition of every room of the platform.
+    fn start(&self, runtime: RuntimeHandle, _held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         self.connect_runtime(runtime);
         MatrixPlatform::start(self)
     }

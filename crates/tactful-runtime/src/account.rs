@@ -10,8 +10,36 @@
 
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use tactful_core::PersonaId;
+
 use crate::connections::Account;
+use crate::platform::Held;
 use crate::runtime::RuntimeHandle;
+
+/// Starts a platform whose accounts connect one by one (Telegram,
+/// Discord, Slack: one bot token each): keeps `runtime` in `kept` (the
+/// platform's handle, set before any account connects, see
+/// [`Backoff::of`]), then runs `account(i, listening)` for each of
+/// `personas` on a task of its own, `listening` saying whether this
+/// process holds that account ([`Held`]). Every account is started, held
+/// or not, so each says who it is and mentions of it are recognised.
+pub fn start_accounts<'a>(
+    kept: &std::sync::Mutex<Option<RuntimeHandle>>,
+    runtime: RuntimeHandle,
+    personas: impl IntoIterator<Item = &'a PersonaId>,
+    held: &Held,
+    account: impl Fn(usize, bool) -> BoxFuture<'static, ()>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    if let Ok(mut r) = kept.lock() {
+        *r = Some(runtime);
+    }
+    personas
+        .into_iter()
+        .enumerate()
+        .map(|(i, persona)| tokio::spawn(account(i, held.includes(persona))))
+        .collect()
+}
 
 /// The first pause after a failure.
 pub const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -51,6 +79,24 @@ impl Backoff {
             None => Account::detached(platform, persona),
         };
         Backoff::new(account, max)
+    }
+
+    /// [`Backoff::of`] for an account this process listens with
+    /// (`listening`); for one it only identifies (another process holds
+    /// it, see [`Held`]), reporting to nothing: `/healthz` and the metrics
+    /// name only the accounts this process connects.
+    pub fn of_held(
+        runtime: &std::sync::Mutex<Option<RuntimeHandle>>,
+        platform: &str,
+        persona: &str,
+        max: Duration,
+        listening: bool,
+    ) -> Backoff {
+        if listening {
+            Backoff::of(runtime, platform, persona, max)
+        } else {
+            Backoff::new(Account::detached(platform, persona), max)
+        }
     }
 
     /// Back to the first pause, after a step that worked (the account may

@@ -13,9 +13,10 @@
 //!    rooms delivered and saved what they decided; partitions gained are
 //!    read back from the store and adopted;
 //! 3. reads the inbox of what it holds;
-//! 4. keeps the platform connections it holds ([`Leased`]: one process
-//!    polls a bot token, whichever got its lease first) and takes over
-//!    those whose holder died;
+//! 4. keeps the bot accounts it holds ([`Leased`]: one process at a time
+//!    polls a Telegram token, listens to a Slack app, keeps a Discord
+//!    gateway session), shared out over the processes like the
+//!    partitions, and takes over those whose holder died;
 //! 5. reads what the other processes' rooms spent of the personas' own
 //!    budgets, for the engine to count with its own.
 //!
@@ -32,11 +33,13 @@ use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use tactful_core::{RoomId, Timestamp};
+use tactful_core::{PersonaId, RoomId, Timestamp};
 use tactful_store::{
-    Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, Restored, SPEND_CHANNEL, Store,
-    StoreError, partition_key, partition_of,
+    Balance, Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, Restored, SPEND_CHANNEL, Store,
+    StoreError, account_key, partition_key, partition_of,
 };
+
+use crate::platform::Held;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::runtime::Event;
@@ -100,26 +103,34 @@ impl Tenure {
     }
 }
 
-/// A connection one process holds at a time: a platform's accounts (one
-/// `getUpdates` poller per Telegram token, one Socket Mode app, one
-/// gateway session, IRC's nicks).
+/// A platform's connections, each account held by one process at a time
+/// (one `getUpdates` poller per Telegram token, one Socket Mode listener
+/// per Slack app, one gateway session per Discord bot; IRC's and Matrix's
+/// accounts all with their rooms).
 pub struct Leased {
-    /// How it is held.
+    /// How its accounts are held.
     pub held_by: HeldBy,
-    /// Connects, from the state the store holds now (called on the
-    /// coordinator's thread, inside the runtime).
-    pub start: Box<dyn Fn() + Send>,
-    /// Disconnects at once: another process holds it now.
-    pub stop: Box<dyn Fn() + Send>,
+    /// Connects the accounts this process holds now, from the state the
+    /// store holds now (offsets the last holder saved), in place of what
+    /// was connected; `None`: disconnects at once, other processes hold
+    /// them all. Called on the coordinator's thread, inside the runtime,
+    /// each time what this process holds changes.
+    pub connect: Box<dyn Fn(Option<Held>) + Send>,
 }
 
-/// What gives a process a connection.
+/// What gives a process a platform's accounts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HeldBy {
-    /// A lease of its own (`platform:telegram`), taken by whichever process
-    /// gets it first: sending needs no connection, each room's owner posts
-    /// over HTTP.
-    Lease(String),
+    /// A lease per account ([`tactful_store::account_key`]:
+    /// `account:telegram:docs`), shared out over the processes as the
+    /// partitions are: sending needs no connection (each room's owner
+    /// posts over HTTP), so any process may listen with any account.
+    Accounts {
+        /// The `[platforms]` key.
+        platform: String,
+        /// The personas with an account there.
+        personas: Vec<PersonaId>,
+    },
     /// The lease of the partition every room of the platform belongs to
     /// ([`tactful_store::connection_partition`]): IRC can only post through
     /// its connection, Matrix through its logged-in client, so the process
@@ -129,10 +140,37 @@ pub enum HeldBy {
     Partition(u32),
 }
 
+impl HeldBy {
+    /// The lease keys of the accounts held one by one (none when held
+    /// with a partition).
+    fn account_keys(&self) -> Vec<String> {
+        match self {
+            HeldBy::Accounts { platform, personas } => {
+                personas.iter().map(|p| account_key(platform, p)).collect()
+            }
+            HeldBy::Partition(_) => Vec::new(),
+        }
+    }
+
+    /// The accounts the leases `now` give.
+    fn held(&self, now: &BTreeMap<String, Lease>) -> Held {
+        match self {
+            HeldBy::Accounts { platform, personas } => Held::Only(
+                personas
+                    .iter()
+                    .filter(|p| now.contains_key(&account_key(platform, p)))
+                    .cloned()
+                    .collect(),
+            ),
+            HeldBy::Partition(_) => Held::Every,
+        }
+    }
+}
+
 impl std::fmt::Display for HeldBy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            HeldBy::Lease(key) => f.write_str(key),
+            HeldBy::Accounts { platform, .. } => write!(f, "{platform} accounts"),
             HeldBy::Partition(p) => write!(f, "{}", partition_key(*p)),
         }
     }
@@ -334,8 +372,9 @@ struct State {
     ttl: Duration,
     /// Whether the last round failed (said once per streak).
     failing: bool,
-    /// The connections to hold, with the lease while held.
-    connections: Vec<(Leased, Option<Lease>)>,
+    /// The connections to hold, with the leases they are connected
+    /// under, by key.
+    connections: Vec<(Leased, BTreeMap<String, Lease>)>,
     /// Partitions above this process's share, being handed over.
     releasing: BTreeMap<u32, Lease>,
     /// The hand-overs under way: their partitions, and the engine task's
@@ -380,7 +419,8 @@ impl State {
                         read = true;
                     }
                     Wake::Connections(c) => {
-                        self.connections.extend(c.into_iter().map(|l| (l, None)));
+                        self.connections
+                            .extend(c.into_iter().map(|l| (l, BTreeMap::new())));
                         next = Instant::now();
                     }
                     Wake::Stop => {
@@ -443,7 +483,8 @@ impl State {
     /// One round: renew, balance, and tell the engine task what changed.
     fn round(&mut self) -> Result<(), StoreError> {
         let asked = Instant::now();
-        let balance = self.cluster.balance(&self.keys)?;
+        let renewed = self.cluster.heartbeat()?;
+        let balance = self.cluster.balance_with(&self.keys, &renewed)?;
         if std::mem::take(&mut self.failing) {
             tracing::info!("the processes sharing the store are reachable again");
         }
@@ -520,7 +561,7 @@ impl State {
         }
         // After the adoption: a connection that comes with a partition
         // hands its first messages to rooms already adopted.
-        self.keep_connections()?;
+        self.keep_connections(&renewed)?;
         self.read_spend()
     }
 
@@ -560,28 +601,67 @@ impl State {
         Ok(())
     }
 
-    /// Renews the connections held, takes those free (their holder left
-    /// or died), and stops those lost; those held with a partition follow
-    /// it.
-    fn keep_connections(&mut self) -> Result<(), StoreError> {
+    /// Shares out the bot accounts as the partitions are (renewed in
+    /// this round's heartbeat, `renewed`): takes free ones up to this
+    /// process's share (their holder left or died, or none yet), lets go
+    /// of those above it once disconnected, and reconnects each platform
+    /// whose accounts held here changed; those held with a partition
+    /// follow it.
+    fn keep_connections(&mut self, renewed: &[Lease]) -> Result<(), StoreError> {
         let _inside = self.tokio.enter();
-        for (leased, held) in &mut self.connections {
-            let now = match &leased.held_by {
-                HeldBy::Lease(key) => self.cluster.acquire(key)?,
-                HeldBy::Partition(p) => self.held.get(p).or_else(|| self.releasing.get(p)).cloned(),
+        let keys: Vec<String> = self
+            .connections
+            .iter()
+            .flat_map(|(l, _)| l.held_by.account_keys())
+            .collect();
+        let accounts = if keys.is_empty() {
+            Balance::default()
+        } else {
+            self.cluster.balance_with(&keys, renewed)?
+        };
+        for i in 0..self.connections.len() {
+            let now: BTreeMap<String, Lease> = match &self.connections[i].0.held_by {
+                HeldBy::Accounts { .. } => {
+                    let mine = self.connections[i].0.held_by.account_keys();
+                    accounts
+                        .held
+                        .iter()
+                        .filter(|l| mine.contains(&l.key) && !accounts.surplus.contains(l))
+                        .map(|l| (l.key.clone(), l.clone()))
+                        .collect()
+                }
+                HeldBy::Partition(p) => self.partition_lease(*p),
             };
+            let (leased, held) = &mut self.connections[i];
             follow(leased, held, now);
         }
+        // Disconnected above: another process may listen with them now.
+        for lease in &accounts.surplus {
+            tracing::info!(account = %lease.key, "above this process's share of the accounts: let go");
+            self.cluster.release(lease)?;
+        }
         Ok(())
+    }
+
+    /// The lease of partition `p` while this process holds it (or is
+    /// handing it over), as a connection held with it keeps it.
+    fn partition_lease(&self, p: u32) -> BTreeMap<String, Lease> {
+        self.held
+            .get(&p)
+            .or_else(|| self.releasing.get(&p))
+            .map(|l| (l.key.clone(), l.clone()))
+            .into_iter()
+            .collect()
     }
 
     /// The connections held with a partition, after partitions were let
     /// go between rounds (no database call).
     fn follow_partitions(&mut self) {
         let _inside = self.tokio.enter();
-        for (leased, held) in &mut self.connections {
-            if let HeldBy::Partition(p) = leased.held_by {
-                let now = self.held.get(&p).or_else(|| self.releasing.get(&p)).cloned();
+        for i in 0..self.connections.len() {
+            if let HeldBy::Partition(p) = self.connections[i].0.held_by {
+                let now = self.partition_lease(p);
+                let (leased, held) = &mut self.connections[i];
                 follow(leased, held, now);
             }
         }
@@ -621,24 +701,32 @@ impl State {
     }
 }
 
-/// Connects or disconnects `leased` as its lease now stands: `held` is
-/// the lease it was connected under, `now` the one this process holds.
-fn follow(leased: &Leased, held: &mut Option<Lease>, now: Option<Lease>) {
-    let lost = held
-        .as_ref()
-        .is_some_and(|was| now.as_ref().is_none_or(|is| is.epoch != was.epoch));
-    if lost {
-        tracing::warn!(connection = %leased.held_by, "another process holds this connection now: disconnected here");
-        (leased.stop)();
-        *held = None;
+/// Connects or disconnects `leased` as its leases now stand: `held` are
+/// the leases it is connected under, `now` those this process holds. Any
+/// change (an account gained or lost, a lease lost and taken again with
+/// a new epoch) connects again with what is held now.
+fn follow(leased: &Leased, held: &mut BTreeMap<String, Lease>, now: BTreeMap<String, Lease>) {
+    if *held == now {
+        return;
     }
-    if held.is_none()
-        && let Some(lease) = now
-    {
-        tracing::info!(connection = %leased.held_by, epoch = lease.epoch, "this process holds the connection: connecting");
-        (leased.start)();
-        *held = Some(lease);
+    let lost: Vec<&str> = held
+        .iter()
+        .filter(|(k, l)| now.get(*k) != Some(l))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    let gained: Vec<&str> = now
+        .iter()
+        .filter(|(k, l)| held.get(*k) != Some(l))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if now.is_empty() {
+        tracing::info!(connection = %leased.held_by, ?lost, "other processes hold these connections now: disconnected here");
+        (leased.connect)(None);
+    } else {
+        tracing::info!(connection = %leased.held_by, ?gained, ?lost, "this process holds these connections now: connecting");
+        (leased.connect)(Some(leased.held_by.held(&now)));
     }
+    *held = now;
 }
 
 /// The partition a lease key names.

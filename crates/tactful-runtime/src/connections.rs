@@ -50,6 +50,18 @@ impl Connections {
         }
     }
 
+    /// Forgets every account of `platform` (`telegram` or `Telegram`: the
+    /// `[platforms]` key or the log's name): their connections stopped
+    /// (another process holds them now, or they are being started again
+    /// with the accounts this one holds). A stopped task's late report
+    /// does not bring its account back: only [`Connections::account`]
+    /// registers one.
+    pub fn forget(&self, platform: &str) {
+        if let Ok(mut t) = self.table.lock() {
+            t.retain(|(p, _), _| !p.eq_ignore_ascii_case(platform));
+        }
+    }
+
     /// Every account: platform, persona, state; in that order.
     pub fn all(&self) -> Vec<(String, String, LinkState)> {
         self.table
@@ -165,12 +177,15 @@ impl Account {
         self.set(LinkState::Down(why));
     }
 
-    /// Sets the state; whether it changed.
+    /// Sets the state of a registered account; whether it changed.
     fn set(&self, state: LinkState) -> bool {
         let Ok(mut t) = self.connections.table.lock() else {
             return false;
         };
-        t.insert(self.key.clone(), state.clone()).as_ref() != Some(&state)
+        match t.get_mut(&self.key) {
+            Some(now) => std::mem::replace(now, state.clone()) != state,
+            None => false,
+        }
     }
 }
 
@@ -200,5 +215,20 @@ mod tests {
         // Registering again keeps the state.
         c.account("Discord", "docs");
         assert_eq!(c.state("Discord", "docs"), Some(LinkState::Connected));
+
+        // Another process holds the platform's accounts now: gone from
+        // every view, and a stopped task's late report does not bring one
+        // back.
+        let other = c.account("Slack", "docs");
+        c.forget("discord");
+        docs.down("a late report of a stopped task");
+        assert_eq!(c.state("Discord", "docs"), None);
+        assert!(c.down().is_empty());
+        other.connected();
+        assert_eq!(
+            c.state("Slack", "docs"),
+            Some(LinkState::Connected),
+            "other platforms kept"
+        );
     }
 }

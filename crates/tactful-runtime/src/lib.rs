@@ -31,7 +31,7 @@ pub use markup::{escape_markup, markdown_html, markdown_plain};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, Saver};
 pub use platform::{
-    CALL_DEADLINE, Capabilities, Connected, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe,
+    CALL_DEADLINE, Capabilities, Connected, Held, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe,
     ProbeFailed, RoomScheme, account_index, past_deadline, within_deadline,
 };
 pub use runtime::{

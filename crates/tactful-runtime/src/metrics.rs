@@ -424,6 +424,9 @@ impl Metrics {
     /// The metrics in Prometheus' text format.
     pub fn render(&self) -> String {
         if let Some(c) = self.connections.lock().ok().and_then(|c| c.clone()) {
+            // Only the accounts this process connects now: one that moved
+            // to another process sharing the store is that one's to report.
+            self.platform_connected.clear();
             for (platform, persona, state) in c.all() {
                 let labels = vec![
                     ("platform".to_owned(), platform.to_lowercase()),
@@ -473,5 +476,29 @@ mod room_label_tests {
         let text = m.render();
         assert!(text.contains("room=\"other\""), "{text}");
         assert!(!text.contains("room=\"late\""), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod connection_metric_tests {
+    use super::*;
+
+    /// An account that moved to another process sharing the store (its
+    /// state forgotten here) leaves this process's metric: two processes
+    /// never both report one bot connected.
+    #[test]
+    fn an_account_forgotten_here_leaves_the_metric() {
+        let m = Metrics::new();
+        let connections = Connections::default();
+        m.watch_connections(connections.clone());
+        connections.account("Telegram", "docs").connected();
+        connections.account("Telegram", "chef").connected();
+        let text = m.render();
+        assert!(text.contains("persona=\"docs\"} 1"), "{text}");
+        connections.forget("telegram");
+        connections.account("Telegram", "chef").connected();
+        let text = m.render();
+        assert!(!text.contains("persona=\"docs\""), "{text}");
+        assert!(text.contains("persona=\"chef\"} 1"), "{text}");
     }
 }

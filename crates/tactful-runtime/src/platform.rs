@@ -179,9 +179,14 @@ pub struct OutMessage<'a> {
 /// handle to hand in what people say). Every platform but the built-in web
 /// room implements it, and the binary starts them all the same way.
 pub trait Connected: Platform {
-    /// Connects every persona's account, handing what is heard to
+    /// Connects the accounts `held` names, handing what is heard to
     /// `runtime`; the tasks run (reconnecting as needed) until aborted.
-    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>>;
+    /// Every other account is only identified (its bot id and username,
+    /// without listening), so a mention of a bot another process listens
+    /// with is still recognised here. A platform whose connection is held
+    /// with its rooms' partition (IRC, Matrix: see
+    /// `tactful_store::CONNECTION_BOUND`) is always given [`Held::Every`].
+    fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>>;
 
     /// The start banner's line, as connected: may wait a few seconds for
     /// the accounts, to name what they really got (IRC's nick in use).
@@ -192,6 +197,30 @@ pub trait Connected: Platform {
     /// [`Probe`] per check, for `tactful doctor`. Each check gives up
     /// after [`PROBE_TIMEOUT`].
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>>;
+}
+
+/// Which of a platform's accounts this process listens with. Alone with
+/// its store a process holds every one; processes sharing a store hold a
+/// bot account each at a time (one `getUpdates` poller per Telegram
+/// token, one Socket Mode listener per Slack app, one gateway session per
+/// Discord bot), by lease.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Held {
+    /// Every account.
+    #[default]
+    Every,
+    /// These personas' accounts only.
+    Only(std::collections::BTreeSet<PersonaId>),
+}
+
+impl Held {
+    /// Whether this process listens with `persona`'s account.
+    pub fn includes(&self, persona: &PersonaId) -> bool {
+        match self {
+            Held::Every => true,
+            Held::Only(set) => set.contains(persona),
+        }
+    }
 }
 
 /// How long one [`Connected::probe`] check waits for the platform.

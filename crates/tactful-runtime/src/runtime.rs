@@ -501,7 +501,7 @@ impl Runtime {
             Some(c) => c.hold(connections),
             None => {
                 for c in connections {
-                    (c.start)();
+                    (c.connect)(Some(crate::platform::Held::Every));
                 }
             }
         }

@@ -40,6 +40,10 @@ pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
     /// passwords).
     fn secrets(&self) -> Vec<String>;
 
+    /// The personas with an account here, in config order: what
+    /// processes sharing a store lease one by one.
+    fn personas(&self) -> Vec<tactful_core::PersonaId>;
+
     /// Builds the platform, not yet connected.
     fn build(&self, cx: &Context<'_>) -> Result<Arc<dyn Connected>, String>;
 

@@ -9,7 +9,6 @@
 //! the new connection, and what a platform redelivers after the switch is
 //! dropped as a duplicate by the engine.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 use tokio::task::JoinHandle;
 
-use crate::platform::{Capabilities, Connected, OutMessage, Platform, PlatformError};
+use crate::platform::{Capabilities, Connected, Held, OutMessage, Platform, PlatformError};
 use crate::runtime::RuntimeHandle;
 
 /// How long the old connection's goodbye may take before its tasks stop.
@@ -28,10 +27,10 @@ pub struct PlatformSlot {
     name: &'static str,
     current: RwLock<Arc<dyn Connected>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
-    /// Whether this process may connect: always when alone with its
-    /// store; only while it holds the platform's lease when several
-    /// processes share it (one poller per bot token).
-    held: AtomicBool,
+    /// The accounts this process may connect: every one when alone with
+    /// its store; when several processes share it, those whose lease it
+    /// holds (one poller per bot token), `None` while it holds none.
+    held: Mutex<Option<Held>>,
 }
 
 impl std::fmt::Debug for PlatformSlot {
@@ -47,7 +46,7 @@ impl PlatformSlot {
             name,
             current: RwLock::new(platform),
             tasks: Mutex::new(Vec::new()),
-            held: AtomicBool::new(true),
+            held: Mutex::new(Some(Held::Every)),
         })
     }
 
@@ -71,36 +70,55 @@ impl PlatformSlot {
         )
     }
 
-    /// Connects the current platform's accounts.
+    /// The accounts this process may connect (see `held`).
+    pub fn held(&self) -> Option<Held> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn set_held(&self, held: Option<Held>) {
+        *self.held.lock().unwrap_or_else(PoisonError::into_inner) = held;
+    }
+
+    /// Connects the current platform's accounts this process holds.
     pub fn start(&self, runtime: RuntimeHandle) {
-        let tasks = self.current().start(runtime);
+        let Some(held) = self.held() else {
+            return;
+        };
+        let tasks = self.current().start(runtime, &held);
         for old in self.swap_tasks(tasks) {
             old.abort();
         }
     }
 
-    /// Connects `new` in place of a connection that is not running (a
-    /// process taking over the platform's lease, with the state the store
-    /// holds now).
-    pub fn start_with(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle) {
-        self.held.store(true, Ordering::SeqCst);
+    /// Connects `new`, in place of the running connection, with the
+    /// accounts `held`: a process taking over accounts' leases (or letting
+    /// some go), with the state the store holds now (offsets the last
+    /// holder saved). The accounts still held reconnect with the others.
+    pub fn start_with(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle, held: Held) {
+        self.set_held(Some(held));
         for task in self.swap_tasks(Vec::new()) {
             task.abort();
         }
+        runtime.connections().forget(self.name);
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
         self.start(runtime);
     }
 
-    /// Stops the connection because another process holds it now; a
-    /// reload no longer connects it, until [`PlatformSlot::start_with`].
-    pub fn let_go(&self) {
-        self.held.store(false, Ordering::SeqCst);
+    /// Stops the connection because other processes hold its accounts
+    /// now; a reload no longer connects it, until
+    /// [`PlatformSlot::start_with`]. `runtime`: whose connection states
+    /// forget its accounts (`None` before the runtime exists).
+    pub fn let_go(&self, runtime: Option<&RuntimeHandle>) {
+        self.set_held(None);
         self.stop();
+        if let Some(r) = runtime {
+            r.connections().forget(self.name);
+        }
     }
 
-    /// Whether this process may connect it (see `held`).
+    /// Whether this process connects any of its accounts.
     pub fn is_held(&self) -> bool {
-        self.held.load(Ordering::SeqCst)
+        self.held().is_some()
     }
 
     /// Replaces the connection: the old one says goodbye (at most
@@ -117,10 +135,10 @@ impl PlatformSlot {
         for task in self.swap_tasks(Vec::new()) {
             task.abort();
         }
+        // An account the reload removed is no longer shown.
+        runtime.connections().forget(self.name);
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
-        if self.is_held() {
-            self.start(runtime);
-        }
+        self.start(runtime);
     }
 
     /// The start banner's line for the current connection (or, when

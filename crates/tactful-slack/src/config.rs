@@ -138,6 +138,10 @@ impl PlatformConfig for SlackSettings {
         secrets(self)
     }
 
+    fn personas(&self) -> Vec<tactful_core::PersonaId> {
+        self.personas.iter().map(|p| p.id.clone()).collect()
+    }
+
     fn build(&self, cx: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
         let saved = cx.saved.get(crate::threads::STATE_KEY).map(String::as_str);
         Ok(std::sync::Arc::new(crate::SlackPlatform::new(

@@ -50,7 +50,7 @@ use futures::future::BoxFuture;
 use hyper_rustls::HttpsConnectorBuilder;
 use slack_morphism::prelude::*;
 use tactful_runtime::account::{HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, RuntimeHandle};
+use tactful_runtime::{Connected, Held, RuntimeHandle};
 
 use crate::allowance::WaitAllowance;
 use crate::threads::Threads;
@@ -230,16 +230,12 @@ impl Shared {
 }
 
 impl Connected for SlackPlatform {
-    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
-        if let Ok(mut r) = self.shared.runtime.lock() {
-            *r = Some(runtime);
-        }
-        (0..self.shared.settings.personas.len())
-            .map(|i| {
-                let shared = self.shared.clone();
-                tokio::spawn(async move { shared.keep_connected(i).await })
-            })
-            .collect()
+    fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
+        let shared = &self.shared;
+        let personas = shared.settings.personas.iter().map(|p| &p.id);
+        tactful_runtime::account::start_accounts(&shared.runtime, runtime, personas, held, |i, listening| {
+            Box::pin(shared.clone().keep_connected(i, listening))
+        })
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {

@@ -156,21 +156,26 @@ fn display_name(u: &SlackUser) -> String {
 }
 
 impl Shared {
-    /// Identifies persona `i`'s bot, checks its app-level token, then
-    /// listens until the service stops.
-    pub(crate) async fn keep_connected(self: Arc<Self>, i: usize) {
+    /// Identifies persona `i`'s bot, then, if this process holds it
+    /// (`listening`), checks its app-level token and listens until the
+    /// service stops.
+    pub(crate) async fn keep_connected(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::of(
+        let mut backoff = Backoff::of_held(
             &self.runtime,
             "Slack",
             persona.id.as_str(),
             self.settings.max_backoff,
+            listening,
         );
         loop {
             match self.identify(i).await {
                 Ok(()) => break,
                 Err(e) => backoff.wait(&e).await,
             }
+        }
+        if !listening {
+            return;
         }
         loop {
             match self.check_app_token(i).await {

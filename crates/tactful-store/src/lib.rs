@@ -51,7 +51,7 @@ pub use ops::{Op, PendingTurn};
 pub use postgres::announce::Announcer;
 pub use postgres::cluster::{
     Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS,
-    SPEND_CHANNEL, Waiting, connection_partition, listen, partition_key, partition_of,
+    SPEND_CHANNEL, Waiting, account_key, connection_partition, listen, partition_key, partition_of,
 };
 pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
 pub use shown::ShownMessage;

@@ -12,7 +12,8 @@ use tactful_core::{Message, RoomId};
 use tactful_store::testing::Schema;
 use tactful_store::{
     Announcer, Cluster, INBOX_CHANNEL, LIVE_CHANNEL, LoadLimits, Op, Reader, SPEND_CHANNEL, STATE_CHANNEL,
-    ShownChange, ShownKind, ShownMessage, Store, StoreError, WEB_CHANNEL, partition_key, partition_of,
+    ShownChange, ShownKind, ShownMessage, Store, StoreError, WEB_CHANNEL, account_key, partition_key,
+    partition_of,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -164,6 +165,68 @@ fn partitions_are_shared_out_and_shared_again_when_a_process_goes() {
     leaving.leave().expect("leaves");
     let held = settle(&mut all);
     assert_eq!(held.iter().map(Vec::len).collect::<Vec<_>>(), [6, 6]);
+}
+
+/// The bot accounts are a second set shared out on its own, with the
+/// leases the round's one heartbeat renewed: a process holding more than
+/// its share of partitions still gets its share of the accounts, and
+/// neither set counts against the other.
+#[test]
+fn accounts_are_shared_out_apart_from_the_partitions() {
+    let Some(schema) = Schema::new() else { return };
+    let parts: Vec<String> = (0..4).map(partition_key).collect();
+    let docs = tactful_core::PersonaId::new("docs");
+    let chef = tactful_core::PersonaId::new("chef");
+    let accounts = vec![account_key("telegram", &docs), account_key("telegram", &chef)];
+    assert_eq!(accounts[0], "account:telegram:docs");
+    let mut a = join(&schema, "a");
+    // Alone: a takes every partition and both accounts.
+    let renewed = a.heartbeat().expect("beats");
+    assert_eq!(
+        a.balance_with(&parts, &renewed).expect("balances").gained.len(),
+        4
+    );
+    let renewed = a.heartbeat().expect("beats");
+    let mine = a.balance_with(&accounts, &renewed).expect("balances");
+    assert_eq!(mine.gained.len(), 2);
+    assert!(mine.surplus.is_empty());
+
+    // b joins: a's second account (the greatest key) is above its share;
+    // once a lets it go, b takes it, and nothing of the partitions moves
+    // in this account round.
+    let mut b = join(&schema, "b");
+    let renewed = a.heartbeat().expect("beats");
+    assert_eq!(renewed.len(), 6, "one heartbeat renews both sets");
+    let mine = a.balance_with(&accounts, &renewed).expect("balances");
+    assert_eq!(
+        mine.surplus.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
+        ["account:telegram:docs"]
+    );
+    for l in &mine.surplus {
+        a.release(l).expect("lets go");
+    }
+    let renewed = b.heartbeat().expect("beats");
+    let theirs = b.balance_with(&accounts, &renewed).expect("balances");
+    assert_eq!(
+        theirs.gained.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
+        ["account:telegram:docs"]
+    );
+    assert_eq!(theirs.held.len(), 1, "no partition among b's accounts");
+
+    // a dies: b takes its account too once the lease runs out.
+    run_out(&schema, a.id());
+    let renewed = b.heartbeat().expect("beats");
+    let theirs = b.balance_with(&accounts, &renewed).expect("balances");
+    assert_eq!(theirs.held.len(), 2);
+    assert_eq!(
+        theirs
+            .gained
+            .iter()
+            .map(|l| (l.key.as_str(), l.epoch))
+            .collect::<Vec<_>>(),
+        [("account:telegram:chef", 2)],
+        "a new epoch for the new holder"
+    );
 }
 
 #[test]

@@ -249,6 +249,10 @@ impl PlatformConfig for TelegramSettings {
         secrets(self)
     }
 
+    fn personas(&self) -> Vec<tactful_core::PersonaId> {
+        self.personas.iter().map(|p| p.id.clone()).collect()
+    }
+
     fn warnings(&self, policies: &tactful_core::PolicyTable) -> Vec<String> {
         reaction_warnings(policies)
     }

@@ -39,7 +39,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_core::{PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce, Roll};
-use tactful_runtime::{Connected, Probe, RuntimeHandle};
+use tactful_runtime::{Connected, Held, Probe, RuntimeHandle};
 use teloxide_core::Bot;
 use teloxide_core::payloads::GetUpdatesSetters as _;
 use teloxide_core::requests::{Request as _, Requester as _};
@@ -209,20 +209,26 @@ impl Shared {
         self.known.read().map(|k| k.clone()).unwrap_or_default()
     }
 
-    async fn keep_polling(self: Arc<Self>, i: usize) {
+    /// Identifies persona `i`'s bot, then, if this process holds it
+    /// (`listening`), polls until the service stops.
+    async fn keep_polling(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
         let bot = self.bots[i].clone();
-        let mut backoff = Backoff::of(
+        let mut backoff = Backoff::of_held(
             &self.runtime,
             "Telegram",
             persona.id.as_str(),
             self.settings.max_backoff,
+            listening,
         );
         loop {
             match self.identify(&persona, &bot).await {
                 Ok(()) => break,
                 Err(e) => backoff.wait(&e).await,
             }
+        }
+        if !listening {
+            return;
         }
         self.wait_for_the_others().await;
         let mut offset = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.bot_id));
@@ -398,16 +404,12 @@ impl Shared {
 }
 
 impl Connected for TelegramPlatform {
-    fn start(&self, runtime: RuntimeHandle) -> Vec<tokio::task::JoinHandle<()>> {
-        if let Ok(mut r) = self.shared.runtime.lock() {
-            *r = Some(runtime);
-        }
-        (0..self.shared.settings.personas.len())
-            .map(|i| {
-                let shared = self.shared.clone();
-                tokio::spawn(async move { shared.keep_polling(i).await })
-            })
-            .collect()
+    fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
+        let shared = &self.shared;
+        let personas = shared.settings.personas.iter().map(|p| &p.id);
+        tactful_runtime::account::start_accounts(&shared.runtime, runtime, personas, held, |i, listening| {
+            Box::pin(shared.clone().keep_polling(i, listening))
+        })
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {

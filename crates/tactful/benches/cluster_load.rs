@@ -80,7 +80,7 @@ mod load {
     use serde_json::json;
     use tactful_store::testing::Schema;
 
-    use crate::cluster_setup::{Node, TOKEN, bot, config, holder, shares, start_node};
+    use crate::cluster_setup::{DOCS_ACCOUNT, Node, TOKEN, bot, config, holder, shares, start_node};
     use crate::telegram_double::Double;
 
     /// `n` processes sharing the partitions, one polling the bot.
@@ -91,7 +91,7 @@ mod load {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let held = shares(schema);
-            let polling = holder(schema, "platform:telegram").is_some_and(|p| pids.contains(&p));
+            let polling = holder(schema, DOCS_ACCOUNT).is_some_and(|p| pids.contains(&p));
             if held.len() == n && held.iter().sum::<usize>() == 256 && polling {
                 break;
             }

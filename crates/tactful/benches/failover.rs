@@ -53,7 +53,7 @@ mod failover {
     use tactful_store::partition_of;
     use tactful_store::testing::Schema;
 
-    use crate::cluster_setup::{TOKEN, bot, config, holder, shares, start_node};
+    use crate::cluster_setup::{DOCS_ACCOUNT, TOKEN, bot, config, holder, shares, start_node};
     use crate::telegram_double::Double;
 
     /// Waits (90 s at most) until `pids` hold all 256 partitions between
@@ -62,7 +62,7 @@ mod failover {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let held = shares(schema);
-            let polling = holder(schema, "platform:telegram").is_some_and(|p| pids.contains(&p));
+            let polling = holder(schema, DOCS_ACCOUNT).is_some_and(|p| pids.contains(&p));
             let total: usize = held.iter().sum();
             if held.len() == pids.len() && total == 256 && polling {
                 return;
@@ -105,7 +105,7 @@ mod failover {
             settled(&schema, &pids);
             // A room the process that does not poll owns: its death
             // stops that room alone, not the bot.
-            let poller = holder(&schema, "platform:telegram");
+            let poller = holder(&schema, DOCS_ACCOUNT);
             let (chat, owner) = (0..)
                 .map(|i| -5000 - i64::from(kill as u32) * 1000 - i)
                 .find_map(|chat| {

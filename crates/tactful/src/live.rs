@@ -423,36 +423,47 @@ impl Service {
     }
 }
 
-/// A platform's connections as one process at a time holds them (several
-/// processes on one store): connected from the state the store holds when
-/// the lease is taken (offsets and sync tokens saved by the last holder),
-/// disconnected when another process has it. A platform only its
-/// connection can post to (IRC) is held by the owner of its rooms.
+/// A platform's accounts as processes sharing the store hold them:
+/// connected from the state the store holds when their leases are taken
+/// (offsets and sync tokens saved by the last holder), disconnected when
+/// other processes hold them. Each Telegram, Discord or Slack account is
+/// leased on its own; a platform only its connection can post to (IRC,
+/// Matrix) is held by the owner of its rooms.
 fn leased(
     config: &Config,
     slot: &Arc<PlatformSlot>,
     runtime: tactful_runtime::RuntimeHandle,
 ) -> tactful_runtime::cluster::Leased {
-    slot.let_go();
+    use tactful_runtime::cluster::HeldBy;
+    slot.let_go(None);
     let name = slot.name();
-    let (starting, stopping) = (slot.clone(), slot.clone());
-    let config = config.clone();
-    tactful_runtime::cluster::Leased {
-        held_by: match tactful_store::connection_partition(name) {
-            Some(p) => tactful_runtime::cluster::HeldBy::Partition(p),
-            None => tactful_runtime::cluster::HeldBy::Lease(format!("platform:{name}")),
+    let held_by = match tactful_store::connection_partition(name) {
+        Some(p) => HeldBy::Partition(p),
+        None => HeldBy::Accounts {
+            platform: name.to_owned(),
+            personas: config
+                .platforms
+                .connected
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, settings)| settings.personas())
+                .unwrap_or_default(),
         },
-        start: Box::new(
-            move || match crate::registry::build_some(&config, &[name.to_owned()]) {
+    };
+    let (slot, config) = (slot.clone(), config.clone());
+    tactful_runtime::cluster::Leased {
+        held_by,
+        connect: Box::new(move |held| match held {
+            None => slot.let_go(Some(&runtime)),
+            Some(held) => match crate::registry::build_some(&config, &[name.to_owned()]) {
                 Ok(built) => {
                     if let Some((_, platform)) = built.into_iter().next() {
-                        starting.start_with(platform, runtime.clone());
+                        slot.start_with(platform, runtime.clone(), held);
                     }
                 }
                 Err(e) => tracing::error!("cannot connect {name}: {e:#}"),
             },
-        ),
-        stop: Box::new(move || stopping.let_go()),
+        }),
     }
 }
 

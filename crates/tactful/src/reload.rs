@@ -159,7 +159,9 @@ impl Reloader {
             }
             let running = self.service.platforms.iter().any(|s| s.name() == name.as_str());
             let wanted = config.platforms.connected.iter().any(|(n, _)| n == name);
-            if name == "web" || !running || !wanted {
+            // Sharing the store, a platform's accounts are leased from the
+            // config read at start: a reload cannot move them.
+            if name == "web" || !running || !wanted || config.cluster.is_some() {
                 restart_needed.push(format!("platforms.{name}"));
             } else {
                 rebuild.push(name.clone());

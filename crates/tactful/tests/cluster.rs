@@ -15,7 +15,9 @@ mod telegram_double;
 
 use std::time::{Duration, Instant};
 
-use cluster_setup::{TOKEN, alice, bot, config, config_with_web, group, holder, shares, wait_db};
+use cluster_setup::{
+    DOCS_ACCOUNT, TOKEN, alice, bot, config, config_with_web, group, holder, shares, wait_db,
+};
 use common::{
     Logs, Reaper, Socket, enter, free_port, run_tactful, run_tactful_logged, say, signal, spawn_with,
 };
@@ -126,7 +128,7 @@ async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
         s.len() == 3 && s.iter().sum::<usize>() == 256
     });
     wait_db("one process polling the bot", || {
-        holder(&schema, "platform:telegram").is_some_and(|p| pids(&nodes).contains(&p))
+        holder(&schema, DOCS_ACCOUNT).is_some_and(|p| pids(&nodes).contains(&p))
     });
 
     // A busy room: the one people write in most.
@@ -156,7 +158,7 @@ async fn three_processes_killed_in_turn_lose_nothing_and_answer_once() {
         ask(&double, &mut asked);
         // The victim: the poller, then the busy room's owner, in turn.
         let key = if kill % 2 == 0 {
-            "platform:telegram"
+            DOCS_ACCOUNT
         } else {
             busy_key.as_str()
         };

@@ -13,7 +13,7 @@ mod cluster_setup;
 mod common;
 mod telegram_double;
 
-use cluster_setup::{TOKEN, bot, config, holder, mention, shares, wait_db};
+use cluster_setup::{DOCS_ACCOUNT, TOKEN, bot, config, holder, mention, shares, wait_db};
 use common::{Reaper, free_port, metric, run_tactful};
 use tactful_core::RoomId;
 use tactful_store::partition_of;
@@ -72,7 +72,7 @@ async fn a_persona_budget_spent_on_one_process_is_counted_on_the_other() {
         s.len() == 2 && s.iter().sum::<usize>() == 256
     });
     wait_db("one of them polling the bot", || {
-        holder(&schema, "platform:telegram").is_some_and(|p| nodes.iter().any(|n| n.process.id() == p))
+        holder(&schema, DOCS_ACCOUNT).is_some_and(|p| nodes.iter().any(|n| n.process.id() == p))
     });
     // Two groups whose rooms different processes own.
     let key = |chat: i64| format!("partition:{}", partition_of(&RoomId::new(format!("tg:{chat}"))));

@@ -96,6 +96,12 @@ pub fn partition_key(n: u32) -> String {
     format!("partition:{n}")
 }
 
+/// The lease key of `persona`'s account on `platform` (its `[platforms]`
+/// key): one process at a time listens with it.
+pub fn account_key(platform: &str, persona: &PersonaId) -> String {
+    format!("account:{platform}:{persona}")
+}
+
 /// A lease as its holder knows it: what to carry on every write made under
 /// it ([`crate::Op::Fence`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -287,10 +293,19 @@ impl Cluster {
     /// free or expired keys up to it. Run every few seconds, the processes settle on
     /// shares that differ by one at most.
     pub fn balance(&mut self, keys: &[String]) -> Result<Balance, StoreError> {
-        let mut held: Vec<Lease> = self
-            .heartbeat()?
-            .into_iter()
+        let renewed = self.heartbeat()?;
+        self.balance_with(keys, &renewed)
+    }
+
+    /// [`Cluster::balance`] of another set of keys (the bot accounts'),
+    /// with the leases the round's [`Cluster::heartbeat`] renewed: each set
+    /// is shared out on its own, so the accounts spread over the processes
+    /// whatever the partitions do.
+    pub fn balance_with(&mut self, keys: &[String], renewed: &[Lease]) -> Result<Balance, StoreError> {
+        let mut held: Vec<Lease> = renewed
+            .iter()
             .filter(|l| keys.contains(&l.key))
+            .cloned()
             .collect();
         let members = self.members()?;
         let live = members.len().max(1);

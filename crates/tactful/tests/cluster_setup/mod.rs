@@ -15,6 +15,9 @@ use crate::telegram_double::{Bot, Double};
 /// The bot's token (the double accepts any; `${DOCS_TOKEN}` in the config).
 pub const TOKEN: &str = "7101:AAHdocs-cluster-token-secret";
 
+/// The lease of the bot's account: whichever process holds it polls.
+pub const DOCS_ACCOUNT: &str = "account:telegram:docs";
+
 /// The one bot, as the Bot API double knows it.
 pub fn bot() -> Bot {
     Bot {
