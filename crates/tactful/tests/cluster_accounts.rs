@@ -14,7 +14,7 @@ mod common;
 mod telegram_double;
 
 use cluster_setup::{DOCS_ACCOUNT, TOKEN, alice, bot, cluster_toml, group, holder, wait_db};
-use common::{Reaper, free_port, http_get, run_tactful};
+use common::{Logs, Reaper, free_port, http_get, run_tactful_logged};
 use serde_json::json;
 use tactful_store::testing::Schema;
 use telegram_double::{Bot, Double};
@@ -33,8 +33,9 @@ fn chef() -> Bot {
 }
 
 struct Node {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     process: Reaper,
+    logs: Logs,
     server: u16,
 }
 
@@ -58,14 +59,15 @@ fn start(url: &str, api_url: &str) -> Node {
         docs = persona("docs", "DOCS_TOKEN"),
         chef = persona("chef", "CHEF_TOKEN"),
     );
-    let process = run_tactful(
+    let (process, logs) = run_tactful_logged(
         dir.path(),
         &config,
         &[("DOCS_TOKEN", TOKEN), ("CHEF_TOKEN", CHEF_TOKEN)],
     );
     Node {
-        _dir: dir,
+        dir,
         process,
+        logs,
         server,
     }
 }
@@ -195,6 +197,22 @@ async fn two_bots_are_shared_out_over_two_processes_and_move_when_one_dies() {
     wait_db("the survivor reporting the bot it kept", || {
         listening(&nodes[0]).len() == 1 && listening(&nodes[1]).len() == 1
     });
+
+    // A reload cannot move the bots (they are leased from the config read
+    // at start): a change to the platform waits for a restart.
+    let cfg = nodes[0].dir.path().join("tactful.toml");
+    let text = std::fs::read_to_string(&cfg).expect("config");
+    let changed = text.replace("poll_timeout_secs = 1", "poll_timeout_secs = 2");
+    assert_ne!(changed, text);
+    std::fs::write(&cfg, changed).expect("config");
+    common::hup(nodes[0].process.id());
+    let said = nodes[0]
+        .logs
+        .wait_for("the reload", |l| l.contains("config reloaded"));
+    assert!(
+        said.contains("apply only after a restart: platforms.telegram"),
+        "{said}"
+    );
 
     // Nothing answered twice, nothing else said.
     let said: Vec<String> = double
