@@ -40,6 +40,11 @@ use crate::persist::Saver;
 use crate::platform::{OutMessage, Platform, PlatformError};
 use crate::runtime::wall_clock;
 
+/// What a placeholder says before any text is ready: a platform that
+/// hears its own personas' posts (Slack shows an app every message in
+/// its channels) tells a placeholder from an answer by it.
+pub const PLACEHOLDER: &str = "…";
+
 /// Delivery settings.
 #[derive(Clone, Debug)]
 pub struct DeliveryConfig {
@@ -53,7 +58,7 @@ impl Default for DeliveryConfig {
     fn default() -> Self {
         DeliveryConfig {
             edit_interval: Duration::from_millis(1000),
-            placeholder: "…".to_owned(),
+            placeholder: PLACEHOLDER.to_owned(),
         }
     }
 }

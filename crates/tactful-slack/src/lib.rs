@@ -39,6 +39,7 @@ pub mod config;
 pub mod inbound;
 mod listen;
 pub mod mrkdwn;
+mod own;
 mod send;
 pub mod threads;
 

@@ -11,6 +11,7 @@ use tactful_runtime::account::Backoff;
 use tokio::time::Instant;
 
 use crate::inbound::{self, KnownBot, Raw, Seen, to_message};
+use crate::own::{Own, own_change};
 use crate::{Client, Identity, Person, Shared, send};
 
 /// How long a bot waits for the others to say who they are.
@@ -312,6 +313,26 @@ impl Shared {
         self.client.open_session(&self.tokens[i])
     }
 
+    /// A persona's own post, edit or deletion, heard: the thread state
+    /// follows it, as the send path's does where the post was made (see
+    /// [`crate::own`]). Every app of this process hears it: following it
+    /// twice changes nothing.
+    fn follow_own(&self, ev: &SlackMessageEvent) {
+        let Some(own) = own_change(ev, &self.known_bots(), tactful_runtime::PLACEHOLDER) else {
+            return;
+        };
+        self.update_threads(|t| match &own {
+            Own::Posted {
+                channel,
+                ts,
+                thread,
+                answer,
+            } => t.posted(channel, ts, thread.as_deref(), *answer),
+            Own::Edited { channel, ts, answer } => *answer && t.answered(channel, ts),
+            Own::Deleted { channel, ts } => t.deleted(channel, ts),
+        });
+    }
+
     fn known_bots(&self) -> Vec<KnownBot> {
         let bots = self.bots.read().map(|b| b.clone()).unwrap_or_default();
         self.settings
@@ -423,7 +444,10 @@ impl Shared {
         arrived: Instant,
     ) -> Result<(), NotTaken> {
         let (raw, mention_event) = match &ev.event {
-            SlackEventCallbackBody::Message(m) => (inbound::from_message(m), false),
+            SlackEventCallbackBody::Message(m) => {
+                self.follow_own(m);
+                (inbound::from_message(m), false)
+            }
             SlackEventCallbackBody::AppMention(m) => (inbound::from_app_mention(m), true),
             SlackEventCallbackBody::Unknown(v) => {
                 let kind = v["type"].as_str().unwrap_or_default();

@@ -116,12 +116,18 @@ impl Threads {
     /// `answer` unless it is a placeholder. Whether the state to save
     /// changed (only answers change it: a placeholder is saved with the
     /// answer it becomes).
+    /// Told twice (the send path, then the listener hearing the post),
+    /// nothing changes the second time.
     pub fn posted(&mut self, channel: &str, ts: &str, thread: Option<&str>, answer: bool) -> bool {
         let Some(th) = thread else {
             // Not knowing a message is the same as knowing it is not in a
             // thread: nothing to save.
             return false;
         };
+        if self.thread_of.get(&at(channel, ts)).map(String::as_str) == Some(th) {
+            // Known already: at most it became an answer.
+            return answer && self.answered(channel, ts);
+        }
         self.thread_of.insert(at(channel, ts), th.to_owned());
         self.saved
             .posted
@@ -236,6 +242,29 @@ mod tests {
         assert!(!t.deleted("C1", "9.9"), "not ours");
         // Posts at the channel's root are not saved.
         assert!(!t.posted("C1", "5.0", None, true));
+    }
+
+    /// The send path and the listener both tell of one post (in either
+    /// order, when processes share a store): told twice, it counts once,
+    /// and deleting it gives the thread back to the answer before it.
+    #[test]
+    fn a_post_told_twice_counts_once() {
+        let mut t = Threads::default();
+        assert!(t.posted("C1", "2.0", Some("1.0"), true));
+        assert!(t.posted("C1", "3.0", Some("1.0"), true));
+        assert!(!t.posted("C1", "3.0", Some("1.0"), true), "nothing new");
+        assert_eq!(t.reply_to("C1", "1.0"), "3.0");
+        assert!(t.deleted("C1", "3.0"));
+        assert_eq!(t.reply_to("C1", "1.0"), "2.0", "not itself again");
+        // A placeholder heard, then told of as the answer it became.
+        assert!(!t.posted("C1", "4.0", Some("1.0"), false));
+        assert!(t.posted("C1", "4.0", Some("1.0"), true));
+        assert_eq!(t.reply_to("C1", "1.0"), "4.0");
+        assert_eq!(
+            t.saved.posted.iter().filter(|(_, ts, _)| ts == "3.0").count(),
+            1,
+            "saved once"
+        );
     }
 
     #[test]

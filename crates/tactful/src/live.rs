@@ -310,7 +310,7 @@ impl Service {
                 agents: agents.clone(),
                 delivery: DeliveryConfig {
                     edit_interval: config.runtime.edit_interval,
-                    placeholder: "…".to_owned(),
+                    placeholder: tactful_runtime::PLACEHOLDER.to_owned(),
                 },
                 shutdown_grace: config.runtime.shutdown_grace,
                 store: Some(store),

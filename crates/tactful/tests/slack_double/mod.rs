@@ -682,8 +682,9 @@ fn answer(s: &mut Inner, url: &str, method: &str, token: &str, args: &Value) -> 
             s.broadcast(&ts, &ev, &all);
             (StatusCode::OK, ok(serde_json::to_value(r).expect("serialisable")))
         }
-        ("chat.update" | "chat.delete", _, Some(_)) => {
+        ("chat.update" | "chat.delete", _, Some(app)) => {
             let (channel, ts) = (arg("channel"), arg("ts"));
+            let (user, bot_id) = (s.apps[app].user.clone(), s.apps[app].bot_id.clone());
             let Some(m) = s
                 .messages
                 .iter_mut()
@@ -694,18 +695,34 @@ fn answer(s: &mut Inner, url: &str, method: &str, token: &str, args: &Value) -> 
             if m.token.as_deref() != Some(token) {
                 return (StatusCode::OK, failed("cant_update_message"));
             }
-            let subtype = if method == "chat.update" {
+            // As Slack sends them: the message as it is now (`message`,
+            // on an edit) and as it was (`previous_message`), each with
+            // its author and thread; a deletion names the message by
+            // `deleted_ts`.
+            let as_shown = |m: &Shown| {
+                let mut v =
+                    json!({"type": "message", "text": m.text, "ts": m.ts, "user": user, "bot_id": bot_id});
+                if let Some(t) = &m.thread_ts {
+                    v["thread_ts"] = json!(t);
+                }
+                v
+            };
+            let previous = as_shown(m);
+            let (subtype, current) = if method == "chat.update" {
                 m.text = arg("text");
-                "message_changed"
+                ("message_changed", Some(as_shown(m)))
             } else {
                 m.deleted = true;
-                "message_deleted"
+                ("message_deleted", None)
             };
             let text = m.text.clone();
             let now = s.ts();
-            let ev = json!({"type": "message", "subtype": subtype, "channel": channel, "ts": now,
-                            "hidden": true, "deleted_ts": ts,
-                            "message": {"type": "message", "text": text, "ts": ts}});
+            let mut ev = json!({"type": "message", "subtype": subtype, "channel": channel, "ts": now,
+                                "hidden": true, "previous_message": previous});
+            match current {
+                Some(c) => ev["message"] = c,
+                None => ev["deleted_ts"] = json!(ts),
+            }
             let all = s.all_apps();
             s.broadcast(&now, &ev, &all);
             (

@@ -1,0 +1,158 @@
+//! Slack across processes: two `tactful run` processes on one PostgreSQL
+//! database and the Slack double. One process listens with the persona's
+//! app; a channel owned by the other is answered by that one, over the
+//! Web API, in a thread under the question. A follow-up in that thread
+//! without a mention is heard by the listener, which knows the thread is
+//! the persona's from the answer's own event (not from a post it made
+//! itself), so the persona answers it too; a silent turn's placeholder,
+//! posted and deleted by the owner, leaves the thread the persona's.
+
+#![cfg(feature = "slack")]
+
+mod common;
+#[path = "cluster_setup/leases.rs"]
+mod leases;
+mod slack_double;
+
+use common::{Reaper, run_tactful};
+use leases::{cluster_toml, holder, shares, wait_db};
+use slack_double::{App, Double, in_thread, message};
+use tactful_core::RoomId;
+use tactful_store::testing::Schema;
+use tactful_store::{partition_key, partition_of};
+
+const DOCS_BOT: &str = "xoxb-1-docs-cluster-secret";
+const DOCS_APP: &str = "xapp-1-A0DOCS-docs-cluster-secret";
+const DOCS: usize = 0;
+const ALICE: &str = "U0ALICE";
+const BOB: &str = "U0BOB";
+
+fn config(url: &str, api: &str) -> String {
+    format!(
+        r##"
+{cluster}
+
+[platforms.slack]
+api_url = "{api}/api"
+
+[[persona]]
+id = "docs"
+agent = "docs"
+slack = {{ bot_token = "${{DOCS_BOT}}", app_token = "${{DOCS_APP}}" }}
+
+[agents.docs]
+kind = "script"
+rules = [
+  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
+  {{ when = "", reply = "docs answers {{msg_id}}" }},
+]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+"##,
+        cluster = cluster_toml(url, 2),
+    )
+}
+
+/// Waits until docs's answer `text` is in `channel`, in the thread under
+/// `parent`, and its owner has recorded where it went (a follow-up
+/// replying to it is known to reply to docs from then on); checks it is
+/// there once.
+async fn answered(schema: &Schema, double: &Double, channel: &str, parent: &str, text: &str) {
+    double
+        .wait_until(&format!("{text:?} under {parent}"), |d| {
+            d.bot_messages(channel)
+                .iter()
+                .any(|m| m.thread_ts.as_deref() == Some(parent) && m.text == text && !m.deleted)
+        })
+        .await;
+    let found = double
+        .bot_messages(channel)
+        .into_iter()
+        .filter(|m| m.text == text && !m.deleted)
+        .count();
+    assert_eq!(found, 1, "{text:?} once");
+    let ts = double
+        .bot_messages(channel)
+        .into_iter()
+        .find(|m| m.text == text)
+        .expect("the answer")
+        .ts;
+    wait_db("the answer's Slack id on record", || {
+        schema
+            .column(&format!("SELECT id FROM messages WHERE platform_id = '{ts}'"))
+            .is_ok_and(|ids| ids.len() == 1)
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_answered_by_one_process_is_followed_by_the_one_listening() {
+    let Some(schema) = Schema::new() else { return };
+    let double = Double::start(
+        vec![App {
+            app_id: "A0DOCS".into(),
+            bot_token: DOCS_BOT.into(),
+            app_token: DOCS_APP.into(),
+            user: "U0DOCSBOT".into(),
+            bot_id: "B0DOCS".into(),
+            name: "docs-bot".into(),
+        }],
+        &[(ALICE, "Alice"), (BOB, "Bob")],
+    )
+    .await;
+    let text = config(&schema.url, &double.url);
+    let nodes: Vec<(tempfile::TempDir, Reaper)> = (0..2)
+        .map(|_| {
+            let d = tempfile::tempdir().expect("temp dir");
+            let p = run_tactful(d.path(), &text, &[("DOCS_BOT", DOCS_BOT), ("DOCS_APP", DOCS_APP)]);
+            (d, p)
+        })
+        .collect();
+    wait_db("two processes sharing the partitions", || {
+        let s = shares(&schema);
+        s.len() == 2 && s.iter().sum::<usize>() == 256
+    });
+    wait_db("one of them listening with docs's app", || {
+        holder(&schema, "account:slack:docs").is_some_and(|p| nodes.iter().any(|n| n.1.id() == p))
+    });
+    double
+        .wait_until("docs's app on Socket Mode", |d| d.connected(DOCS))
+        .await;
+    let listener = holder(&schema, "account:slack:docs").expect("held");
+    // A channel whose room the other process owns.
+    let channel = (0..1000)
+        .map(|i| format!("C0TEAM{i}"))
+        .find(|c| {
+            let key = partition_key(partition_of(&RoomId::new(format!("slack:{c}"))));
+            holder(&schema, &key).is_some_and(|owner| owner != listener)
+        })
+        .expect("a channel the listener does not own");
+
+    let q = double.post(&[DOCS], message(&channel, ALICE, "<@U0DOCSBOT> how do I reset?"));
+    answered(&schema, &double, &channel, &q, &format!("docs answers {q}")).await;
+
+    // A follow-up in docs's thread, mentioning nobody: addressed to docs.
+    let r = double.post(&[DOCS], in_thread(message(&channel, BOB, "and then?"), &q));
+    answered(&schema, &double, &channel, &q, &format!("docs answers {r}")).await;
+
+    // One docs leaves unanswered: its placeholder comes and goes (the
+    // reaction says it read it), and the thread stays docs's.
+    let hush = double.post(&[DOCS], in_thread(message(&channel, BOB, "never mind"), &q));
+    double
+        .wait_until("the silent turn's placeholder deleted", |d| {
+            d.calls()
+                .iter()
+                .any(|c| c.method == "chat.delete" && c.status == 200)
+        })
+        .await;
+    double
+        .wait_until("docs's :eyes: on the follow-up it leaves", |d| {
+            d.calls().iter().any(|c| {
+                c.method == "reactions.add" && c.body["timestamp"] == hush.as_str() && c.status == 200
+            })
+        })
+        .await;
+    let again = double.post(&[DOCS], in_thread(message(&channel, BOB, "one more thing"), &q));
+    answered(&schema, &double, &channel, &q, &format!("docs answers {again}")).await;
+}
