@@ -723,7 +723,7 @@ fn follow(leased: &Leased, held: &mut BTreeMap<String, Lease>, now: BTreeMap<Str
         tracing::info!(connection = %leased.held_by, ?lost, "other processes hold these connections now: disconnected here");
         (leased.connect)(None);
     } else {
-        tracing::info!(connection = %leased.held_by, ?gained, ?lost, "this process holds these connections now: connecting");
+        tracing::info!(connection = %leased.held_by, ?gained, ?lost, "the connections this process holds changed: connecting those held now");
         (leased.connect)(Some(leased.held_by.held(&now)));
     }
     *held = now;

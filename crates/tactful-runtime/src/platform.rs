@@ -183,7 +183,7 @@ pub trait Connected: Platform {
     /// `runtime`; the tasks run (reconnecting as needed) until aborted.
     /// Every other account is only identified (its bot id and username,
     /// without listening), so a mention of a bot another process listens
-    /// with is still recognised here. A platform whose connection is held
+    /// with is still recognised in what this one hears. A platform whose connection is held
     /// with its rooms' partition (IRC, Matrix: see
     /// `tactful_store::CONNECTION_BOUND`) is always given [`Held::Every`].
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>>;
