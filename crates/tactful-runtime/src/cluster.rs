@@ -114,8 +114,10 @@ pub struct Leased {
     /// store holds now (offsets the last holder saved), in place of what
     /// was connected; `None`: disconnects at once, other processes hold
     /// them all. Called on the coordinator's thread, inside the runtime,
-    /// each time what this process holds changes.
-    pub connect: Box<dyn Fn(Option<Held>) + Send>,
+    /// each time what this process holds changes. Whether it did: one
+    /// that could not (the store could not be read) leaves the old
+    /// connection running, and is asked again at the next round.
+    pub connect: Box<dyn Fn(Option<Held>) -> bool + Send>,
 }
 
 /// What gives a process a platform's accounts.
@@ -619,6 +621,7 @@ impl State {
         } else {
             self.cluster.balance_with(&keys, renewed)?
         };
+        let mut stuck: HashSet<String> = HashSet::new();
         for i in 0..self.connections.len() {
             let now: BTreeMap<String, Lease> = match &self.connections[i].0.held_by {
                 HeldBy::Accounts { .. } => {
@@ -633,10 +636,14 @@ impl State {
                 HeldBy::Partition(p) => self.partition_lease(*p),
             };
             let (leased, held) = &mut self.connections[i];
-            follow(leased, held, now);
+            if !follow(leased, held, now) {
+                stuck.extend(leased.held_by.account_keys());
+            }
         }
-        // Disconnected above: another process may listen with them now.
-        for lease in &accounts.surplus {
+        // Disconnected above: another process may listen with them now
+        // (not those of a platform that could not connect again without
+        // them: still listened with here).
+        for lease in accounts.surplus.iter().filter(|l| !stuck.contains(&l.key)) {
             tracing::info!(account = %lease.key, "above this process's share of the accounts: let go");
             self.cluster.release(lease)?;
         }
@@ -704,10 +711,12 @@ impl State {
 /// Connects or disconnects `leased` as its leases now stand: `held` are
 /// the leases it is connected under, `now` those this process holds. Any
 /// change (an account gained or lost, a lease lost and taken again with
-/// a new epoch) connects again with what is held now.
-fn follow(leased: &Leased, held: &mut BTreeMap<String, Lease>, now: BTreeMap<String, Lease>) {
+/// a new epoch) connects again with what is held now. Whether it is
+/// connected as `now` says (`false`: connecting failed, `held` is kept,
+/// the next call tries again).
+fn follow(leased: &Leased, held: &mut BTreeMap<String, Lease>, now: BTreeMap<String, Lease>) -> bool {
     if *held == now {
-        return;
+        return true;
     }
     let lost: Vec<&str> = held
         .iter()
@@ -719,14 +728,17 @@ fn follow(leased: &Leased, held: &mut BTreeMap<String, Lease>, now: BTreeMap<Str
         .filter(|(k, l)| held.get(*k) != Some(l))
         .map(|(k, _)| k.as_str())
         .collect();
-    if now.is_empty() {
+    let done = if now.is_empty() {
         tracing::info!(connection = %leased.held_by, ?lost, "other processes hold these connections now: disconnected here");
-        (leased.connect)(None);
+        (leased.connect)(None)
     } else {
         tracing::info!(connection = %leased.held_by, ?gained, ?lost, "the connections this process holds changed: connecting those held now");
-        (leased.connect)(Some(leased.held_by.held(&now)));
+        (leased.connect)(Some(leased.held_by.held(&now)))
+    };
+    if done {
+        *held = now;
     }
-    *held = now;
+    done
 }
 
 /// The partition a lease key names.
@@ -744,17 +756,12 @@ mod tests {
     /// (the partition's lease ran out first) waits in the inbox: when this
     /// process takes the partition anew, it is handed again, not taken for
     /// one already in hand.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_retaken() {
-        let Some(schema) = tactful_store::testing::Schema::new() else {
-            return;
-        };
-        let at = schema.location();
-        let (engine, mut events) = mpsc::unbounded_channel();
+    /// A coordinator's state on the database at `at`, not running.
+    fn state(at: &Location, engine: mpsc::UnboundedSender<Event>) -> State {
         let (tenure, _) = watch::channel(None);
-        let mut state = State {
-            cluster: Cluster::join(&at, "t", Duration::from_secs(10)).expect("joins"),
-            store: Store::open_at(&at).expect("opens"),
+        State {
+            cluster: Cluster::join(at, "t", Duration::from_secs(10)).expect("joins"),
+            store: Store::open_at(at).expect("opens"),
             limits: LoadLimits {
                 history: 10,
                 own_ids: 10,
@@ -771,7 +778,91 @@ mod tests {
             handovers: Vec::new(),
             tokio: tokio::runtime::Handle::current(),
             spend_told: None,
+        }
+    }
+
+    /// A platform whose reconnection fails (its saved state could not be
+    /// read) keeps what it had: the accounts it still listens with are not
+    /// let go to another process, one it gained is asked for again at the
+    /// next round, and once it connects the surplus goes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn accounts_a_platform_could_not_reconnect_without_stay_until_it_can() {
+        let Some(schema) = tactful_store::testing::Schema::new() else {
+            return;
         };
+        let at = schema.location();
+        let (engine, _events) = mpsc::unbounded_channel();
+        let mut state = state(&at, engine);
+        let asked = Arc::new(std::sync::Mutex::new(Vec::<Option<Held>>::new()));
+        let works = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (log, ok) = (asked.clone(), works.clone());
+        let personas = vec![PersonaId::new("chef"), PersonaId::new("docs")];
+        state.connections.push((
+            Leased {
+                held_by: HeldBy::Accounts {
+                    platform: "telegram".into(),
+                    personas: personas.clone(),
+                },
+                connect: Box::new(move |held| {
+                    log.lock().expect("log").push(held);
+                    ok.load(std::sync::atomic::Ordering::SeqCst)
+                }),
+            },
+            BTreeMap::new(),
+        ));
+        let every = Held::Only(personas.iter().cloned().collect());
+        let holder = |key: &str| {
+            schema
+                .column(&format!(
+                    "SELECT holder FROM leases WHERE key = '{key}' AND expires_at > now()"
+                ))
+                .expect("reads")
+                .into_iter()
+                .flatten()
+                .next()
+        };
+        let me = state.cluster.id().to_owned();
+
+        // Alone: both accounts taken; connecting fails, so it is asked
+        // again next round, and then works.
+        state.round().expect("a round");
+        state.round().expect("a round");
+        works.store(true, std::sync::atomic::Ordering::SeqCst);
+        state.round().expect("a round");
+        state.round().expect("a round");
+        assert_eq!(
+            *asked.lock().expect("log"),
+            [Some(every.clone()), Some(every.clone()), Some(every.clone())],
+            "asked until connected, then left alone"
+        );
+
+        // Another process joins: docs is above this one's share, but the
+        // platform cannot reconnect without it, so docs is kept.
+        let _other = Cluster::join(&at, "other", Duration::from_secs(10)).expect("joins");
+        works.store(false, std::sync::atomic::Ordering::SeqCst);
+        state.round().expect("a round");
+        assert_eq!(holder("account:telegram:docs"), Some(me.clone()), "not let go");
+        let chef_only = Held::Only([PersonaId::new("chef")].into_iter().collect());
+        assert_eq!(asked.lock().expect("log").last(), Some(&Some(chef_only.clone())));
+        works.store(true, std::sync::atomic::Ordering::SeqCst);
+        state.round().expect("a round");
+        assert_eq!(
+            holder("account:telegram:docs"),
+            None,
+            "let go once chef alone is connected"
+        );
+        assert_eq!(holder("account:telegram:chef"), Some(me));
+        assert_eq!(asked.lock().expect("log").len(), 5);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_retaken() {
+        let Some(schema) = tactful_store::testing::Schema::new() else {
+            return;
+        };
+        let at = schema.location();
+        let (engine, mut events) = mpsc::unbounded_channel();
+        let mut state = state(&at, engine);
         let msg = Message::new("m1", "lobby", "alice", "@docs hi", Timestamp::from_millis(1));
         let part = partition_of(&msg.room);
         assert!(state.cluster.put(&msg).expect("put"));

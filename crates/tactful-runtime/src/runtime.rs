@@ -501,7 +501,7 @@ impl Runtime {
             Some(c) => c.hold(connections),
             None => {
                 for c in connections {
-                    (c.connect)(Some(crate::platform::Held::Every));
+                    let _ = (c.connect)(Some(crate::platform::Held::Every));
                 }
             }
         }

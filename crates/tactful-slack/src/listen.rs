@@ -213,13 +213,15 @@ impl Shared {
             tracing::error!(persona = %persona.id, "Slack: {why}");
             return;
         }
+        // Before `start`: a task stopped while the sockets open (another
+        // process took the app over) shuts them down too.
+        let _stop = ShutdownOnDrop(listener.clone());
         tracing::info!(persona = %persona.id, "Slack: opening Socket Mode");
         listener.start().await;
         backoff.connected();
         if let Ok(mut l) = self.listeners.lock() {
-            l.push(listener.clone());
+            l.push(listener);
         }
-        let _stop = ShutdownOnDrop(listener);
         std::future::pending::<()>().await;
     }
 

@@ -25,7 +25,8 @@ pub enum Own {
         thread: Option<String>,
         answer: bool,
     },
-    /// Edited; `answer` once it holds more than the placeholder.
+    /// Edited; `answer` when a placeholder became an answer (an edit of
+    /// an answer, a link preview Slack added, changes nothing).
     Edited {
         channel: String,
         ts: String,
@@ -72,10 +73,15 @@ pub fn own_change(ev: &SlackMessageEvent, bots: &[KnownBot], placeholder: &str) 
         }
         Some(SlackMessageEventType::MessageChanged) => {
             let now = ev.message.as_ref()?;
+            let was_placeholder = ev
+                .previous_message
+                .as_ref()
+                .and_then(|p| p.content.as_ref()?.text.as_ref())
+                .is_some_and(|t| t.trim() == placeholder);
             is_persona(&now.sender, bots).then(|| Own::Edited {
                 channel,
                 ts: now.ts.to_string(),
-                answer: is_answer(now.content.as_ref().and_then(|c| c.text.as_ref())),
+                answer: was_placeholder && is_answer(now.content.as_ref().and_then(|c| c.text.as_ref())),
             })
         }
         Some(SlackMessageEventType::MessageDeleted) => {
@@ -147,6 +153,22 @@ mod tests {
                 channel: "C1".into(),
                 ts: "2.0".into(),
                 answer: true
+            })
+        );
+        // An answer edited again (or given a link preview): not an
+        // answer anew, so the thread does not move back to it.
+        let again = event(
+            json!({"type": "message", "subtype": "message_changed", "channel": "C1",
+            "ts": "9.5", "hidden": true,
+            "message": {"type": "message", "ts": "2.0", "bot_id": "B0DOCS", "text": "done, see https://x"},
+            "previous_message": {"type": "message", "ts": "2.0", "bot_id": "B0DOCS", "text": "done"}}),
+        );
+        assert_eq!(
+            own_change(&again, &b, "…"),
+            Some(Own::Edited {
+                channel: "C1".into(),
+                ts: "2.0".into(),
+                answer: false
             })
         );
         let deleted = event(

@@ -454,14 +454,22 @@ fn leased(
     tactful_runtime::cluster::Leased {
         held_by,
         connect: Box::new(move |held| match held {
-            None => slot.let_go(Some(&runtime)),
+            None => {
+                slot.let_go(Some(&runtime));
+                true
+            }
             Some(held) => match crate::registry::build_some(&config, &[name.to_owned()]) {
-                Ok(built) => {
-                    if let Some((_, platform)) = built.into_iter().next() {
+                Ok(built) => match built.into_iter().next() {
+                    Some((_, platform)) => {
                         slot.start_with(platform, runtime.clone(), held);
+                        true
                     }
+                    None => false,
+                },
+                Err(e) => {
+                    tracing::error!("cannot connect {name} (trying again at the next round): {e:#}");
+                    false
                 }
-                Err(e) => tracing::error!("cannot connect {name}: {e:#}"),
             },
         }),
     }

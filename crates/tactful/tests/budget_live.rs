@@ -53,7 +53,10 @@ async fn calls_are_settled_with_reported_usage_and_the_spend_survives_a_kill() {
     let (web, server, model) = (free_port(), free_port(), model_server());
     let text = config(web, server, model, &store);
     let (tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
-    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    // The last banner line: the web room and the server both listen.
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
 
     for (i, question) in ["@Docs which button resets it?", "@Docs and the blue one?"]
@@ -98,7 +101,9 @@ async fn calls_are_settled_with_reported_usage_and_the_spend_survives_a_kill() {
     // kill -9 and start again: the spend is read back.
     drop(tactful);
     let (tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
-    logs.wait_for("the banner again", |l| l.contains(&format!("127.0.0.1:{web}")));
+    logs.wait_for("the banner again", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
     say(
         &mut ws,

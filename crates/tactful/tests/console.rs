@@ -52,7 +52,10 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
     let store = dir.path().join("tactful.db");
     let (web, server) = (free_port(), free_port());
     let (tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
-    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    // The last banner line: the web room and the server both listen.
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
     say(
         &mut ws,
@@ -232,7 +235,9 @@ async fn the_console_api_shows_decisions_and_refuses_what_it_should() {
 
     // After a restart, the decisions are still there.
     let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
-    logs.wait_for("the banner again", |l| l.contains(&format!("127.0.0.1:{web}")));
+    logs.wait_for("the banner again", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let again = json_of(&get(server, "/console/api/decisions?room=lobby&limit=50").1);
     assert!(
         again["decisions"]
@@ -282,7 +287,10 @@ async fn a_policy_set_in_the_console_applies_at_once_and_survives_a_restart() {
     let auth = format!("Bearer {TOKEN}");
     let h = [("Authorization", auth.as_str())];
     let (tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
-    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    // The last banner line: the web room and the server both listen.
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
 
     // mention → all, for the lobby only.
@@ -346,7 +354,9 @@ async fn a_policy_set_in_the_console_applies_at_once_and_survives_a_restart() {
     // After a restart (kill -9), still set.
     drop(tactful);
     let (tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
-    logs.wait_for("the banner again", |l| l.contains(&format!("127.0.0.1:{web}")));
+    logs.wait_for("the banner again", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Bob").await;
     say(
         &mut ws,
@@ -396,7 +406,10 @@ async fn the_default_layer_set_in_the_console_reaches_every_room() {
     let auth = format!("Bearer {TOKEN}");
     let h = [("Authorization", auth.as_str())];
     let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
-    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    // The last banner line: the web room and the server both listen.
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
     say(
         &mut ws,

@@ -86,7 +86,10 @@ async fn the_console_shows_calls_tokens_errors_and_costs_live_and_after_a_restar
     let (web, server, model) = (free_port(), free_port(), model_server());
     let text = config(web, server, model, &store);
     let (tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
-    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    // The last banner line: the web room and the server both listen.
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let feed = live(server, TOKEN, "room=lobby");
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
 
@@ -213,7 +216,9 @@ async fn the_console_shows_calls_tokens_errors_and_costs_live_and_after_a_restar
     // After a kill -9 and a start, the calls are read back from the store.
     drop(tactful);
     let (tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
-    logs.wait_for("the banner again", |l| l.contains(&format!("127.0.0.1:{web}")));
+    logs.wait_for("the banner again", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let calls = json_of(&get(server, "/console/api/calls?room=lobby").1);
     assert_eq!(calls["calls"].as_array().map(Vec::len), Some(2), "{calls}");
     assert_eq!(calls["calls"][1]["cached_tokens"], 100);

@@ -39,7 +39,10 @@ async fn a_reaction_survives_a_kill() {
     let (web, server) = (free_port(), free_port());
     let text = config(web, server, &store);
     let (tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
-    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{web}")));
+    // The last banner line: the web room and the server both listen.
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let url = format!("ws://127.0.0.1:{web}/ws");
     let mut alice = enter(&url, "Alice").await;
     say(
@@ -62,7 +65,9 @@ async fn a_reaction_survives_a_kill() {
 
     drop(tactful);
     let (tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
-    logs.wait_for("the banner again", |l| l.contains(&format!("127.0.0.1:{web}")));
+    logs.wait_for("the banner again", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
     let mut carol = enter(&url, "Carol").await;
     let history = event(&mut carol, |v| v["type"] == "history").await;
     let shown = history["messages"]
