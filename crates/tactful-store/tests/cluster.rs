@@ -629,7 +629,12 @@ fn a_persona_s_spend_is_summed_for_the_other_processes() {
     let big = read(&mut a, &[], 100_000 + hour);
     assert_eq!(big.len(), 1);
     assert!(big[0].2 > 1 << 60, "{big:?}");
-    assert!(rx.try_recv().is_ok(), "each batch announced");
+    // Awaited: a notification arrives after its commit, not with it.
+    assert_eq!(
+        next_notes(&mut rx, 2),
+        [p_lobby.to_string(), p_lobby.to_string()],
+        "each batch announced"
+    );
 }
 
 #[test]
