@@ -50,6 +50,7 @@ async fn a_reply_sent_before_the_connection_is_up_goes_out_once_it_is() {
                     key: None,
                     placeholder: false,
                     follows: None,
+                    first_replied_to: None,
                 })
                 .await
         })

@@ -422,6 +422,7 @@ impl RoomDelivery {
             key: Some(&key),
             placeholder: true,
             follows: None,
+            first_replied_to: None,
         };
         self.send_once_or_twice("posting a placeholder", msg).await.ok()
     }
@@ -664,6 +665,7 @@ impl RoomDelivery {
             key: Some(key),
             placeholder: false,
             follows,
+            first_replied_to: follows.and(out.reply_to.as_ref()),
         };
         self.send_once_or_twice("sending a reply", msg).await
     }

@@ -171,6 +171,11 @@ pub struct OutMessage<'a> {
     /// (Slack answers in a thread under the message answered), the part
     /// goes where the first one went, not to the channel. `None` otherwise.
     pub follows: Option<&'a MsgId>,
+    /// For a later part: what the reply's first part replied to, so a
+    /// process with no record of where the first part went (another
+    /// process posted it, before dying) can still tell (Slack: the thread
+    /// under the message answered). `None` otherwise.
+    pub first_replied_to: Option<&'a MsgId>,
 }
 
 /// A chat platform as the service runs it: the outbound side ([`Platform`])

@@ -128,7 +128,14 @@ impl Platform for SlackPlatform {
                 let threads = self.shared.threads.lock().map_err(|_| poisoned())?;
                 match (msg.thread, msg.follows) {
                     (Some(t), _) => Some(t.as_str().to_owned()),
-                    (None, Some(first)) => threads.thread_of_posted(channel, first.as_str()),
+                    // Where the first part went; with no record of it
+                    // (another process posted it), where a first part
+                    // replying to the same message goes.
+                    (None, Some(first)) => threads.thread_of_posted(channel, first.as_str()).or_else(|| {
+                        msg.first_replied_to
+                            .filter(|_| !channel.starts_with('D'))
+                            .map(|r| threads.thread_for_reply_to(channel, r.as_str()))
+                    }),
                     (None, None) if channel.starts_with('D') => None,
                     (None, None) => msg
                         .reply_to

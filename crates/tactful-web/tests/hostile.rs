@@ -199,6 +199,7 @@ async fn a_client_that_stops_reading_is_resynced_or_told_never_silently_skipped(
             key: None,
             placeholder: false,
             follows: None,
+            first_replied_to: None,
         };
         room.web.send(out).await.expect("posted");
     }

@@ -5,7 +5,9 @@
 //! without a mention is heard by the listener, which knows the thread is
 //! the persona's from the answer's own event (not from a post it made
 //! itself), so the persona answers it too; a silent turn's placeholder,
-//! posted and deleted by the owner, leaves the thread the persona's.
+//! posted and deleted by the owner, leaves the thread the persona's; the
+//! later parts of a split answer a new owner finishes go where the dead
+//! owner put the first.
 
 #![cfg(feature = "slack")]
 
@@ -86,21 +88,89 @@ async fn answered(schema: &Schema, double: &Double, channel: &str, parent: &str,
     });
 }
 
+fn docs_app() -> App {
+    App {
+        app_id: "A0DOCS".into(),
+        bot_token: DOCS_BOT.into(),
+        app_token: DOCS_APP.into(),
+        user: "U0DOCSBOT".into(),
+        bot_id: "B0DOCS".into(),
+        name: "docs-bot".into(),
+    }
+}
+
+/// A later part of a split answer sent by a process that did not post the
+/// first (its poster died mid-answer; the room's new owner carries on,
+/// with no record of where the first part went) goes where the first did:
+/// the thread under the message answered, not the channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_later_part_from_a_process_that_did_not_post_the_first_goes_to_its_thread() {
+    use tactful_core::{MsgId, PersonaId};
+    use tactful_runtime::{OutMessage, Platform};
+    use tactful_slack::{SlackPersona, SlackPlatform, SlackSettings};
+
+    let double = Double::start(vec![docs_app()], &[(ALICE, "Alice")]).await;
+    let settings = || SlackSettings {
+        api_url: format!("{}/api", double.url),
+        everyone_addresses: false,
+        personas: vec![SlackPersona {
+            id: PersonaId::new("docs"),
+            bot_token: DOCS_BOT.into(),
+            app_token: DOCS_APP.into(),
+        }],
+        max_backoff: std::time::Duration::from_secs(1),
+    };
+    let q = double.post(
+        &[DOCS],
+        message("C0TEAM", ALICE, "<@U0DOCSBOT> the long answer, please"),
+    );
+    let (docs, room, asked) = (
+        PersonaId::new("docs"),
+        RoomId::new("slack:C0TEAM"),
+        MsgId::new(q.clone()),
+    );
+    let part = |text: &'static str| OutMessage {
+        persona: &docs,
+        room: &room,
+        thread: None,
+        text,
+        reply_to: None,
+        key: None,
+        placeholder: false,
+        follows: None,
+        first_replied_to: None,
+    };
+    let first = SlackPlatform::new(settings(), None)
+        .expect("built")
+        .send(OutMessage {
+            reply_to: Some(&asked),
+            ..part("part one")
+        })
+        .await
+        .expect("posted");
+    let taker = SlackPlatform::new(settings(), None).expect("built");
+    taker
+        .send(OutMessage {
+            follows: Some(&first),
+            first_replied_to: Some(&asked),
+            ..part("part two")
+        })
+        .await
+        .expect("posted");
+    let shown = double.bot_messages("C0TEAM");
+    let thread_of = |text: &str| shown.iter().find(|m| m.text == text).map(|m| m.thread_ts.clone());
+    assert_eq!(thread_of("part one"), Some(Some(q.clone())));
+    assert_eq!(
+        thread_of("part two"),
+        Some(Some(q)),
+        "in the thread, not the channel"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_answered_by_one_process_is_followed_by_the_one_listening() {
     let Some(schema) = Schema::new() else { return };
-    let double = Double::start(
-        vec![App {
-            app_id: "A0DOCS".into(),
-            bot_token: DOCS_BOT.into(),
-            app_token: DOCS_APP.into(),
-            user: "U0DOCSBOT".into(),
-            bot_id: "B0DOCS".into(),
-            name: "docs-bot".into(),
-        }],
-        &[(ALICE, "Alice"), (BOB, "Bob")],
-    )
-    .await;
+    let double = Double::start(vec![docs_app()], &[(ALICE, "Alice"), (BOB, "Bob")]).await;
     let text = config(&schema.url, &double.url);
     let nodes: Vec<(tempfile::TempDir, Reaper)> = (0..2)
         .map(|_| {
