@@ -244,23 +244,7 @@ impl Coordinator {
         );
         let (tenure_tx, tenure_rx) = watch::channel(None);
         let (wake_tx, wake_rx) = std_mpsc::channel();
-        let mut state = State {
-            cluster,
-            store,
-            limits,
-            keys: (0..PARTITIONS).map(partition_key).collect(),
-            held: BTreeMap::new(),
-            handed: HashMap::new(),
-            engine,
-            tenure: tenure_tx,
-            ttl: config.lease,
-            failing: false,
-            connections: Vec::new(),
-            releasing: BTreeMap::new(),
-            handovers: Vec::new(),
-            tokio: tokio::runtime::Handle::current(),
-            spend_told: None,
-        };
+        let mut state = State::new(cluster, store, limits, engine, tenure_tx, config.lease);
         let thread = std::thread::Builder::new()
             .name("tactful-cluster".into())
             .spawn(move || {
@@ -389,6 +373,36 @@ struct State {
 }
 
 impl State {
+    /// A member's state before its first round: nothing held, no
+    /// connection handed over yet; connections start in the current
+    /// runtime.
+    fn new(
+        cluster: Cluster,
+        store: Store,
+        limits: LoadLimits,
+        engine: mpsc::UnboundedSender<Event>,
+        tenure: watch::Sender<Option<Instant>>,
+        ttl: Duration,
+    ) -> State {
+        State {
+            cluster,
+            store,
+            limits,
+            keys: (0..PARTITIONS).map(partition_key).collect(),
+            held: BTreeMap::new(),
+            handed: HashMap::new(),
+            engine,
+            tenure,
+            ttl,
+            failing: false,
+            connections: Vec::new(),
+            releasing: BTreeMap::new(),
+            handovers: Vec::new(),
+            tokio: tokio::runtime::Handle::current(),
+            spend_told: None,
+        }
+    }
+
     fn run(&mut self, wake: &std_mpsc::Receiver<Wake>) {
         // Often enough that a dead process's partitions are taken within a
         // second of running out, and a renewal is never late.
@@ -621,11 +635,12 @@ impl State {
         } else {
             self.cluster.balance_with(&keys, renewed)?
         };
-        let mut stuck: HashSet<String> = HashSet::new();
-        for i in 0..self.connections.len() {
-            let now: BTreeMap<String, Lease> = match &self.connections[i].0.held_by {
+        let nows: Vec<BTreeMap<String, Lease>> = self
+            .connections
+            .iter()
+            .map(|(leased, _)| match &leased.held_by {
                 HeldBy::Accounts { .. } => {
-                    let mine = self.connections[i].0.held_by.account_keys();
+                    let mine = leased.held_by.account_keys();
                     accounts
                         .held
                         .iter()
@@ -634,8 +649,10 @@ impl State {
                         .collect()
                 }
                 HeldBy::Partition(p) => self.partition_lease(*p),
-            };
-            let (leased, held) = &mut self.connections[i];
+            })
+            .collect();
+        let mut stuck: HashSet<String> = HashSet::new();
+        for ((leased, held), now) in self.connections.iter_mut().zip(nows) {
             if !follow(leased, held, now) {
                 stuck.extend(leased.held_by.account_keys());
             }
@@ -665,10 +682,16 @@ impl State {
     /// go between rounds (no database call).
     fn follow_partitions(&mut self) {
         let _inside = self.tokio.enter();
-        for i in 0..self.connections.len() {
-            if let HeldBy::Partition(p) = self.connections[i].0.held_by {
-                let now = self.partition_lease(p);
-                let (leased, held) = &mut self.connections[i];
+        let nows: Vec<Option<BTreeMap<String, Lease>>> = self
+            .connections
+            .iter()
+            .map(|(leased, _)| match leased.held_by {
+                HeldBy::Partition(p) => Some(self.partition_lease(p)),
+                HeldBy::Accounts { .. } => None,
+            })
+            .collect();
+        for ((leased, held), now) in self.connections.iter_mut().zip(nows) {
+            if let Some(now) = now {
                 follow(leased, held, now);
             }
         }

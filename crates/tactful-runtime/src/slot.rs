@@ -96,9 +96,14 @@ impl PlatformSlot {
     /// holder saved). The accounts still held reconnect with the others.
     pub fn start_with(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle, held: Held) {
         self.set_held(Some(held));
-        for task in self.swap_tasks(Vec::new()) {
-            task.abort();
-        }
+        self.switch_to(new, runtime);
+    }
+
+    /// Stops the running connection's tasks, forgets its accounts' states
+    /// (the new connection registers those it connects: an account no
+    /// longer connected here is no longer shown), and starts `new`.
+    fn switch_to(&self, new: Arc<dyn Connected>, runtime: RuntimeHandle) {
+        self.stop();
         runtime.connections().forget(self.name);
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
         self.start(runtime);
@@ -132,13 +137,7 @@ impl PlatformSlot {
                 "the old connection did not say goodbye in time"
             );
         }
-        for task in self.swap_tasks(Vec::new()) {
-            task.abort();
-        }
-        // An account the reload removed is no longer shown.
-        runtime.connections().forget(self.name);
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
-        self.start(runtime);
+        self.switch_to(new, runtime);
     }
 
     /// The start banner's line for the current connection (or, when

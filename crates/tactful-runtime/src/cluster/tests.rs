@@ -9,26 +9,17 @@ use super::*;
 /// A coordinator's state on the database at `at`, not running.
 fn state(at: &Location, engine: mpsc::UnboundedSender<Event>) -> State {
     let (tenure, _) = watch::channel(None);
-    State {
-        cluster: Cluster::join(at, "t", Duration::from_secs(10)).expect("joins"),
-        store: Store::open_at(at).expect("opens"),
-        limits: LoadLimits {
+    State::new(
+        Cluster::join(at, "t", Duration::from_secs(10)).expect("joins"),
+        Store::open_at(at).expect("opens"),
+        LoadLimits {
             history: 10,
             own_ids: 10,
         },
-        keys: (0..PARTITIONS).map(partition_key).collect(),
-        held: BTreeMap::new(),
-        handed: HashMap::new(),
         engine,
         tenure,
-        ttl: Duration::from_secs(10),
-        failing: false,
-        connections: Vec::new(),
-        releasing: BTreeMap::new(),
-        handovers: Vec::new(),
-        tokio: tokio::runtime::Handle::current(),
-        spend_told: None,
-    }
+        Duration::from_secs(10),
+    )
 }
 
 /// A platform whose reconnection fails (its saved state could not be
