@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
-use tactful_runtime::account::{Backoff, HeardOnce, Recent, Roll};
+use tactful_runtime::account::{AccountTasks, Backoff, HeardOnce, Recent, Roll};
 use tactful_runtime::{Connected, Connections, Held, Probe, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
@@ -151,6 +151,8 @@ struct Shared {
     /// Each bot's user id and name, once known.
     bots: RwLock<Vec<(PersonaId, Option<BotUser>)>>,
     identified: Roll,
+    /// Each account's task, and whether it listens.
+    tasks: AccountTasks,
     /// The roles each persona's bot holds, by guild.
     roles: Mutex<HashMap<(usize, Id<GuildMarker>), RolesSince>>,
     /// Channels seen: a thread's parent, `None` for a channel that is not
@@ -248,6 +250,7 @@ impl DiscordPlatform {
                 _gates: gates,
                 bots: RwLock::new(bots),
                 identified: Roll::default(),
+                tasks: AccountTasks::default(),
                 roles: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
                 joined: Mutex::new(HashSet::new()),
@@ -548,9 +551,27 @@ impl Connected for DiscordPlatform {
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         let shared = &self.shared;
         let personas = shared.settings.personas.iter().map(|p| &p.id);
-        tactful_runtime::account::start_accounts(&shared.runtime, runtime, personas, held, |i, listening| {
-            Box::pin(shared.clone().keep_connected(i, listening))
-        })
+        shared
+            .tasks
+            .start(&shared.runtime, runtime, personas, held, |i, listening| {
+                Box::pin(shared.clone().keep_connected(i, listening))
+            })
+    }
+
+    fn change_held(
+        &self,
+        held: &Held,
+        _saved: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
+        let shared = &self.shared;
+        let personas = shared.settings.personas.iter().map(|p| &p.id);
+        Some(
+            shared
+                .tasks
+                .change(&shared.runtime, "Discord", personas, held, |i, listening| {
+                    Box::pin(shared.clone().keep_connected(i, listening))
+                }),
+        )
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {

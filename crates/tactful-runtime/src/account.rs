@@ -17,28 +17,187 @@ use crate::connections::Account;
 use crate::platform::Held;
 use crate::runtime::RuntimeHandle;
 
-/// Starts a platform whose accounts connect one by one (Telegram,
-/// Discord, Slack: one bot token each): keeps `runtime` in `kept` (the
-/// platform's handle, set before any account connects, see
-/// [`Backoff::of`]), then runs `account(i, listening)` for each of
-/// `personas` on a task of its own, `listening` saying whether this
-/// process holds that account ([`Held`]). Every account is started, held
-/// or not, so each says who it is and mentions of it are recognised.
-pub fn start_accounts<'a>(
-    kept: &std::sync::Mutex<Option<RuntimeHandle>>,
-    runtime: RuntimeHandle,
-    personas: impl IntoIterator<Item = &'a PersonaId>,
-    held: &Held,
-    account: impl Fn(usize, bool) -> BoxFuture<'static, ()>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    if let Ok(mut r) = kept.lock() {
-        *r = Some(runtime);
+/// A boxed account task: what a platform runs for persona `i`'s account,
+/// listening or only identifying it ([`AccountTasks::start`]).
+pub type AccountTask = BoxFuture<'static, ()>;
+
+/// The task of each account of a platform whose accounts connect one by
+/// one (Telegram, Discord, Slack: one bot token each), and whether it
+/// listens. Kept so that when the accounts a process holds change
+/// (processes sharing a store share them out again as one joins or
+/// dies), only the accounts that changed are stopped and started: the
+/// others keep their connections ([`crate::Connected::change_held`]).
+#[derive(Debug, Default)]
+pub struct AccountTasks {
+    /// By account: whether it listens, and its task.
+    tasks: std::sync::Mutex<Vec<(bool, tokio::task::AbortHandle)>>,
+}
+
+impl AccountTasks {
+    /// Starts a platform's accounts: keeps `runtime` in `kept` (the
+    /// platform's handle, set before any account connects, see
+    /// [`Backoff::of`]), then runs `account(i, listening)` for each of
+    /// `personas` on a task of its own, `listening` saying whether this
+    /// process holds that account ([`Held`]). Every account is started,
+    /// held or not, so each says who it is and mentions of it are
+    /// recognised.
+    pub fn start<'a>(
+        &self,
+        kept: &std::sync::Mutex<Option<RuntimeHandle>>,
+        runtime: RuntimeHandle,
+        personas: impl IntoIterator<Item = &'a PersonaId>,
+        held: &Held,
+        account: impl Fn(usize, bool) -> AccountTask,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        if let Ok(mut r) = kept.lock() {
+            *r = Some(runtime);
+        }
+        self.spawn_all(personas, held, account)
     }
-    personas
-        .into_iter()
-        .enumerate()
-        .map(|(i, persona)| tokio::spawn(account(i, held.includes(persona))))
-        .collect()
+
+    /// [`AccountTasks::start`] once the runtime is kept.
+    fn spawn_all<'a>(
+        &self,
+        personas: impl IntoIterator<Item = &'a PersonaId>,
+        held: &Held,
+        account: impl Fn(usize, bool) -> AccountTask,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let started: Vec<(bool, tokio::task::JoinHandle<()>)> = personas
+            .into_iter()
+            .enumerate()
+            .map(|(i, persona)| {
+                let listening = held.includes(persona);
+                (listening, tokio::spawn(account(i, listening)))
+            })
+            .collect();
+        let mut tasks = self
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (_, old) in tasks.drain(..) {
+            old.abort();
+        }
+        tasks.extend(started.iter().map(|(l, t)| (*l, t.abort_handle())));
+        started.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Whether this process listens with any of the accounts: a
+    /// listening task still running (all of them are stopped when the
+    /// process lets the platform go).
+    pub fn any_listening(&self) -> bool {
+        self.tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .any(|(listening, task)| *listening && !task.is_finished())
+    }
+
+    /// Changes which accounts listen to those `held` names: each account
+    /// whose part changed has its task stopped, is forgotten by the
+    /// runtime's connection states (`platform` as the log names it: an
+    /// account listened with elsewhere now is not shown here), and is
+    /// started again by `account(i, listening)`; the others are left
+    /// running. Returns the tasks started, which the caller stops with
+    /// the rest.
+    pub fn change<'a>(
+        &self,
+        kept: &std::sync::Mutex<Option<RuntimeHandle>>,
+        platform: &str,
+        personas: impl IntoIterator<Item = &'a PersonaId>,
+        held: &Held,
+        account: impl Fn(usize, bool) -> AccountTask,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let runtime = kept.lock().ok().and_then(|r| r.clone());
+        let mut tasks = self
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut started = Vec::new();
+        for (i, ((listening, task), persona)) in tasks.iter_mut().zip(personas).enumerate() {
+            let now = held.includes(persona);
+            if *listening == now {
+                continue;
+            }
+            task.abort();
+            if let Some(r) = &runtime {
+                r.connections().forget_account(platform, persona.as_str());
+            }
+            let new = tokio::spawn(account(i, now));
+            *listening = now;
+            *task = new.abort_handle();
+            started.push(new);
+        }
+        started
+    }
+}
+
+#[cfg(test)]
+mod account_tasks_tests {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn only_the_accounts_whose_part_changed_are_started_again() {
+        let personas: Vec<PersonaId> = ["docs", "chef", "host"].map(PersonaId::from).to_vec();
+        let only =
+            |ids: &[&str]| Held::Only(ids.iter().map(|p| PersonaId::from(*p)).collect::<BTreeSet<_>>());
+        let started: Arc<Mutex<Vec<(usize, bool)>>> = Arc::default();
+        let account = |i: usize, listening: bool| -> AccountTask {
+            started.lock().expect("list").push((i, listening));
+            Box::pin(std::future::pending())
+        };
+        let tasks = AccountTasks::default();
+        let kept = std::sync::Mutex::new(None);
+        assert!(!tasks.any_listening(), "nothing started");
+        let first = tasks.spawn_all(&personas, &only(&["docs"]), account);
+        assert_eq!(
+            *started.lock().expect("list"),
+            [(0, true), (1, false), (2, false)]
+        );
+        assert!(tasks.any_listening());
+
+        // chef is taken over: only chef starts again, listening now.
+        let second = tasks.change(&kept, "Test", &personas, &only(&["docs", "chef"]), account);
+        assert_eq!(second.len(), 1);
+        assert_eq!(started.lock().expect("list")[3..], [(1, true)]);
+        tokio::task::yield_now().await;
+        assert!(!first[0].is_finished(), "docs kept its connection");
+        assert!(first[1].is_finished(), "chef's first task stopped");
+
+        // docs goes to another process: docs alone starts again, only
+        // identifying; the same set again changes nothing.
+        let third = tasks.change(&kept, "Test", &personas, &only(&["chef"]), account);
+        assert_eq!(third.len(), 1);
+        let none = tasks.change(&kept, "Test", &personas, &only(&["chef"]), account);
+        assert!(none.is_empty());
+        tasks.change(&kept, "Test", &personas, &only(&[]), account);
+        assert!(!tasks.any_listening(), "chef let go too");
+        tasks.change(&kept, "Test", &personas, &only(&["chef"]), account);
+        assert_eq!(
+            started.lock().expect("list")[4..],
+            [(0, false), (1, false), (1, true)]
+        );
+        tokio::task::yield_now().await;
+        assert!(first[0].is_finished(), "docs's listening task stopped");
+        assert!(second[0].is_finished(), "chef's second task stopped when let go");
+        assert!(!first[2].is_finished(), "host untouched throughout");
+
+        // A start of a new connection stops every task of the old one.
+        let fourth = tasks.spawn_all(&personas, &Held::Every, account);
+        tokio::task::yield_now().await;
+        assert!(third[0].is_finished() && first[2].is_finished());
+        assert!(fourth.iter().all(|t| !t.is_finished()));
+
+        // The process lets the platform go (its tasks stopped where they
+        // were started): it listens with nothing.
+        for t in &fourth {
+            t.abort();
+        }
+        tokio::task::yield_now().await;
+        assert!(!tasks.any_listening());
+    }
 }
 
 /// The first pause after a failure.

@@ -62,6 +62,15 @@ impl Connections {
         }
     }
 
+    /// Forgets `persona`'s account of `platform` (named as for
+    /// [`Connections::forget`]): its connection stopped here, the
+    /// platform's other accounts stay.
+    pub fn forget_account(&self, platform: &str, persona: &str) {
+        if let Ok(mut t) = self.table.lock() {
+            t.retain(|(p, who), _| !(p.eq_ignore_ascii_case(platform) && who == persona));
+        }
+    }
+
     /// Every account: platform, persona, state; in that order.
     pub fn all(&self) -> Vec<(String, String, LinkState)> {
         self.table
@@ -230,5 +239,14 @@ mod tests {
             Some(LinkState::Connected),
             "other platforms kept"
         );
+
+        // One account of a platform moves to another process: the
+        // platform's others stay.
+        let chef = c.account("Slack", "chef");
+        chef.connected();
+        c.forget_account("slack", "docs");
+        other.down("a late report of a stopped task");
+        assert_eq!(c.state("Slack", "docs"), None);
+        assert_eq!(c.state("Slack", "chef"), Some(LinkState::Connected));
     }
 }

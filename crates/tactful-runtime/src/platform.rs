@@ -188,10 +188,31 @@ pub trait Connected: Platform {
     /// `runtime`; the tasks run (reconnecting as needed) until aborted.
     /// Every other account is only identified (its bot id and username,
     /// without listening), so a mention of a bot another process listens
-    /// with is still recognised in what this one hears. A platform whose connection is held
-    /// with its rooms' partition (IRC, Matrix: see
+    /// with is still recognised in what this one hears. A platform whose
+    /// connection is held with its rooms' partition (IRC, Matrix: see
     /// `tactful_store::CONNECTION_BOUND`) is always given [`Held::Every`].
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>>;
+
+    /// Changes the accounts this running connection listens with to those
+    /// `held` names, leaving the others connected as they are: when
+    /// processes sharing a store share the accounts out again (one joined
+    /// or died), an account that stays put keeps its connection (a
+    /// Discord gateway session started again misses what is said
+    /// meanwhile) and what the platform remembers (Slack's threads).
+    /// `saved` is the platform state the store holds now: what the last
+    /// holder of an account taken over saved (Telegram's offsets). The
+    /// tasks started, which the caller stops with the others; `None` when
+    /// this platform's accounts do not change one by one (IRC, Matrix:
+    /// held with their rooms' partition), and a new connection is started
+    /// instead.
+    fn change_held(
+        &self,
+        held: &Held,
+        saved: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
+        let _ = (held, saved);
+        None
+    }
 
     /// The start banner's line, as connected: may wait a few seconds for
     /// the accounts, to name what they really got (IRC's nick in use).

@@ -99,6 +99,27 @@ impl PlatformSlot {
         self.switch_to(new, runtime);
     }
 
+    /// Changes the accounts held to `held` within the running connection,
+    /// when its platform can (see [`Connected::change_held`]; `saved`: the
+    /// store's platform state now): the accounts whose part changed stop
+    /// or start, the others stay connected. `false` when it cannot (this
+    /// process held none of them, or the platform connects as a whole):
+    /// then [`PlatformSlot::start_with`] a new connection.
+    pub fn change_held(&self, held: Held, saved: &std::collections::BTreeMap<String, String>) -> bool {
+        if !self.is_held() {
+            return false;
+        }
+        let Some(started) = self.current().change_held(&held, saved) else {
+            return false;
+        };
+        self.set_held(Some(held));
+        let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
+        // The stopped ones go, so changes over a long life do not pile up.
+        tasks.retain(|t| !t.is_finished());
+        tasks.extend(started);
+        true
+    }
+
     /// Stops the running connection's tasks, forgets its accounts' states
     /// (the new connection registers those it connects: an account no
     /// longer connected here is no longer shown), and starts `new`.

@@ -50,7 +50,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use hyper_rustls::HttpsConnectorBuilder;
 use slack_morphism::prelude::*;
-use tactful_runtime::account::{HeardOnce, Recent, Roll};
+use tactful_runtime::account::{AccountTasks, HeardOnce, Recent, Roll};
 use tactful_runtime::{Connected, Held, RuntimeHandle};
 
 use crate::allowance::WaitAllowance;
@@ -145,6 +145,8 @@ struct Shared {
     /// Each bot's identity, once known, in settings order.
     bots: RwLock<Vec<Option<Identity>>>,
     identified: Roll,
+    /// Each account's task, and whether it listens.
+    tasks: AccountTasks,
     /// Messages handed in, by channel and `ts`.
     seen: Mutex<HeardOnce<(String, String)>>,
     /// Messages being stored: another copy waits for the outcome before
@@ -156,7 +158,10 @@ struct Shared {
     name_waits: Vec<Mutex<WaitAllowance>>,
     /// Where messages are, thread-wise (saved in the store).
     threads: Mutex<Threads>,
-    listeners: Mutex<Vec<Arc<SlackClientSocketModeListener<SlackClientHyperHttpsConnector>>>>,
+    /// Each listening app's Socket Mode listener, by account, for a
+    /// graceful close (at most one per app: a task started again replaces
+    /// its entry).
+    listeners: Mutex<HashMap<usize, Arc<SlackClientSocketModeListener<SlackClientHyperHttpsConnector>>>>,
     runtime: Mutex<Option<RuntimeHandle>>,
 }
 
@@ -201,12 +206,13 @@ impl SlackPlatform {
                 tokens,
                 bots: RwLock::new(bots),
                 identified: Roll::default(),
+                tasks: AccountTasks::default(),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 pending: Mutex::new(HashMap::new()),
                 people: Mutex::new(Recent::new(REMEMBERED_PEOPLE)),
                 name_waits,
                 threads: Mutex::new(Threads::restore(saved)),
-                listeners: Mutex::new(Vec::new()),
+                listeners: Mutex::new(HashMap::new()),
                 runtime: Mutex::new(None),
             }),
         })
@@ -222,7 +228,12 @@ impl Shared {
         if let Ok(mut threads) = self.threads.lock()
             && change(&mut threads)
             && let Some(handle) = handle
+            && self.tasks.any_listening()
         {
+            // Saved by the processes listening with an app only: they
+            // follow every persona's posts from the events, wherever they
+            // were posted from; a process that only posts knows its own,
+            // and saving them would overwrite what a listener saved.
             // Not `save_state`: this covers no incoming message, so it may
             // be saved even after one was refused.
             handle.save_note(threads::STATE_KEY.to_owned(), threads.to_saved());
@@ -234,9 +245,32 @@ impl Connected for SlackPlatform {
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         let shared = &self.shared;
         let personas = shared.settings.personas.iter().map(|p| &p.id);
-        tactful_runtime::account::start_accounts(&shared.runtime, runtime, personas, held, |i, listening| {
-            Box::pin(shared.clone().keep_connected(i, listening))
-        })
+        shared
+            .tasks
+            .start(&shared.runtime, runtime, personas, held, |i, listening| {
+                Box::pin(shared.clone().keep_connected(i, listening))
+            })
+    }
+
+    fn change_held(
+        &self,
+        held: &Held,
+        saved: &std::collections::BTreeMap<String, String>,
+    ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
+        let shared = &self.shared;
+        // What the last listener with an app taken over saw of the
+        // threads joins what this process knows.
+        if let Ok(mut threads) = shared.threads.lock() {
+            threads.merge(saved.get(threads::STATE_KEY).map(String::as_str));
+        }
+        let personas = shared.settings.personas.iter().map(|p| &p.id);
+        Some(
+            shared
+                .tasks
+                .change(&shared.runtime, "Slack", personas, held, |i, listening| {
+                    Box::pin(shared.clone().keep_connected(i, listening))
+                }),
+        )
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {

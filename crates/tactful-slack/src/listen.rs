@@ -220,7 +220,7 @@ impl Shared {
         listener.start().await;
         backoff.connected();
         if let Ok(mut l) = self.listeners.lock() {
-            l.push(listener);
+            l.insert(i, listener);
         }
         std::future::pending::<()>().await;
     }

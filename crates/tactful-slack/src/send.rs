@@ -251,7 +251,7 @@ impl Platform for SlackPlatform {
                 .lock()
                 .map(|mut l| std::mem::take(&mut *l))
                 .unwrap_or_default();
-            for l in listeners {
+            for l in listeners.into_values() {
                 l.shutdown().await;
             }
         })

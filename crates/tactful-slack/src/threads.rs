@@ -68,6 +68,17 @@ fn at(channel: &str, ts: &str) -> At {
     (channel.to_owned(), ts.to_owned())
 }
 
+/// Whether Slack timestamp `a` (`1700000000.000100`) is after `b`.
+fn later(a: &str, b: &str) -> bool {
+    fn parts(ts: &str) -> (u64, u64) {
+        let (secs, frac) = ts.split_once('.').unwrap_or((ts, ""));
+        // Six digits after the point, as Slack writes them.
+        let frac: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+        (secs.parse().unwrap_or(0), frac.parse().unwrap_or(0))
+    }
+    parts(a) > parts(b)
+}
+
 /// Keeps the newest `SAVED` of `v`.
 fn trim<T>(v: &mut Vec<T>) {
     if v.len() > SAVED {
@@ -100,6 +111,27 @@ impl Threads {
             }
         }
         t
+    }
+
+    /// Joins what another process saved (the last listener with an app
+    /// this one takes over) to what this one knows: posts it did not know
+    /// of, and each thread's last answer where the saved one is later.
+    /// What does not parse is left out, logged.
+    pub fn merge(&mut self, saved: Option<&str>) {
+        let other = Threads::restore(saved).saved;
+        for (channel, ts, thread) in &other.posted {
+            self.posted(channel, ts, Some(thread), false);
+        }
+        for (channel, thread, ts) in &other.last {
+            let newer = self
+                .last
+                .get(&at(channel, thread))
+                .is_none_or(|mine| later(ts, mine));
+            if newer {
+                self.thread_of.insert(at(channel, ts), thread.clone());
+                self.set_last(channel, thread, ts);
+            }
+        }
     }
 
     /// The state to save, after a change.
@@ -278,6 +310,42 @@ mod tests {
         assert_eq!(t.thread_of_posted("C1", "2.0").as_deref(), Some("1.0"));
         assert_eq!(t.thread_of_posted("D1", "3.0"), None, "a DM answer in line");
         assert_eq!(t.thread_of_posted("C1", "unknown"), None);
+    }
+
+    /// An app taken over from another process: what that process's
+    /// listener saved joins what this one knows, the later answer of a
+    /// thread winning whichever side had it.
+    #[test]
+    fn what_the_last_listener_saved_joins_what_is_known() {
+        let mut theirs = Threads::default();
+        theirs.posted("C1", "2.0", Some("1.0"), true);
+        theirs.posted("C1", "9.000002", Some("8.0"), true);
+        theirs.posted("C2", "7.0", Some("6.0"), true);
+        let mut mine = Threads::default();
+        mine.heard("C1", "1.5", "1.0");
+        mine.posted("C1", "9.00001", Some("8.0"), true);
+        mine.posted("C2", "5.0", Some("6.0"), true);
+        mine.merge(Some(&theirs.to_saved()));
+        assert_eq!(mine.reply_to("C1", "1.0"), "2.0", "a thread only they knew");
+        assert_eq!(mine.reply_to("C1", "8.0"), "9.00001", "mine is later: kept");
+        assert_eq!(mine.reply_to("C2", "6.0"), "7.0", "theirs is later: taken");
+        assert_eq!(
+            mine.thread_for_reply_to("C1", "1.5"),
+            "1.0",
+            "what it heard stays"
+        );
+        assert_eq!(mine.thread_of_posted("C2", "7.0").as_deref(), Some("6.0"));
+        // Saved from here on, with the rest; merging again changes nothing.
+        let saved = mine.to_saved();
+        assert!(saved.contains("\"2.0\"") && saved.contains("\"7.0\""), "{saved}");
+        mine.merge(Some(&theirs.to_saved()));
+        assert_eq!(mine.to_saved(), saved);
+        // Nothing saved, or what does not parse, changes nothing.
+        mine.merge(None);
+        mine.merge(Some("{not json"));
+        assert_eq!(mine.to_saved(), saved);
+        assert!(later("1700000000.000100", "1700000000.000099"));
+        assert!(!later("9.00001", "9.00001"));
     }
 
     #[test]

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{PersonaId, RoomId};
-use tactful_runtime::account::{Backoff, HeardOnce, Roll};
+use tactful_runtime::account::{AccountTasks, Backoff, HeardOnce, Roll};
 use tactful_runtime::{Connected, Held, Probe, RuntimeHandle};
 use teloxide_core::Bot;
 use teloxide_core::payloads::GetUpdatesSetters as _;
@@ -106,6 +106,11 @@ pub fn state_key(bot_id: u64) -> String {
     format!("telegram:offset:{bot_id}")
 }
 
+/// The offset `saved` holds for bot `bot_id`, if any.
+fn saved_offset(saved: &BTreeMap<String, String>, bot_id: u64) -> Option<i32> {
+    saved.get(&state_key(bot_id))?.parse().ok()
+}
+
 /// The Telegram platform: a [`tactful_runtime::Platform`] for the runtime
 /// and the polling loops.
 #[derive(Clone)]
@@ -128,6 +133,8 @@ struct Shared {
     /// What each bot is called, once `getMe` answered.
     known: RwLock<Vec<KnownBot>>,
     identified: Roll,
+    /// Each bot's polling task, and whether it polls.
+    tasks: AccountTasks,
     /// Saved offsets by bot id, taken by each loop at start.
     saved: Mutex<HashMap<u64, i32>>,
     /// Recently heard (room, message id), so a group message several bots
@@ -184,7 +191,7 @@ impl TelegramPlatform {
         let offsets = settings
             .personas
             .iter()
-            .filter_map(|p| Some((p.bot_id, saved.get(&state_key(p.bot_id))?.parse().ok()?)))
+            .filter_map(|p| Some((p.bot_id, saved_offset(saved, p.bot_id)?)))
             .collect();
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -195,6 +202,7 @@ impl TelegramPlatform {
                 bots,
                 known: RwLock::new(known),
                 identified: Roll::default(),
+                tasks: AccountTasks::default(),
                 saved: Mutex::new(offsets),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 runtime: Mutex::new(None),
@@ -407,9 +415,38 @@ impl Connected for TelegramPlatform {
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         let shared = &self.shared;
         let personas = shared.settings.personas.iter().map(|p| &p.id);
-        tactful_runtime::account::start_accounts(&shared.runtime, runtime, personas, held, |i, listening| {
-            Box::pin(shared.clone().keep_polling(i, listening))
-        })
+        shared
+            .tasks
+            .start(&shared.runtime, runtime, personas, held, |i, listening| {
+                Box::pin(shared.clone().keep_polling(i, listening))
+            })
+    }
+
+    fn change_held(
+        &self,
+        held: &Held,
+        saved: &BTreeMap<String, String>,
+    ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
+        let shared = &self.shared;
+        let personas = shared.settings.personas.iter().map(|p| &p.id);
+        Some(
+            shared
+                .tasks
+                .change(&shared.runtime, "Telegram", personas, held, |i, listening| {
+                    if listening {
+                        // A bot taken over polls on from where its last poller
+                        // saved.
+                        let bot_id = shared.settings.personas[i].bot_id;
+                        if let Ok(mut offsets) = shared.saved.lock() {
+                            match saved_offset(saved, bot_id) {
+                                Some(o) => offsets.insert(bot_id, o),
+                                None => offsets.remove(&bot_id),
+                            };
+                        }
+                    }
+                    Box::pin(shared.clone().keep_polling(i, listening))
+                }),
+        )
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {

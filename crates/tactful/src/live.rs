@@ -458,19 +458,28 @@ fn leased(
                 slot.let_go(Some(&runtime));
                 true
             }
-            Some(held) => match crate::registry::build_some(&config, &[name.to_owned()]) {
-                Ok(built) => match built.into_iter().next() {
-                    Some((_, platform)) => {
-                        slot.start_with(platform, runtime.clone(), held);
-                        true
+            Some(held) => {
+                let connected = crate::registry::saved_now(&config).and_then(|saved| {
+                    // Within the running connection when the platform can:
+                    // the accounts that stay keep their connections.
+                    if slot.change_held(held.clone(), &saved) {
+                        return Ok(());
                     }
-                    None => false,
-                },
-                Err(e) => {
-                    tracing::error!("cannot connect {name} (trying again at the next round): {e:#}");
-                    false
+                    let (_, platform) = crate::registry::build_from(&config, &saved, |n| n == name)?
+                        .into_iter()
+                        .next()
+                        .ok_or_else(|| anyhow::anyhow!("{name} is not configured"))?;
+                    slot.start_with(platform, runtime.clone(), held);
+                    Ok(())
+                });
+                match connected {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::error!("cannot connect {name} (trying again at the next round): {e:#}");
+                        false
+                    }
                 }
-            },
+            }
         }),
     }
 }

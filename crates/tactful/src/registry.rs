@@ -57,17 +57,24 @@ pub fn build_some(
     config: &Config,
     names: &[String],
 ) -> anyhow::Result<Vec<(&'static str, Arc<dyn Connected>)>> {
-    let saved = if !config.store.is_kept() {
-        Default::default()
-    } else {
-        Store::open_at(&config.store)
-            .and_then(|mut s| s.platform_state())
-            .context("cannot read the platforms' saved state (sync tokens, offsets) from the store")?
-    };
-    build_from(config, &saved, |name| names.iter().any(|n| n == name))
+    build_from(config, &saved_now(config)?, |name| {
+        names.iter().any(|n| n == name)
+    })
 }
 
-fn build_from(
+/// The platforms' state the store holds now (sync tokens, offsets),
+/// read afresh: another process may have saved some since the start.
+pub fn saved_now(config: &Config) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    if !config.store.is_kept() {
+        return Ok(Default::default());
+    }
+    Store::open_at(&config.store)
+        .and_then(|mut s| s.platform_state())
+        .context("cannot read the platforms' saved state (sync tokens, offsets) from the store")
+}
+
+/// [`build_some`] from `saved`.
+pub fn build_from(
     config: &Config,
     saved: &std::collections::BTreeMap<String, String>,
     wanted: impl Fn(&str) -> bool,

@@ -5,7 +5,8 @@
 //! one's bot, still reaches the persona mentioned; each process reports
 //! only the account it listens with; `kill -9` of one moves its bot to the
 //! survivor, which answers what was said to it meanwhile, once; a process
-//! joining takes a bot off the survivor.
+//! joining takes a bot off the survivor. A process whose share changes
+//! starts or stops only the bots that moved: the others keep polling.
 
 #![cfg(feature = "telegram")]
 
@@ -107,6 +108,16 @@ async fn replies(double: &Double, id: i64, want: usize) -> Vec<String> {
     now()
 }
 
+/// How many times `token`'s bot was asked who it is (`getMe`, which each
+/// connection of an account starts with) since call `from`.
+fn get_me(double: &Double, from: usize, token: &str) -> usize {
+    double
+        .calls_from(from)
+        .iter()
+        .filter(|c| c.method == "getMe" && c.token == token)
+        .count()
+}
+
 /// The accounts `/metrics` says this process listens with.
 fn listening(node: &Node) -> Vec<String> {
     let (_, body) = http_get(node.server, "/metrics").unwrap_or_default();
@@ -159,6 +170,7 @@ async fn two_bots_are_shared_out_over_two_processes_and_move_when_one_dies() {
     });
 
     // chef's poller dies; what is said to chef meanwhile waits at Telegram.
+    let before_kill = double.calls().len();
     let mut dead = nodes.remove(chef_at);
     dead.process.kill().expect("kill -9");
     let _ = dead.process.wait();
@@ -174,9 +186,14 @@ async fn two_bots_are_shared_out_over_two_processes_and_move_when_one_dies() {
     wait_db("the survivor reporting both bots", || {
         listening(&nodes[0]) == ["chef", "docs"]
     });
+    // The survivor took chef on beside docs: docs kept polling (its
+    // connection was not started again, so it did not say who it is
+    // again).
+    assert_eq!(get_me(&double, before_kill, TOKEN), 0);
 
     // A new process joins: the survivor lets one bot go (above its share
     // now), the newcomer polls it, and what is said to it is answered.
+    let before_join = double.calls().len();
     nodes.push(start(&schema.url, &double.url));
     let newcomer = pid(&nodes[1]);
     wait_db("the newcomer polling one bot", || {
@@ -197,6 +214,10 @@ async fn two_bots_are_shared_out_over_two_processes_and_move_when_one_dies() {
     wait_db("the survivor reporting the bot it kept", || {
         listening(&nodes[0]).len() == 1 && listening(&nodes[1]).len() == 1
     });
+    // The bot the survivor kept was never disconnected there: only the
+    // newcomer asked who it is.
+    let kept = if token == TOKEN { CHEF_TOKEN } else { TOKEN };
+    assert_eq!(get_me(&double, before_join, kept), 1);
 
     // A reload cannot move the bots (they are leased from the config read
     // at start): a change to the platform waits for a restart.

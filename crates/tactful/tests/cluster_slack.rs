@@ -7,7 +7,7 @@
 //! itself), so the persona answers it too; a silent turn's placeholder,
 //! posted and deleted by the owner, leaves the thread the persona's; the
 //! later parts of a split answer a new owner finishes go where the dead
-//! owner put the first.
+//! owner put the first. Only the listener saves the thread state.
 
 #![cfg(feature = "slack")]
 
@@ -171,11 +171,19 @@ async fn a_later_part_from_a_process_that_did_not_post_the_first_goes_to_its_thr
 async fn a_thread_answered_by_one_process_is_followed_by_the_one_listening() {
     let Some(schema) = Schema::new() else { return };
     let double = Double::start(vec![docs_app()], &[(ALICE, "Alice"), (BOB, "Bob")]).await;
-    let text = config(&schema.url, &double.url);
+    // Each process names itself to PostgreSQL (`node0`, `node1`), so the
+    // writes of Slack's thread state can be told apart.
     let nodes: Vec<(tempfile::TempDir, Reaper)> = (0..2)
-        .map(|_| {
+        .map(|i| {
+            let url = schema
+                .url
+                .replace("application_name=", &format!("application_name=node{i}_"));
             let d = tempfile::tempdir().expect("temp dir");
-            let p = run_tactful(d.path(), &text, &[("DOCS_BOT", DOCS_BOT), ("DOCS_APP", DOCS_APP)]);
+            let p = run_tactful(
+                d.path(),
+                &config(&url, &double.url),
+                &[("DOCS_BOT", DOCS_BOT), ("DOCS_APP", DOCS_APP)],
+            );
             (d, p)
         })
         .collect();
@@ -183,6 +191,17 @@ async fn a_thread_answered_by_one_process_is_followed_by_the_one_listening() {
         let s = shares(&schema);
         s.len() == 2 && s.iter().sum::<usize>() == 256
     });
+    schema
+        .exec(
+            "CREATE TABLE state_writes (writer TEXT, key TEXT);
+             CREATE FUNCTION note_state_write() RETURNS trigger AS $$ BEGIN
+                 INSERT INTO state_writes VALUES (split_part(current_setting('application_name'), '_', 1), NEW.key);
+                 RETURN NEW;
+             END $$ LANGUAGE plpgsql;
+             CREATE TRIGGER state_written AFTER INSERT OR UPDATE ON platform_state
+                 FOR EACH ROW EXECUTE FUNCTION note_state_write();",
+        )
+        .expect("a trigger noting who writes the platforms' state");
     wait_db("one of them listening with docs's app", || {
         holder(&schema, "account:slack:docs").is_some_and(|p| nodes.iter().any(|n| n.1.id() == p))
     });
@@ -225,4 +244,19 @@ async fn a_thread_answered_by_one_process_is_followed_by_the_one_listening() {
         .await;
     let again = double.post(&[DOCS], in_thread(message(&channel, BOB, "one more thing"), &q));
     answered(&schema, &double, &channel, &q, &format!("docs answers {again}")).await;
+
+    // The thread state is saved by the listener alone: it follows every
+    // answer from the events; the owner knows only its own posts, and
+    // saving them would overwrite what the listener saved.
+    let listening = nodes
+        .iter()
+        .position(|n| n.1.id() == listener)
+        .expect("the listener is ours");
+    let writers = || {
+        schema
+            .column("SELECT DISTINCT writer FROM state_writes WHERE key = 'slack.threads'")
+            .expect("asks")
+    };
+    wait_db("the listener saving the thread state", || !writers().is_empty());
+    assert_eq!(writers(), [Some(format!("node{listening}"))]);
 }
