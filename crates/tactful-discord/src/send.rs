@@ -82,9 +82,16 @@ impl DiscordPlatform {
 
     /// The channel a message of `room` lives in: messages are addressed by
     /// id within their channel, and a thread's messages are in the
-    /// thread, which the room id does not name. The message ids of
-    /// threads tactful posted in are remembered as it sends.
-    fn channel_of_message(&self, room: &RoomId, id: &MsgId) -> Result<Id<ChannelMarker>, PlatformError> {
+    /// thread, which the room id does not name. Where this process posted
+    /// it, as it remembers; else the `thread` the caller knows it is in (a
+    /// placeholder another process posted, or one from before a restart);
+    /// else the room's channel.
+    fn channel_of_message(
+        &self,
+        room: &RoomId,
+        thread: Option<&ThreadId>,
+        id: &MsgId,
+    ) -> Result<Id<ChannelMarker>, PlatformError> {
         let known = self
             .shared
             .posted
@@ -93,7 +100,7 @@ impl DiscordPlatform {
             .and_then(|p| p.get(&id.to_string()).copied());
         match known {
             Some(c) => Ok(c),
-            None => Self::channel(room, None),
+            None => Self::channel(room, thread),
         }
     }
 
@@ -146,6 +153,7 @@ impl Platform for DiscordPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -154,7 +162,7 @@ impl Platform for DiscordPlatform {
             let target = message(id)?;
             let mentions = allowed(self.shared.settings.pings);
             let req = client
-                .update_message(self.channel_of_message(room, id)?, target)
+                .update_message(self.channel_of_message(room, thread, id)?, target)
                 .content(Some(text))
                 .allowed_mentions(Some(&mentions));
             deadline(req).await.map(|_| ())
@@ -183,12 +191,13 @@ impl Platform for DiscordPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
             let client = self.client(persona)?;
             let target = message(id)?;
-            deadline(client.delete_message(self.channel_of_message(room, id)?, target))
+            deadline(client.delete_message(self.channel_of_message(room, thread, id)?, target))
                 .await
                 .map(|_| ())
         })

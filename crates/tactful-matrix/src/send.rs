@@ -79,6 +79,7 @@ impl Platform for MatrixPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -118,6 +119,7 @@ impl Platform for MatrixPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {

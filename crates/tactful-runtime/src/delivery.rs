@@ -140,6 +140,8 @@ pub enum DeliveryEvent {
         turn: TurnId,
         /// Who posted it.
         persona: PersonaId,
+        /// The thread it is in.
+        thread: Option<ThreadId>,
         /// Its platform id.
         id: MsgId,
     },
@@ -161,6 +163,8 @@ struct Stream {
     persona: PersonaId,
     showing: Showing,
     placeholder: Option<MsgId>,
+    /// The thread the placeholder is in.
+    thread: Option<ThreadId>,
     /// What the placeholder was posted as a reply to.
     answering: Option<MsgId>,
     shown: String,
@@ -229,6 +233,8 @@ where
 struct Placeholder<'a> {
     /// Its platform id, when one was posted.
     id: Option<&'a MsgId>,
+    /// The thread it is in.
+    thread: Option<&'a ThreadId>,
     /// The message it was posted as a reply to.
     answering: Option<&'a MsgId>,
     /// What streaming last showed in it.
@@ -333,10 +339,15 @@ impl RoomDelivery {
                 }
                 None
             }
-            DeliveryEvent::Discard { turn, persona, id } => {
+            DeliveryEvent::Discard {
+                turn,
+                persona,
+                thread,
+                id,
+            } => {
                 if let Some(id) = self.resolve(turn, &persona, id, None).await {
                     tracing::debug!(room = %self.room, %turn, %id, "removing a placeholder left by a restart");
-                    self.remove_placeholder(&persona, &id).await;
+                    self.remove_placeholder(&persona, thread.as_ref(), &id).await;
                 }
                 self.placeholder_gone(turn);
                 None
@@ -372,6 +383,7 @@ impl RoomDelivery {
                 turn,
                 room: self.room.clone(),
                 persona: persona.clone(),
+                thread: thread.clone(),
                 id: MsgId::new(id),
             };
             self.record(record("")).await;
@@ -394,6 +406,7 @@ impl RoomDelivery {
                 persona,
                 showing,
                 placeholder,
+                thread,
                 answering,
                 shown: String::new(),
                 throttle: EditThrottle::new(self.config.edit_interval),
@@ -479,9 +492,10 @@ impl RoomDelivery {
         if body == s.shown || !s.throttle.try_edit(now) {
             return;
         }
-        let persona = s.persona.clone();
+        let (persona, thread) = (s.persona.clone(), s.thread.clone());
         let edited = twice("editing a streaming reply", &self.room, || {
-            self.platform.edit(&persona, &self.room, &placeholder, &body)
+            self.platform
+                .edit(&persona, &self.room, thread.as_ref(), &placeholder, &body)
         })
         .await;
         if edited.is_ok()
@@ -495,24 +509,25 @@ impl RoomDelivery {
         if let Some(Stream {
             persona,
             placeholder: Some(id),
+            thread,
             ..
         }) = self.streams.remove(&turn)
         {
-            self.remove_placeholder(&persona, &id).await;
+            self.remove_placeholder(&persona, thread.as_ref(), &id).await;
             self.placeholder_gone(turn);
         }
     }
 
-    async fn remove_placeholder(&self, persona: &PersonaId, id: &MsgId) {
+    async fn remove_placeholder(&self, persona: &PersonaId, thread: Option<&ThreadId>, id: &MsgId) {
         if self.platform.capabilities().can_delete {
             let _ = twice("deleting a placeholder", &self.room, || {
-                self.platform.delete(persona, &self.room, id)
+                self.platform.delete(persona, &self.room, thread, id)
             })
             .await;
         } else {
             // Without delete, the least trace left behind is an empty edit.
             let _ = twice("blanking a placeholder", &self.room, || {
-                self.platform.edit(persona, &self.room, id, "\u{200b}")
+                self.platform.edit(persona, &self.room, thread, id, "\u{200b}")
             })
             .await;
         }
@@ -536,19 +551,23 @@ impl RoomDelivery {
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
         let caps = self.platform.capabilities();
         let resume = resume.unwrap_or_default();
-        let (placeholder, answering, shown) = match self.streams.remove(&out.turn) {
-            Some(s) => (s.placeholder, s.answering, s.shown),
+        // A placeholder from before a restart was posted where the reply
+        // goes: in its thread.
+        let (placeholder, ph_thread, answering, shown) = match self.streams.remove(&out.turn) {
+            Some(s) => (s.placeholder, s.thread, s.answering, s.shown),
             None => match resume.placeholder.clone() {
                 Some(id) => (
                     self.resolve(out.turn, &out.persona, id, Some(&out)).await,
+                    out.thread.clone(),
                     None,
                     String::new(),
                 ),
-                None => (None, None, String::new()),
+                None => (None, None, None, String::new()),
             },
         };
         let held = Placeholder {
             id: placeholder.as_ref(),
+            thread: ph_thread.as_ref(),
             answering: answering.as_ref(),
             shown: &shown,
         };
@@ -564,7 +583,8 @@ impl RoomDelivery {
             // The first part went out as a message of its own before the
             // restart: the placeholder is a leftover. (When the placeholder
             // became the first part, it stays.)
-            self.remove_placeholder(&out.persona, ph).await;
+            self.remove_placeholder(&out.persona, ph_thread.as_ref(), ph)
+                .await;
         }
         if placeholder.is_some() {
             self.placeholder_gone(out.turn);
@@ -592,12 +612,15 @@ impl RoomDelivery {
             // it becomes the answer, in place (so does an answer naming no
             // message: the arm below).
             (Some(ph), Some(target)) if held.answering == Some(target) => {
-                match self.edit_or_keep(&out.persona, ph, first, held.shown).await {
+                match self
+                    .edit_or_keep(&out.persona, held.thread, ph, first, held.shown)
+                    .await
+                {
                     Some(id) => Some(id),
                     None => {
                         let id = self.post(out, first, Some(target), &key, None).await.ok();
                         if id.is_some() {
-                            self.remove_placeholder(&out.persona, ph).await;
+                            self.remove_placeholder(&out.persona, held.thread, ph).await;
                         }
                         id
                     }
@@ -608,17 +631,23 @@ impl RoomDelivery {
             // the placeholder keeps the text.
             (Some(ph), Some(target)) => match self.post(out, first, Some(target), &key, None).await {
                 Ok(id) => {
-                    self.remove_placeholder(&out.persona, ph).await;
+                    self.remove_placeholder(&out.persona, held.thread, ph).await;
                     Some(id)
                 }
-                Err(_) => self.edit_or_keep(&out.persona, ph, first, held.shown).await,
+                Err(_) => {
+                    self.edit_or_keep(&out.persona, held.thread, ph, first, held.shown)
+                        .await
+                }
             },
-            (Some(ph), None) => match self.edit_or_keep(&out.persona, ph, first, held.shown).await {
+            (Some(ph), None) => match self
+                .edit_or_keep(&out.persona, held.thread, ph, first, held.shown)
+                .await
+            {
                 Some(id) => Some(id),
                 None => {
                     let id = self.post(out, first, None, &key, None).await.ok();
                     if id.is_some() {
-                        self.remove_placeholder(&out.persona, ph).await;
+                        self.remove_placeholder(&out.persona, held.thread, ph).await;
                     }
                     id
                 }
@@ -677,6 +706,7 @@ impl RoomDelivery {
     async fn edit_or_keep(
         &self,
         persona: &PersonaId,
+        thread: Option<&ThreadId>,
         placeholder: &MsgId,
         text: &str,
         shown: &str,
@@ -685,7 +715,7 @@ impl RoomDelivery {
             return Some(placeholder.clone());
         }
         twice("editing a placeholder into the reply", &self.room, || {
-            self.platform.edit(persona, &self.room, placeholder, text)
+            self.platform.edit(persona, &self.room, thread, placeholder, text)
         })
         .await
         .ok()

@@ -278,6 +278,7 @@ impl Driver {
             let event = DeliveryEvent::Discard {
                 turn: p.turn,
                 persona: p.persona,
+                thread: p.thread,
                 id: p.id,
             };
             self.deliver(&p.room, event, None);

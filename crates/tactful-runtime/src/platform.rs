@@ -326,17 +326,20 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     /// Posts a message; returns its platform id.
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;
 
-    /// Replaces the text of a message this persona posted.
+    /// Replaces the text of a message this persona posted, in `thread`
+    /// when it was posted in one (Discord addresses a thread's messages
+    /// through the thread; the others need only the room).
     /// Platforms without edits ([`Capabilities::can_edit`] false) keep the
     /// default, which the delivery path never calls.
     fn edit<'a>(
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        let _ = (persona, room, id, text);
+        let _ = (persona, room, thread, id, text);
         Box::pin(async { Err(PlatformError("messages cannot be edited here".into())) })
     }
 
@@ -379,15 +382,16 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
         Box::pin(async { Err(PlatformError("there are no reactions here".into())) })
     }
 
-    /// Deletes a message this persona posted. Platforms without deletes
-    /// keep the default.
+    /// Deletes a message this persona posted (in `thread`, as for
+    /// [`Platform::edit`]). Platforms without deletes keep the default.
     fn delete<'a>(
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
-        let _ = (persona, room, id);
+        let _ = (persona, room, thread, id);
         Box::pin(async { Err(PlatformError("messages cannot be deleted here".into())) })
     }
 }

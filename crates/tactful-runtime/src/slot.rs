@@ -212,11 +212,12 @@ impl Platform for PlatformSlot {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         let p = self.current();
-        Box::pin(async move { p.edit(persona, room, id, text).await })
+        Box::pin(async move { p.edit(persona, room, thread, id, text).await })
     }
 
     fn typing<'a>(
@@ -238,9 +239,10 @@ impl Platform for PlatformSlot {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         let p = self.current();
-        Box::pin(async move { p.delete(persona, room, id).await })
+        Box::pin(async move { p.delete(persona, room, thread, id).await })
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
 use tactful_core::{
-    ContextLimits, EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, TurnRequest,
+    ContextLimits, EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, ThreadId, TurnRequest,
 };
 use tactful_runtime::{
     Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, Store,
@@ -22,9 +22,19 @@ use tokio::sync::mpsc;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Call {
-    Send { text: String, key: Option<String> },
-    Edit { id: String, text: String },
-    Delete { id: String },
+    Send {
+        text: String,
+        key: Option<String>,
+    },
+    Edit {
+        id: String,
+        text: String,
+        thread: Option<String>,
+    },
+    Delete {
+        id: String,
+        thread: Option<String>,
+    },
 }
 
 /// Records every call. With `stuck_after = Some(n)`, the send after the
@@ -96,6 +106,7 @@ impl Platform for Double {
         &'a self,
         _: &'a PersonaId,
         _: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -103,6 +114,7 @@ impl Platform for Double {
             self.calls.lock().expect("lock").push(Call::Edit {
                 id: id.to_string(),
                 text: text.to_owned(),
+                thread: thread.map(ToString::to_string),
             });
             Ok(())
         })
@@ -112,13 +124,14 @@ impl Platform for Double {
         &'a self,
         _: &'a PersonaId,
         _: &'a RoomId,
+        thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {
-            self.calls
-                .lock()
-                .expect("lock")
-                .push(Call::Delete { id: id.to_string() });
+            self.calls.lock().expect("lock").push(Call::Delete {
+                id: id.to_string(),
+                thread: thread.map(ToString::to_string),
+            });
             Ok(())
         })
     }
@@ -334,12 +347,26 @@ fn a_long_reply_cut_off_resumes_after_the_parts_that_went_out() {
 
 #[test]
 fn a_placeholder_left_by_a_crash_is_removed_when_its_turn_is_asked_again() {
+    placeholder_left_by_a_crash(None);
+}
+
+/// In a thread, the leftover is removed there, and the answer fills its
+/// new placeholder there (Discord addresses a thread's messages through
+/// the thread; a restart knows where it posted only from the store).
+#[test]
+fn a_placeholder_left_in_a_thread_is_removed_in_that_thread() {
+    placeholder_left_by_a_crash(Some("t7"));
+}
+
+fn placeholder_left_by_a_crash(thread: Option<&str>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("t.db");
     let first = Double::new(true, None);
     crash_after(async || {
         let (rt, _trace) = start(&path, first.clone(), Agentish::new(None, "never"), 50, 4);
-        say(&rt, "q1", "lobby", "@docs hello?");
+        let mut m = Message::new("q1", "lobby", "alice", "@docs hello?", wall_clock());
+        m.thread = thread.map(ThreadId::new);
+        assert!(rt.handle().inbound(m));
         // On record with its platform id: the first record, saved before
         // the post, has none (waiting for that one raced under load in CI).
         eventually("a posted placeholder on record", || {
@@ -366,11 +393,18 @@ fn a_placeholder_left_by_a_crash_is_removed_when_its_turn_is_asked_again() {
         rt.shutdown().await;
     });
     let calls = second.calls();
-    assert!(calls.contains(&Call::Delete { id: placeholder }), "{calls:?}");
+    let thread = thread.map(str::to_owned);
+    assert!(
+        calls.contains(&Call::Delete {
+            id: placeholder,
+            thread: thread.clone()
+        }),
+        "{calls:?}"
+    );
     assert!(
         calls
             .iter()
-            .any(|c| matches!(c, Call::Edit { text, .. } if text == "Hello!")),
+            .any(|c| matches!(c, Call::Edit { text, thread: t, .. } if text == "Hello!" && *t == thread)),
         "the resumed turn answered in a placeholder of its own: {calls:?}"
     );
     assert!(store_shows(&path, |r| r.placeholders.is_empty() && r.unsent.is_empty()));

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
 use tactful_core::{
-    EngineConfig, Message, MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, TurnRequest,
+    EngineConfig, Message, MsgId, Output, PersonaId, PersonaSpec, RoomId, ThreadId, Timestamp, TurnRequest,
 };
 use tactful_runtime::{
     Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, TraceEvent,
@@ -113,6 +113,7 @@ impl Platform for Double {
         &'a self,
         _: &'a PersonaId,
         _: &'a RoomId,
+        _: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -129,6 +130,7 @@ impl Platform for Double {
         &'a self,
         _: &'a PersonaId,
         _: &'a RoomId,
+        _: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {

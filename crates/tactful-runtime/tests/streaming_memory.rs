@@ -12,7 +12,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use peak_alloc::PeakAlloc;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
-use tactful_core::{EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, TurnRequest};
+use tactful_core::{EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, ThreadId, TurnRequest};
 use tactful_runtime::{
     Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, TraceEvent,
     wall_clock,
@@ -73,6 +73,7 @@ impl Platform for SlowEdits {
         &'a self,
         _: &'a PersonaId,
         _: &'a RoomId,
+        _: Option<&'a ThreadId>,
         _: &'a MsgId,
         _: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {

@@ -167,6 +167,7 @@ impl Platform for SlackPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -193,6 +194,7 @@ impl Platform for SlackPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {

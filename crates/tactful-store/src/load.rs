@@ -5,7 +5,7 @@
 //! warning naming it, and the rest is restored.
 
 use tactful_core::{
-    Counters, Engine, Message, MsgId, Outgoing, PersonaId, RoomId, RoomSnapshot, Timestamp, TurnId,
+    Counters, Engine, Message, MsgId, Outgoing, PersonaId, RoomId, RoomSnapshot, ThreadId, Timestamp, TurnId,
 };
 
 use crate::StoreError;
@@ -60,6 +60,8 @@ pub struct Placeholder {
     pub room: RoomId,
     /// Who posted it.
     pub persona: PersonaId,
+    /// The thread it was posted in.
+    pub thread: Option<ThreadId>,
     /// Its platform id.
     pub id: MsgId,
 }

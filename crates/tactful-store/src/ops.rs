@@ -2,7 +2,7 @@
 //! (`sqlite::write`, `postgres::write`); what a change means is said once,
 //! here, and held by the conformance tests both backends pass.
 
-use tactful_core::{Counters, TurnId, TurnKind};
+use tactful_core::{Counters, ThreadId, TurnId, TurnKind};
 use tactful_core::{Decision, Message, MsgId, Outgoing, PersonaId, RoomId, RoomSnapshot};
 
 use crate::shown::ShownMessage;
@@ -51,6 +51,9 @@ pub enum Op {
         room: RoomId,
         /// Who posted it.
         persona: PersonaId,
+        /// The thread it was posted in (Discord addresses a thread's
+        /// messages through the thread).
+        thread: Option<ThreadId>,
         /// Its platform id.
         id: MsgId,
     },

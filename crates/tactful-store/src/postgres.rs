@@ -396,7 +396,7 @@ impl Backend for Postgres {
 
     fn placeholders(&mut self) -> Result<Vec<Placeholder>, StoreError> {
         self.rows(
-            "SELECT turn, room, persona, platform_id FROM placeholders ORDER BY turn",
+            "SELECT turn, room, persona, platform_id, thread FROM placeholders ORDER BY turn",
             &[],
             row::placeholder,
         )

@@ -138,13 +138,14 @@ pub(crate) fn pending(r: &impl Row) -> Result<PendingRow, StoreError> {
     })
 }
 
-/// A `placeholders` row (`turn, room, persona, platform_id`).
+/// A `placeholders` row (`turn, room, persona, platform_id, thread`).
 pub(crate) fn placeholder(r: &impl Row) -> Result<Placeholder, StoreError> {
     Ok(Placeholder {
         turn: TurnId(r.count(0)?),
         room: RoomId::new(r.text(1)?),
         persona: PersonaId::new(r.text(2)?),
         id: MsgId::new(r.text(3)?),
+        thread: r.opt_text(4)?.map(ThreadId::new),
     })
 }
 

@@ -268,7 +268,7 @@ impl Backend for Sqlite {
     fn placeholders(&mut self) -> Result<Vec<Placeholder>, StoreError> {
         rows(
             &self.conn,
-            "SELECT turn, room, persona, platform_id FROM placeholders ORDER BY turn",
+            "SELECT turn, room, persona, platform_id, thread FROM placeholders ORDER BY turn",
             [],
             |r| row::placeholder(r),
         )

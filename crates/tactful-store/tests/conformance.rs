@@ -250,12 +250,14 @@ fn a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder(place: &P
                 turn,
                 room: "lobby".into(),
                 persona: "docs".into(),
+                thread: None,
                 id: "p9".into(),
             },
             Op::Placeholder {
                 turn: tactful_core::TurnId(99),
                 room: "lobby".into(),
                 persona: "docs".into(),
+                thread: Some("t7".into()),
                 id: "p10".into(),
             },
             Op::PartDelivered {
@@ -283,8 +285,16 @@ fn a_reply_resumes_after_its_delivered_parts_and_keeps_its_placeholder(place: &P
     assert_eq!(r.unsent.len(), 1);
     assert_eq!(r.unsent[0].parts_done, 2);
     assert_eq!(r.unsent[0].first_id.as_ref().map(MsgId::as_str), Some("p9"));
-    let placeholders: Vec<&str> = r.placeholders.iter().map(|p| p.id.as_str()).collect();
-    assert_eq!(placeholders, ["p9", "p10"]);
+    let placeholders: Vec<(&str, Option<&str>)> = r
+        .placeholders
+        .iter()
+        .map(|p| (p.id.as_str(), p.thread.as_ref().map(|t| t.as_str())))
+        .collect();
+    assert_eq!(
+        placeholders,
+        [("p9", None), ("p10", Some("t7"))],
+        "with their threads"
+    );
     store.apply(&[Op::PlaceholderGone(turn)]).expect("saved");
     assert_eq!(store.load(LIMITS).expect("loads").placeholders.len(), 1);
 }

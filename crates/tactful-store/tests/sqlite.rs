@@ -85,8 +85,11 @@ fn upgrading_drops_the_gates_an_older_tactful_never_ended() {
         .expect("saved");
     drop(store);
     let conn = rusqlite::Connection::open(&path).expect("opens");
-    conn.execute_batch("DROP TABLE calls; ALTER TABLE shown DROP COLUMN reactions; PRAGMA user_version = 4;")
-        .expect("downgraded");
+    conn.execute_batch(
+        "DROP TABLE calls; ALTER TABLE shown DROP COLUMN reactions; \
+         ALTER TABLE placeholders DROP COLUMN thread; PRAGMA user_version = 4;",
+    )
+    .expect("downgraded");
     drop(conn);
     let restored = Store::open(&path).expect("migrates").load(LIMITS).expect("loads");
     let kinds: Vec<(u64, TurnKind)> = restored

@@ -193,6 +193,7 @@ impl Platform for TelegramPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -255,6 +256,7 @@ impl Platform for TelegramPlatform {
         &'a self,
         persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {

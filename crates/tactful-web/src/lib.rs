@@ -52,7 +52,7 @@ use axum::routing::get;
 use axum::serve::ListenerExt as _;
 use futures::future::BoxFuture;
 use tactful_core::policy::{Mode, PolicyTable};
-use tactful_core::{MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
+use tactful_core::{MsgId, Output, PersonaId, PersonaSpec, RoomId, ThreadId, Timestamp, UserId};
 use tactful_runtime::{
     Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, TraceEvent, wall_clock,
 };
@@ -608,6 +608,7 @@ impl Platform for WebPlatform {
         &'a self,
         _persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
         text: &'a str,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
@@ -683,6 +684,7 @@ impl Platform for WebPlatform {
         &'a self,
         _persona: &'a PersonaId,
         room: &'a RoomId,
+        _thread: Option<&'a ThreadId>,
         id: &'a MsgId,
     ) -> BoxFuture<'a, Result<(), PlatformError>> {
         Box::pin(async move {

@@ -611,3 +611,67 @@ async fn a_mention_answered_with_silence_gets_a_reaction() {
     assert_eq!(put.status, 204);
     assert!(answers(&double, CHANNEL, q).is_empty(), "nothing posted");
 }
+
+/// A placeholder in a thread posted by another process (the room's owner
+/// that died mid-turn) or before a restart: the process finishing the
+/// turn has no record of where it went, only the thread the store kept
+/// with it, and edits and deletes it there (a thread's messages are
+/// addressed through the thread, not the room's channel: Discord answers
+/// 10008 Unknown Message otherwise).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placeholder_another_process_posted_in_a_thread_is_edited_and_deleted_there() {
+    use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
+    use tactful_discord::{DiscordPersona, DiscordPlatform, DiscordSettings, Pings};
+    use tactful_runtime::{OutMessage, Platform};
+
+    let double = Double::start(bots()).await;
+    let platform = || {
+        DiscordPlatform::new(DiscordSettings {
+            api_url: format!("{}/discord-proxy", double.url),
+            gateway_url: double.gateway(),
+            everyone_addresses: false,
+            pings: Pings::default(),
+            personas: vec![DiscordPersona {
+                id: PersonaId::new("docs"),
+                token: DOCS.into(),
+            }],
+            max_backoff: Duration::from_secs(1),
+        })
+        .expect("built")
+    };
+    let (docs, room, thread) = (
+        PersonaId::new("docs"),
+        RoomId::new(format!("discord:{CHANNEL}")),
+        ThreadId::new(THREAD.to_string()),
+    );
+    let post = |text: &'static str| OutMessage {
+        persona: &docs,
+        room: &room,
+        thread: Some(&thread),
+        text,
+        reply_to: None,
+        key: None,
+        placeholder: true,
+        follows: None,
+        first_replied_to: None,
+    };
+    let dead = platform();
+    let first = dead.send(post("…")).await.expect("posted");
+    let second = dead.send(post("…")).await.expect("posted");
+    let taker = platform();
+    taker
+        .edit(&docs, &room, Some(&thread), &first, "the answer")
+        .await
+        .expect("edited in the thread");
+    taker
+        .delete(&docs, &room, Some(&thread), &second)
+        .await
+        .expect("deleted in the thread");
+    let shown = double.bot_messages(THREAD);
+    let find = |id: &MsgId| shown.iter().find(|m| m.id.to_string() == id.as_str()).cloned();
+    assert_eq!(find(&first).map(|m| m.content), Some("the answer".to_owned()));
+    assert!(find(&second).is_none(), "deleted: {shown:?}");
+    // Without the thread, the room's channel is asked, which does not
+    // hold it.
+    assert!(taker.edit(&docs, &room, None, &first, "again").await.is_err());
+}

@@ -207,6 +207,12 @@ CREATE TABLE spend (
     PRIMARY KEY (persona, part, bucket_end)
 );
 ",
+    // The thread a streaming placeholder was posted in: the next owner
+    // removes or fills it there (Discord addresses a thread's messages
+    // through the thread, not the room's channel).
+    r"
+ALTER TABLE placeholders ADD COLUMN thread TEXT;
+",
 ];
 
 /// The schema version this build writes.

@@ -365,13 +365,20 @@ impl<'a> Writer<'a> {
                 turn,
                 room,
                 persona,
+                thread,
                 id,
             } => {
                 self.exec(
-                    "INSERT INTO placeholders (turn, room, persona, platform_id) VALUES ($1, $2, $3, $4)
+                    "INSERT INTO placeholders (turn, room, persona, platform_id, thread) VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (turn) DO UPDATE SET room = excluded.room, persona = excluded.persona,
-                         platform_id = excluded.platform_id",
-                    vals![(turn.0 as i64), room.as_str(), persona.as_str(), id.as_str()],
+                         platform_id = excluded.platform_id, thread = excluded.thread",
+                    vals![
+                        (turn.0 as i64),
+                        room.as_str(),
+                        persona.as_str(),
+                        id.as_str(),
+                        thread.as_ref().map(|t| t.as_str().to_owned())
+                    ],
                 );
             }
             Op::PlaceholderGone(turn) => {

@@ -146,6 +146,12 @@ DELETE FROM pending_turns WHERE kind = 'gate';
     r"
 ALTER TABLE shown ADD COLUMN reactions TEXT;
 ",
+    // The thread a streaming placeholder was posted in: a restart removes
+    // or fills it there (Discord addresses a thread's messages through
+    // the thread, not the room's channel).
+    r"
+ALTER TABLE placeholders ADD COLUMN thread TEXT;
+",
 ];
 
 /// Brings the file at `path` to the current version.

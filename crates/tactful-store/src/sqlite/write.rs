@@ -81,12 +81,19 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
             turn,
             room,
             persona,
+            thread,
             id,
         } => {
             tx.prepare_cached(
-                "INSERT OR REPLACE INTO placeholders (turn, room, persona, platform_id) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT OR REPLACE INTO placeholders (turn, room, persona, platform_id, thread) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?
-            .execute(params![turn.0 as i64, room.as_str(), persona.as_str(), id.as_str()])?;
+            .execute(params![
+                turn.0 as i64,
+                room.as_str(),
+                persona.as_str(),
+                id.as_str(),
+                thread.as_ref().map(|t| t.as_str())
+            ])?;
         }
         Op::PlaceholderGone(turn) => {
             tx.prepare_cached("DELETE FROM placeholders WHERE turn = ?1")?
