@@ -66,7 +66,15 @@ pub(crate) struct Adoption {
     pub restored: Restored,
     /// Each schedule's last run.
     pub last_runs: Vec<(Arc<str>, Timestamp)>,
+    /// What the rooms of the partitions not held here spent of the
+    /// personas' budgets, these excluded now: taken in with the rooms, so
+    /// no message is decided with a room's spend counted twice (from its
+    /// snapshot and from the store) or not at all.
+    pub spent_elsewhere: Spend,
 }
+
+/// Spend by persona and bucket end (see [`Event::SpentElsewhere`]).
+pub(crate) type Spend = Vec<(PersonaId, Timestamp, u64)>;
 
 /// Until when this process's leases are surely held. Without a cluster,
 /// always.
@@ -485,6 +493,32 @@ impl State {
             self.failing = true;
             tracing::warn!("cannot reach the processes sharing the store: {e}; trying again");
         }
+        let run_out = self.tenure.borrow().is_some_and(|until| Instant::now() >= until);
+        if run_out {
+            self.disconnect_all();
+        }
+    }
+
+    /// The store has not been reached for longer than a lease: another
+    /// process may hold this one's bot accounts and IRC or Matrix
+    /// connections by now. Listening on with them would make two pollers
+    /// of one Telegram token, two IRC connections fighting over one nick,
+    /// two Socket Mode connections sharing one app's events; so they are
+    /// disconnected, and the next round that reaches the store takes back
+    /// those still free. Its rooms need nothing here: their writes are
+    /// fenced, and deliveries wait on the [`Tenure`].
+    fn disconnect_all(&mut self) {
+        let _inside = self.tokio.enter();
+        for (leased, held) in &mut self.connections {
+            if held.is_empty() {
+                continue;
+            }
+            tracing::warn!(
+                connection = %leased.held_by,
+                "the store has not been reached for longer than a lease: disconnected, as another process may hold these connections now"
+            );
+            follow(leased, held, BTreeMap::new());
+        }
     }
 
     fn leave(&mut self) {
@@ -504,7 +538,8 @@ impl State {
         if std::mem::take(&mut self.failing) {
             tracing::info!("the processes sharing the store are reachable again");
         }
-        let _ = self.tenure.send(Some(asked + self.ttl));
+        // Kept even with no reader: `failed` reads it back.
+        self.tenure.send_replace(Some(asked + self.ttl));
         let now_held: BTreeMap<u32, Lease> = balance
             .held
             .iter()
@@ -567,12 +602,15 @@ impl State {
             for (p, l) in &gained {
                 self.held.insert(*p, l.clone());
             }
+            let spent_elsewhere = self.spend_now()?;
+            self.spend_told = Some(spent_elsewhere.clone());
             self.handed.retain(|_, p| !parts.contains(p));
             tracing::debug!(gained = ?gained.iter().map(|(p, l)| (p, l.epoch)).collect::<Vec<_>>(), "partitions taken");
             let _ = self.engine.send(Event::Adopt(Box::new(Adoption {
                 leases: gained,
                 restored,
                 last_runs,
+                spent_elsewhere,
             })));
         }
         // After the adoption: a connection that comes with a partition
@@ -586,15 +624,19 @@ impl State {
     /// this round's hand-overs and adoptions, which the engine task takes
     /// first: its own count and this one never cover the same room.
     fn read_spend(&mut self) -> Result<(), StoreError> {
-        let held: Vec<u32> = self.held.keys().copied().collect();
-        let spend = self
-            .cluster
-            .spent_elsewhere(&held, crate::runtime::wall_clock())?;
+        let spend = self.spend_now()?;
         if self.spend_told.as_ref() != Some(&spend) {
             self.spend_told = Some(spend.clone());
             let _ = self.engine.send(Event::SpentElsewhere(spend));
         }
         Ok(())
+    }
+
+    /// What the rooms of the partitions not held here spent, as the store
+    /// says now.
+    fn spend_now(&mut self) -> Result<Spend, StoreError> {
+        let held: Vec<u32> = self.held.keys().copied().collect();
+        self.cluster.spent_elsewhere(&held, crate::runtime::wall_clock())
     }
 
     /// Lets go of the partitions whose rooms have been handed over.

@@ -44,6 +44,19 @@ pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 /// (`connect_timeout`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long what was sent may go unacknowledged before the connection is
+/// given up, when the URL does not say (`tcp_user_timeout`; Linux). A
+/// network that drops packets (a cut, not a refusal) would otherwise hold
+/// a query for as long as TCP retries, a quarter of an hour: the
+/// coordinator must learn within about a lease that the store is out of
+/// reach, to stop listening with connections another process may take.
+const TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a connection may sit idle before TCP checks the path
+/// (`keepalives_idle`; tokio-postgres's own default is two hours): a
+/// `LISTEN` connection waiting for news learns of a cut this way.
+const KEEPALIVES_IDLE: Duration = Duration::from_secs(10);
+
 /// Waits for `f` on the calling thread (see the module's note).
 fn wait<F: Future>(f: F) -> F::Output {
     futures_executor::block_on(f)
@@ -114,6 +127,13 @@ pub(crate) fn config(
     config.ssl_mode(tls.ssl_mode());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(TCP_USER_TIMEOUT);
+    }
+    // Unset reads as tokio-postgres's two hours.
+    if config.get_keepalives() && config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(KEEPALIVES_IDLE);
     }
     if config.get_application_name().is_none() {
         config.application_name("tactful");
@@ -400,5 +420,24 @@ impl Backend for Postgres {
             &[],
             row::placeholder,
         )
+    }
+}
+
+#[cfg(test)]
+mod connection_defaults_tests {
+    use std::time::Duration;
+
+    /// A network cut that drops packets is noticed within seconds, not
+    /// TCP's quarter of an hour; a URL that says otherwise is kept.
+    #[test]
+    fn a_dead_path_is_given_up_within_seconds_unless_the_url_says() {
+        let (c, _) = super::config("postgres://u@db:5432/x").expect("parses");
+        assert_eq!(c.get_tcp_user_timeout(), Some(&super::TCP_USER_TIMEOUT));
+        assert_eq!(c.get_keepalives_idle(), super::KEEPALIVES_IDLE);
+        assert!(c.get_keepalives());
+        let (c, _) =
+            super::config("postgres://u@db:5432/x?tcp_user_timeout=30&keepalives_idle=60").expect("parses");
+        assert_eq!(c.get_tcp_user_timeout(), Some(&Duration::from_secs(30)));
+        assert_eq!(c.get_keepalives_idle(), Duration::from_secs(60));
     }
 }

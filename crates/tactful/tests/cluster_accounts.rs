@@ -15,7 +15,7 @@ mod common;
 mod telegram_double;
 
 use cluster_setup::{DOCS_ACCOUNT, TOKEN, alice, bot, cluster_toml, group, holder, wait_db};
-use common::{Logs, Reaper, free_port, http_get, run_tactful_logged};
+use common::{Logs, Reaper, free_port, run_tactful_logged};
 use serde_json::json;
 use tactful_store::testing::Schema;
 use telegram_double::{Bot, Double};
@@ -120,14 +120,7 @@ fn get_me(double: &Double, from: usize, token: &str) -> usize {
 
 /// The accounts `/metrics` says this process listens with.
 fn listening(node: &Node) -> Vec<String> {
-    let (_, body) = http_get(node.server, "/metrics").unwrap_or_default();
-    let mut out: Vec<String> = body
-        .lines()
-        .filter(|l| l.starts_with("tactful_platform_connected{"))
-        .filter_map(|l| Some(l.split("persona=\"").nth(1)?.split('"').next()?.to_owned()))
-        .collect();
-    out.sort();
-    out
+    common::listening(node.server)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

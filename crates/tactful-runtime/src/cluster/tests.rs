@@ -3,6 +3,7 @@
 //! their leases.
 
 use tactful_core::Message;
+use tactful_store::Op;
 
 use super::*;
 
@@ -151,4 +152,122 @@ async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_reta
         });
     }
     assert_eq!(seen, ["lost", "adopted", "1 waiting"]);
+}
+
+/// A process that cannot reach the store for longer than a lease stops
+/// listening with its connections (another process may hold them by
+/// then: two pollers of one token, two IRC connections with one nick),
+/// and connects them again once a round reaches the store and they are
+/// still its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_let_go_once_the_store_is_out_of_reach_past_a_lease() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    let at = schema.location();
+    let (engine, _events) = mpsc::unbounded_channel();
+    let mut state = state(&at, engine);
+    let asked = Arc::new(std::sync::Mutex::new(Vec::<Option<Held>>::new()));
+    let log = asked.clone();
+    let personas = vec![PersonaId::new("docs")];
+    state.connections.push((
+        Leased {
+            held_by: HeldBy::Accounts {
+                platform: "telegram".into(),
+                personas: personas.clone(),
+            },
+            connect: Box::new(move |held| {
+                log.lock().expect("log").push(held);
+                true
+            }),
+        },
+        BTreeMap::new(),
+    ));
+    let docs = Some(Held::Only(personas.iter().cloned().collect()));
+    state.round().expect("a round");
+    assert_eq!(*asked.lock().expect("log"), std::slice::from_ref(&docs));
+
+    // The store cannot be reached, within the lease: nothing changes.
+    let cut = StoreError::Tls {
+        url: "postgres://db".into(),
+        why: "the network is cut".into(),
+    };
+    state.failed(&cut);
+    assert_eq!(asked.lock().expect("log").len(), 1, "still surely held");
+
+    // Past the lease: disconnected, once.
+    state.tenure.send_replace(Some(Instant::now()));
+    state.failed(&cut);
+    state.failed(&cut);
+    assert_eq!(*asked.lock().expect("log"), [docs.clone(), None]);
+    assert!(state.connections[0].1.is_empty());
+
+    // The store answers again and the account is still this process's:
+    // connected again.
+    state.round().expect("a round");
+    assert_eq!(*asked.lock().expect("log"), [docs.clone(), None, docs]);
+}
+
+/// A partition taken over brings its rooms' spend with their snapshots:
+/// the adoption itself carries what the others spent without it, so no
+/// message is decided between the two with that spend counted twice
+/// (once from the rooms, once from the store), which refused a call the
+/// budget still allowed (seen in CI: `cluster_budget`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_taken_over_comes_with_the_spend_of_the_others_without_it() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    let at = schema.location();
+    let (engine, mut events) = mpsc::unbounded_channel();
+    let mut state = state(&at, engine);
+    let lobby = RoomId::new("lobby");
+    let part = partition_of(&lobby);
+    // Another process holds lobby's partition, and lobby spent 700.
+    schema
+        .exec(&format!(
+            "INSERT INTO leases (key, holder, epoch, expires_at)
+             VALUES ('partition:{part}', 'ghost', 1, now() + interval '1 hour')"
+        ))
+        .expect("a lease of another's");
+    Store::open_at(&at)
+        .expect("opens")
+        .apply(&[Op::Spent(tactful_core::Spent {
+            room: lobby.clone(),
+            persona: PersonaId::new("docs"),
+            bucket_end: crate::runtime::wall_clock(),
+            per: Duration::from_secs(3600),
+            tokens: 700,
+        })])
+        .expect("spent");
+    state.round().expect("a round");
+    let told = |events: &mut mpsc::UnboundedReceiver<Event>| {
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            match event {
+                Event::Adopt(a) => seen.push(format!(
+                    "adopt {} with {:?}",
+                    a.leases.iter().any(|(p, _)| *p == part),
+                    a.spent_elsewhere.iter().map(|s| s.2).collect::<Vec<_>>()
+                )),
+                Event::SpentElsewhere(s) => seen.push(format!(
+                    "elsewhere {:?}",
+                    s.iter().map(|s| s.2).collect::<Vec<_>>()
+                )),
+                _ => {}
+            }
+        }
+        seen
+    };
+    assert_eq!(told(&mut events), ["adopt false with [700]"]);
+
+    // Its holder dies: lobby's partition comes with the spend of the
+    // others without lobby's, in one event.
+    schema
+        .exec(&format!(
+            "UPDATE leases SET expires_at = now() - interval '1 second' WHERE key = 'partition:{part}'"
+        ))
+        .expect("runs out");
+    state.round().expect("a round");
+    assert_eq!(told(&mut events), ["adopt true with []"]);
 }

@@ -92,6 +92,9 @@ impl Driver {
         for (part, lease) in adoption.leases {
             owned.held.insert(part, lease);
         }
+        // The rooms' spend comes with their snapshots: what the store says
+        // the others spent leaves it out from this event on.
+        self.engine.spent_elsewhere(&adoption.spent_elsewhere);
         let mut restored = adoption.restored;
         // Each process numbers from its own block: never another's counters.
         restored.counters = None;

@@ -247,6 +247,20 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The personas whose accounts the process serving `/metrics` on `port`
+/// listens with (`tactful_platform_connected`), sorted; none when it
+/// does not answer.
+pub fn listening(port: u16) -> Vec<String> {
+    let (_, body) = http_get(port, "/metrics").unwrap_or_default();
+    let mut out: Vec<String> = body
+        .lines()
+        .filter(|l| l.starts_with("tactful_platform_connected{"))
+        .filter_map(|l| Some(l.split("persona=\"").nth(1)?.split('"').next()?.to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
 /// GET a path on 127.0.0.1 (blocking, 5 s timeout): the status and body.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     use std::io::Write;
