@@ -559,6 +559,10 @@ impl State {
             for p in &lost {
                 self.held.remove(p);
             }
+            // Their rooms' spend is the new holder's from now on: told
+            // before the rooms go, so for a moment it is counted twice
+            // (a call refused) rather than not at all (a budget overspent).
+            self.read_spend()?;
             let _ = self.engine.send(Event::Release(lost, None));
         }
         // Above its share: handed over, and let go once its rooms have
@@ -633,9 +637,10 @@ impl State {
     }
 
     /// What the rooms of the partitions not held here spent, as the store
-    /// says now.
+    /// says now. A partition being handed over counts as held: its rooms
+    /// (and their spend) stay in this engine until they are let go.
     fn spend_now(&mut self) -> Result<Spend, StoreError> {
-        let held: Vec<u32> = self.held.keys().copied().collect();
+        let held: Vec<u32> = self.held.keys().chain(self.releasing.keys()).copied().collect();
         self.cluster.spent_elsewhere(&held, crate::runtime::wall_clock())
     }
 

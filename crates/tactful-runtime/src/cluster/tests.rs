@@ -271,3 +271,111 @@ async fn a_partition_taken_over_comes_with_the_spend_of_the_others_without_it() 
     state.round().expect("a round");
     assert_eq!(told(&mut events), ["adopt true with []"]);
 }
+
+/// A partition being handed over keeps its rooms (and their spend) in
+/// this engine until they are let go: what the store says its rooms spent
+/// is not counted as another process's meanwhile, and is once they are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_being_handed_over_is_not_counted_as_spent_elsewhere_until_let_go() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    let at = schema.location();
+    let (engine, mut events) = mpsc::unbounded_channel();
+    let mut state = state(&at, engine);
+    state.round().expect("a round");
+    // Another process joins: half the partitions are handed over.
+    let _other = Cluster::join(&at, "other", Duration::from_secs(10)).expect("joins");
+    state.round().expect("a round");
+    let part = *state.releasing.keys().next().expect("some handed over");
+    let room = (0..10_000)
+        .map(|i| RoomId::new(format!("room{i}")))
+        .find(|r| partition_of(r) == part)
+        .expect("a room there");
+    Store::open_at(&at)
+        .expect("opens")
+        .apply(&[Op::Spent(tactful_core::Spent {
+            room,
+            persona: PersonaId::new("docs"),
+            bucket_end: crate::runtime::wall_clock(),
+            per: Duration::from_secs(3600),
+            tokens: 700,
+        })])
+        .expect("spent");
+    // The hand-overs asked of the engine, and what it is told the others
+    // spent (in all).
+    let drain = |events: &mut mpsc::UnboundedReceiver<Event>| {
+        let (mut done, mut elsewhere) = (Vec::new(), Vec::new());
+        while let Ok(event) = events.try_recv() {
+            match event {
+                Event::Release(_, Some(d)) => done.push(d),
+                Event::SpentElsewhere(s) => elsewhere.push(s.iter().map(|s| s.2).sum::<u64>()),
+                _ => {}
+            }
+        }
+        (done, elsewhere)
+    };
+    state.read_spend().expect("reads");
+    let (done, elsewhere) = drain(&mut events);
+    assert!(
+        elsewhere.iter().all(|&t| t == 0),
+        "still this engine's: {elsewhere:?}"
+    );
+
+    // Handed over: let go, and counted as the other's from then on.
+    for d in done {
+        let _ = d.send(());
+    }
+    state.let_go_handed_over().expect("lets go");
+    state.read_spend().expect("reads");
+    let (_, elsewhere) = drain(&mut events);
+    assert_eq!(elsewhere, [700]);
+}
+
+/// A partition lost (this process was stopped or cut off past its
+/// lease) takes its rooms' spend to the new holder: this engine is told
+/// the others spent it before it lets the rooms go, never after (which
+/// left a moment where nobody's count had it, and a call could overspend
+/// the budget).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_lost_is_counted_as_spent_elsewhere_before_its_rooms_go() {
+    let Some(schema) = tactful_store::testing::Schema::new() else {
+        return;
+    };
+    let at = schema.location();
+    let (engine, mut events) = mpsc::unbounded_channel();
+    let mut state = state(&at, engine);
+    state.round().expect("a round");
+    let lobby = RoomId::new("lobby");
+    let part = partition_of(&lobby);
+    Store::open_at(&at)
+        .expect("opens")
+        .apply(&[Op::Spent(tactful_core::Spent {
+            room: lobby,
+            persona: PersonaId::new("docs"),
+            bucket_end: crate::runtime::wall_clock(),
+            per: Duration::from_secs(3600),
+            tokens: 700,
+        })])
+        .expect("spent");
+    while events.try_recv().is_ok() {}
+    // Another process took lobby's partition while this one was away.
+    schema
+        .exec(&format!(
+            "UPDATE leases SET holder = 'ghost', epoch = epoch + 1, expires_at = now() + interval '1 hour'
+             WHERE key = 'partition:{part}'"
+        ))
+        .expect("taken");
+    state.round().expect("a round");
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        match event {
+            Event::Release(parts, None) if parts.contains(&part) => seen.push("released".to_owned()),
+            Event::SpentElsewhere(s) => {
+                seen.push(format!("elsewhere {}", s.iter().map(|s| s.2).sum::<u64>()))
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(seen, ["elsewhere 700", "released"]);
+}
