@@ -23,35 +23,79 @@ fn state(at: &Location, engine: mpsc::UnboundedSender<Event>) -> State {
     )
 }
 
+/// A coordinator's state on a schema of its own (`None`: no PostgreSQL
+/// here), with the events it sends the engine.
+fn on_a_schema() -> Option<(
+    tactful_store::testing::Schema,
+    Location,
+    State,
+    mpsc::UnboundedReceiver<Event>,
+)> {
+    let schema = tactful_store::testing::Schema::new()?;
+    let at = schema.location();
+    let (engine, events) = mpsc::unbounded_channel();
+    let state = state(&at, engine);
+    Some((schema, at, state, events))
+}
+
+/// What a leased connection's `connect` was asked, in order.
+type Asked = Arc<std::sync::Mutex<Vec<Option<Held>>>>;
+
+/// Telegram accounts of `personas` as a leased connection of `state`,
+/// whose `connect` notes each call in the returned log and answers
+/// `works()`.
+fn telegram_accounts(
+    state: &mut State,
+    personas: &[PersonaId],
+    works: impl Fn() -> bool + Send + 'static,
+) -> Asked {
+    let asked: Asked = Arc::default();
+    let log = asked.clone();
+    state.connections.push((
+        Leased {
+            held_by: HeldBy::Accounts {
+                platform: "telegram".into(),
+                personas: personas.to_vec(),
+            },
+            connect: Box::new(move |held| {
+                log.lock().expect("log").push(held);
+                works()
+            }),
+        },
+        BTreeMap::new(),
+    ));
+    asked
+}
+
+/// `tokens` spent by docs in `room`, recorded as its owner would.
+fn spent(at: &Location, room: RoomId, tokens: i64) {
+    Store::open_at(at)
+        .expect("opens")
+        .apply(&[Op::Spent(tactful_core::Spent {
+            room,
+            persona: PersonaId::new("docs"),
+            bucket_end: crate::runtime::wall_clock(),
+            per: Duration::from_secs(3600),
+            tokens,
+        })])
+        .expect("spent");
+}
+
 /// A platform whose reconnection fails (its saved state could not be
 /// read) keeps what it had: the accounts it still listens with are not
 /// let go to another process, one it gained is asked for again at the
 /// next round, and once it connects the surplus goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accounts_a_platform_could_not_reconnect_without_stay_until_it_can() {
-    let Some(schema) = tactful_store::testing::Schema::new() else {
+    let Some((schema, at, mut state, _events)) = on_a_schema() else {
         return;
     };
-    let at = schema.location();
-    let (engine, _events) = mpsc::unbounded_channel();
-    let mut state = state(&at, engine);
-    let asked = Arc::new(std::sync::Mutex::new(Vec::<Option<Held>>::new()));
     let works = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (log, ok) = (asked.clone(), works.clone());
+    let ok = works.clone();
     let personas = vec![PersonaId::new("chef"), PersonaId::new("docs")];
-    state.connections.push((
-        Leased {
-            held_by: HeldBy::Accounts {
-                platform: "telegram".into(),
-                personas: personas.clone(),
-            },
-            connect: Box::new(move |held| {
-                log.lock().expect("log").push(held);
-                ok.load(std::sync::atomic::Ordering::SeqCst)
-            }),
-        },
-        BTreeMap::new(),
-    ));
+    let asked = telegram_accounts(&mut state, &personas, move || {
+        ok.load(std::sync::atomic::Ordering::SeqCst)
+    });
     let every = Held::Only(personas.iter().cloned().collect());
     let holder = |key: &str| {
         schema
@@ -103,12 +147,9 @@ async fn accounts_a_platform_could_not_reconnect_without_stay_until_it_can() {
 /// one already in hand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_retaken() {
-    let Some(schema) = tactful_store::testing::Schema::new() else {
+    let Some((schema, _at, mut state, mut events)) = on_a_schema() else {
         return;
     };
-    let at = schema.location();
-    let (engine, mut events) = mpsc::unbounded_channel();
-    let mut state = state(&at, engine);
     let msg = Message::new("m1", "lobby", "alice", "@docs hi", Timestamp::from_millis(1));
     let part = partition_of(&msg.room);
     assert!(state.cluster.put(&msg).expect("put"));
@@ -161,28 +202,11 @@ async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_reta
 /// still its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_let_go_once_the_store_is_out_of_reach_past_a_lease() {
-    let Some(schema) = tactful_store::testing::Schema::new() else {
+    let Some((_schema, _at, mut state, _events)) = on_a_schema() else {
         return;
     };
-    let at = schema.location();
-    let (engine, _events) = mpsc::unbounded_channel();
-    let mut state = state(&at, engine);
-    let asked = Arc::new(std::sync::Mutex::new(Vec::<Option<Held>>::new()));
-    let log = asked.clone();
     let personas = vec![PersonaId::new("docs")];
-    state.connections.push((
-        Leased {
-            held_by: HeldBy::Accounts {
-                platform: "telegram".into(),
-                personas: personas.clone(),
-            },
-            connect: Box::new(move |held| {
-                log.lock().expect("log").push(held);
-                true
-            }),
-        },
-        BTreeMap::new(),
-    ));
+    let asked = telegram_accounts(&mut state, &personas, || true);
     let docs = Some(Held::Only(personas.iter().cloned().collect()));
     state.round().expect("a round");
     assert_eq!(*asked.lock().expect("log"), std::slice::from_ref(&docs));
@@ -215,12 +239,9 @@ async fn connections_are_let_go_once_the_store_is_out_of_reach_past_a_lease() {
 /// budget still allowed (seen in CI: `cluster_budget`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_taken_over_comes_with_the_spend_of_the_others_without_it() {
-    let Some(schema) = tactful_store::testing::Schema::new() else {
+    let Some((schema, at, mut state, mut events)) = on_a_schema() else {
         return;
     };
-    let at = schema.location();
-    let (engine, mut events) = mpsc::unbounded_channel();
-    let mut state = state(&at, engine);
     let lobby = RoomId::new("lobby");
     let part = partition_of(&lobby);
     // Another process holds lobby's partition, and lobby spent 700.
@@ -230,16 +251,7 @@ async fn a_partition_taken_over_comes_with_the_spend_of_the_others_without_it() 
              VALUES ('partition:{part}', 'ghost', 1, now() + interval '1 hour')"
         ))
         .expect("a lease of another's");
-    Store::open_at(&at)
-        .expect("opens")
-        .apply(&[Op::Spent(tactful_core::Spent {
-            room: lobby.clone(),
-            persona: PersonaId::new("docs"),
-            bucket_end: crate::runtime::wall_clock(),
-            per: Duration::from_secs(3600),
-            tokens: 700,
-        })])
-        .expect("spent");
+    spent(&at, lobby.clone(), 700);
     state.round().expect("a round");
     let told = |events: &mut mpsc::UnboundedReceiver<Event>| {
         let mut seen = Vec::new();
@@ -277,12 +289,9 @@ async fn a_partition_taken_over_comes_with_the_spend_of_the_others_without_it() 
 /// is not counted as another process's meanwhile, and is once they are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_being_handed_over_is_not_counted_as_spent_elsewhere_until_let_go() {
-    let Some(schema) = tactful_store::testing::Schema::new() else {
+    let Some((_schema, at, mut state, mut events)) = on_a_schema() else {
         return;
     };
-    let at = schema.location();
-    let (engine, mut events) = mpsc::unbounded_channel();
-    let mut state = state(&at, engine);
     state.round().expect("a round");
     // Another process joins: half the partitions are handed over.
     let _other = Cluster::join(&at, "other", Duration::from_secs(10)).expect("joins");
@@ -292,16 +301,7 @@ async fn a_partition_being_handed_over_is_not_counted_as_spent_elsewhere_until_l
         .map(|i| RoomId::new(format!("room{i}")))
         .find(|r| partition_of(r) == part)
         .expect("a room there");
-    Store::open_at(&at)
-        .expect("opens")
-        .apply(&[Op::Spent(tactful_core::Spent {
-            room,
-            persona: PersonaId::new("docs"),
-            bucket_end: crate::runtime::wall_clock(),
-            per: Duration::from_secs(3600),
-            tokens: 700,
-        })])
-        .expect("spent");
+    spent(&at, room, 700);
     // The hand-overs asked of the engine, and what it is told the others
     // spent (in all).
     let drain = |events: &mut mpsc::UnboundedReceiver<Event>| {
@@ -339,25 +339,13 @@ async fn a_partition_being_handed_over_is_not_counted_as_spent_elsewhere_until_l
 /// the budget).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_lost_is_counted_as_spent_elsewhere_before_its_rooms_go() {
-    let Some(schema) = tactful_store::testing::Schema::new() else {
+    let Some((schema, at, mut state, mut events)) = on_a_schema() else {
         return;
     };
-    let at = schema.location();
-    let (engine, mut events) = mpsc::unbounded_channel();
-    let mut state = state(&at, engine);
     state.round().expect("a round");
     let lobby = RoomId::new("lobby");
     let part = partition_of(&lobby);
-    Store::open_at(&at)
-        .expect("opens")
-        .apply(&[Op::Spent(tactful_core::Spent {
-            room: lobby,
-            persona: PersonaId::new("docs"),
-            bucket_end: crate::runtime::wall_clock(),
-            per: Duration::from_secs(3600),
-            tokens: 700,
-        })])
-        .expect("spent");
+    spent(&at, lobby, 700);
     while events.try_recv().is_ok() {}
     // Another process took lobby's partition while this one was away.
     schema
