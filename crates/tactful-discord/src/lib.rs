@@ -362,7 +362,7 @@ impl Shared {
         if let Ok(mut bots) = self.bots.write() {
             bots[i].1 = Some((me.id, me.name));
         }
-        self.identified.add();
+        self.identified.add(i);
         Ok(())
     }
 

@@ -454,20 +454,28 @@ mod heard_once_tests {
 /// for all of them, and the start banner waits a little to name them.
 #[derive(Debug, Default)]
 pub struct Roll {
-    known: std::sync::atomic::AtomicUsize,
+    /// The accounts known, by index: an account that says who it is again
+    /// (its connection started again) is not counted twice.
+    known: std::sync::Mutex<std::collections::BTreeSet<usize>>,
     changed: tokio::sync::Notify,
 }
 
 impl Roll {
-    /// One more account is known.
-    pub fn add(&self) {
-        self.known.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    /// Account `account` is known.
+    pub fn add(&self, account: usize) {
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(account);
         self.changed.notify_waiters();
     }
 
     /// How many are known.
     pub fn count(&self) -> usize {
-        self.known.load(std::sync::atomic::Ordering::SeqCst)
+        self.known
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// Waits until `all` are known, `within` at most; whether they are.
@@ -501,8 +509,10 @@ mod roll_tests {
         );
         let r = roll.clone();
         let waiter = tokio::spawn(async move { r.wait_for(2, Duration::from_secs(60)).await });
-        roll.add();
-        roll.add();
+        roll.add(0);
+        roll.add(0);
+        assert_eq!(roll.count(), 1, "an account known again counts once");
+        roll.add(1);
         assert!(waiter.await.expect("joins"));
         assert_eq!(roll.count(), 2);
     }

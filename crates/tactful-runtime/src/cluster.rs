@@ -69,8 +69,9 @@ pub(crate) struct Adoption {
     /// What the rooms of the partitions not held here spent of the
     /// personas' budgets, these excluded now: taken in with the rooms, so
     /// no message is decided with a room's spend counted twice (from its
-    /// snapshot and from the store) or not at all.
-    pub spent_elsewhere: Spend,
+    /// snapshot and from the store) or not at all. `None` when it could
+    /// not be read (the round's last read tells it).
+    pub spent_elsewhere: Option<Spend>,
 }
 
 /// Spend by persona and bucket end (see [`Event::SpentElsewhere`]).
@@ -559,10 +560,7 @@ impl State {
             for p in &lost {
                 self.held.remove(p);
             }
-            // Their rooms' spend is the new holder's from now on: told
-            // before the rooms go, so for a moment it is counted twice
-            // (a call refused) rather than not at all (a budget overspent).
-            self.read_spend()?;
+            self.spend_before_release();
             let _ = self.engine.send(Event::Release(lost, None));
         }
         // Above its share: handed over, and let go once its rooms have
@@ -580,6 +578,7 @@ impl State {
                 self.held.remove(p);
                 self.releasing.insert(*p, lease.clone());
             }
+            self.spend_before_release();
             let (done, handed_over) = oneshot::channel();
             if self
                 .engine
@@ -603,11 +602,23 @@ impl State {
             let wanted = |room: &RoomId| parts.contains(&partition_of(room));
             let restored = self.store.load_rooms(self.limits, &wanted)?;
             let last_runs = crate::schedules::last_runs(&self.store.platform_state()?);
+            // Read before the partitions count as held: a failed read must
+            // not keep them from being adopted (the round's last read tries
+            // again).
+            let taking: Vec<u32> = parts.iter().copied().collect();
+            let spent_elsewhere = match self.spend_now(&taking) {
+                Ok(spend) => {
+                    self.spend_told = Some(spend.clone());
+                    Some(spend)
+                }
+                Err(e) => {
+                    self.failed(&e);
+                    None
+                }
+            };
             for (p, l) in &gained {
                 self.held.insert(*p, l.clone());
             }
-            let spent_elsewhere = self.spend_now()?;
-            self.spend_told = Some(spent_elsewhere.clone());
             self.handed.retain(|_, p| !parts.contains(p));
             tracing::debug!(gained = ?gained.iter().map(|(p, l)| (p, l.epoch)).collect::<Vec<_>>(), "partitions taken");
             let _ = self.engine.send(Event::Adopt(Box::new(Adoption {
@@ -628,7 +639,7 @@ impl State {
     /// this round's hand-overs and adoptions, which the engine task takes
     /// first: its own count and this one never cover the same room.
     fn read_spend(&mut self) -> Result<(), StoreError> {
-        let spend = self.spend_now()?;
+        let spend = self.spend_now(&[])?;
         if self.spend_told.as_ref() != Some(&spend) {
             self.spend_told = Some(spend.clone());
             let _ = self.engine.send(Event::SpentElsewhere(spend));
@@ -636,12 +647,25 @@ impl State {
         Ok(())
     }
 
-    /// What the rooms of the partitions not held here spent, as the store
-    /// says now. A partition being handed over counts as held: its rooms
-    /// (and their spend) stay in this engine until they are let go.
-    fn spend_now(&mut self) -> Result<Spend, StoreError> {
-        let held: Vec<u32> = self.held.keys().chain(self.releasing.keys()).copied().collect();
+    /// What the rooms of the partitions neither held here nor in
+    /// `taking` spent, as the store says now. A partition being handed
+    /// over is another's already: its rooms' spend left this engine with
+    /// the `Release`.
+    fn spend_now(&mut self, taking: &[u32]) -> Result<Spend, StoreError> {
+        let held: Vec<u32> = self.held.keys().chain(taking).copied().collect();
         self.cluster.spent_elsewhere(&held, crate::runtime::wall_clock())
+    }
+
+    /// Partitions just lost or being handed over (no longer in `held`):
+    /// their rooms' spend is counted by the new holder once the engine
+    /// lets them go, so it is told as another's before the `Release`,
+    /// making it counted twice for a moment (a call refused) rather than
+    /// nowhere (a budget overspent). A failed read is tried again at the
+    /// round's end; the rooms go regardless.
+    fn spend_before_release(&mut self) {
+        if let Err(e) = self.read_spend() {
+            self.failed(&e);
+        }
     }
 
     /// Lets go of the partitions whose rooms have been handed over.

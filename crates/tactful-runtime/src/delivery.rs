@@ -100,6 +100,9 @@ pub struct Resume {
     pub first_id: Option<MsgId>,
     /// The turn's placeholder still on screen, to become the reply.
     pub placeholder: Option<MsgId>,
+    /// The thread it was posted in, as recorded (`None` also for a record
+    /// older than the thread's column: the reply's thread is taken then).
+    pub placeholder_thread: Option<ThreadId>,
 }
 
 /// What a room's delivery worker is asked to do.
@@ -345,7 +348,7 @@ impl RoomDelivery {
                 thread,
                 id,
             } => {
-                if let Some(id) = self.resolve(turn, &persona, id, None).await {
+                if let Some(id) = self.resolve(turn, &persona, id, thread.as_ref(), None).await {
                     tracing::debug!(room = %self.room, %turn, %id, "removing a placeholder left by a restart");
                     self.remove_placeholder(&persona, thread.as_ref(), &id).await;
                 }
@@ -448,12 +451,12 @@ impl RoomDelivery {
         turn: TurnId,
         persona: &PersonaId,
         id: MsgId,
+        thread: Option<&ThreadId>,
         out: Option<&Outgoing>,
     ) -> Option<MsgId> {
         if !id.as_str().is_empty() {
             return Some(id);
         }
-        let thread = out.and_then(|o| o.thread.as_ref());
         let answering = out
             .and_then(|o| o.reply_to.as_ref())
             .filter(|_| self.platform.capabilities().native_replies);
@@ -551,17 +554,21 @@ impl RoomDelivery {
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
         let caps = self.platform.capabilities();
         let resume = resume.unwrap_or_default();
-        // A placeholder from before a restart was posted where the reply
-        // goes: in its thread.
+        // A placeholder from before a restart is where its record says,
+        // else where the reply goes.
         let (placeholder, ph_thread, answering, shown) = match self.streams.remove(&out.turn) {
             Some(s) => (s.placeholder, s.thread, s.answering, s.shown),
             None => match resume.placeholder.clone() {
-                Some(id) => (
-                    self.resolve(out.turn, &out.persona, id, Some(&out)).await,
-                    out.thread.clone(),
-                    None,
-                    String::new(),
-                ),
+                Some(id) => {
+                    let thread = resume.placeholder_thread.clone().or_else(|| out.thread.clone());
+                    (
+                        self.resolve(out.turn, &out.persona, id, thread.as_ref(), Some(&out))
+                            .await,
+                        thread,
+                        None,
+                        String::new(),
+                    )
+                }
                 None => (None, None, None, String::new()),
             },
         };

@@ -58,13 +58,14 @@ impl Restart {
         let mut placeholders: HashMap<TurnId, Placeholder> =
             restored.placeholders.into_iter().map(|p| (p.turn, p)).collect();
         for u in restored.unsent {
-            let placeholder = placeholders.remove(&u.out.turn).map(|p| p.id);
+            let placeholder = placeholders.remove(&u.out.turn);
             r.unsent.push((
                 u.out,
                 Resume {
                     parts_done: u.parts_done,
                     first_id: u.first_id,
-                    placeholder,
+                    placeholder_thread: placeholder.as_ref().and_then(|p| p.thread.clone()),
+                    placeholder: placeholder.map(|p| p.id),
                 },
             ));
         }

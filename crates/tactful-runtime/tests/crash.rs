@@ -25,6 +25,7 @@ enum Call {
     Send {
         text: String,
         key: Option<String>,
+        thread: Option<String>,
     },
     Edit {
         id: String,
@@ -94,6 +95,7 @@ impl Platform for Double {
             self.calls.lock().expect("lock").push(Call::Send {
                 text: msg.text.to_owned(),
                 key: msg.key.map(str::to_owned),
+                thread: msg.thread.map(ToString::to_string),
             });
             Ok(MsgId::new(format!(
                 "p{}",
@@ -408,6 +410,66 @@ fn placeholder_left_by_a_crash(thread: Option<&str>) {
         "the resumed turn answered in a placeholder of its own: {calls:?}"
     );
     assert!(store_shows(&path, |r| r.placeholders.is_empty() && r.unsent.is_empty()));
+}
+
+/// A crash while a placeholder in a thread was being posted (on record
+/// without its id): the restart posts it again under its key in that
+/// thread (a platform that deduplicates finds the first) and removes it
+/// there, never in the room's main channel.
+#[test]
+fn a_placeholder_whose_post_a_crash_cut_short_is_looked_for_in_its_thread() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    crash_after(async || {
+        let (rt, _trace) = start(
+            &path,
+            Double::new(true, Some(0)),
+            Agentish::new(None, "never"),
+            50,
+            4,
+        );
+        let mut m = Message::new("q1", "lobby", "alice", "@docs hello?", wall_clock());
+        m.thread = Some(ThreadId::new("t7"));
+        assert!(rt.handle().inbound(m));
+        eventually("the placeholder on record, its post cut short", || {
+            store_shows(&path, |r| {
+                r.placeholders.len() == 1 && r.placeholders[0].id.as_str().is_empty()
+            })
+        })
+        .await;
+    });
+    let second = Double::new(true, None);
+    crash_after(async || {
+        let (rt, mut trace) = start(
+            &path,
+            second.clone(),
+            Agentish::new(Some(Duration::ZERO), "Hello!"),
+            50,
+            4,
+        );
+        quiet(&mut trace).await;
+        rt.shutdown().await;
+    });
+    let calls = second.calls();
+    let t7 = Some("t7".to_owned());
+    let placeholders: Vec<&Call> = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Send { text, .. } if text == "…"))
+        .collect();
+    assert!(!placeholders.is_empty(), "{calls:?}");
+    assert!(
+        placeholders
+            .iter()
+            .all(|c| matches!(c, Call::Send { thread, .. } if *thread == t7)),
+        "every placeholder in the thread: {calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::Delete { thread, .. } if *thread == t7)),
+        "the leftover removed in the thread: {calls:?}"
+    );
+    assert!(store_shows(&path, |r| r.placeholders.is_empty()));
 }
 
 #[test]

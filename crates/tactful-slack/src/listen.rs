@@ -242,7 +242,7 @@ impl Shared {
                 name,
             });
         }
-        self.identified.add();
+        self.identified.add(i);
         Ok(())
     }
 

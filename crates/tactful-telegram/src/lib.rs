@@ -230,7 +230,7 @@ impl Shared {
             listening,
         );
         loop {
-            match self.identify(&persona, &bot).await {
+            match self.identify(i, &persona, &bot).await {
                 Ok(()) => break,
                 Err(e) => backoff.wait(&e).await,
             }
@@ -262,8 +262,9 @@ impl Shared {
         }
     }
 
-    /// `getMe`: learns the bot's username (mentions name it).
-    async fn identify(&self, persona: &TelegramPersona, bot: &Bot) -> Result<(), PollError> {
+    /// `getMe`: learns the bot's username (mentions name it); `i` is its
+    /// place among the personas.
+    async fn identify(&self, i: usize, persona: &TelegramPersona, bot: &Bot) -> Result<(), PollError> {
         let me = bot
             .get_me()
             .send()
@@ -284,7 +285,7 @@ impl Shared {
         {
             k.username = username.clone();
         }
-        self.identified.add();
+        self.identified.add(i);
         tracing::info!(persona = %persona.id, username = ?username, "Telegram: bot identified");
         Ok(())
     }

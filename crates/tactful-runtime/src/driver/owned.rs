@@ -94,7 +94,9 @@ impl Driver {
         }
         // The rooms' spend comes with their snapshots: what the store says
         // the others spent leaves it out from this event on.
-        self.engine.spent_elsewhere(&adoption.spent_elsewhere);
+        if let Some(spend) = &adoption.spent_elsewhere {
+            self.engine.spent_elsewhere(spend);
+        }
         let mut restored = adoption.restored;
         // Each process numbers from its own block: never another's counters.
         restored.counters = None;
