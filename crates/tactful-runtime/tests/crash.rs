@@ -277,6 +277,24 @@ fn crash_after(f: impl AsyncFnOnce()) {
     rt.shutdown_timeout(Duration::from_secs(5));
 }
 
+/// Starts again on `path` through `platform`, with an agent answering
+/// `text` at once, until everything is quiet, then stops: `platform`, for
+/// its calls.
+fn restarted(path: &std::path::Path, platform: Arc<Double>, text: &str) -> Arc<Double> {
+    crash_after(async || {
+        let (rt, mut trace) = start(
+            path,
+            platform.clone(),
+            Agentish::new(Some(Duration::ZERO), text),
+            50,
+            4,
+        );
+        quiet(&mut trace).await;
+        rt.shutdown().await;
+    });
+    platform
+}
+
 /// Ten lines that split into ten parts on a 40-character platform.
 fn ten_parts() -> String {
     (1..=10)
@@ -307,18 +325,7 @@ fn a_long_reply_cut_off_resumes_after_the_parts_that_went_out() {
         .await;
     });
     assert_eq!(first.sent().len(), 3);
-    let second = Double::new(false, None);
-    crash_after(async || {
-        let (rt, mut trace) = start(
-            &path,
-            second.clone(),
-            Agentish::new(Some(Duration::ZERO), "unused"),
-            50,
-            4,
-        );
-        quiet(&mut trace).await;
-        rt.shutdown().await;
-    });
+    let second = restarted(&path, Double::new(false, None), "unused");
     let resent = second.sent();
     assert_eq!(
         resent.len(),
@@ -382,18 +389,7 @@ fn placeholder_left_by_a_crash(thread: Option<&str>) {
         Call::Send { text, .. } if text == "…" => "p1".to_owned(),
         other => panic!("{other:?}"),
     };
-    let second = Double::new(true, None);
-    crash_after(async || {
-        let (rt, mut trace) = start(
-            &path,
-            second.clone(),
-            Agentish::new(Some(Duration::ZERO), "Hello!"),
-            50,
-            4,
-        );
-        quiet(&mut trace).await;
-        rt.shutdown().await;
-    });
+    let second = restarted(&path, Double::new(true, None), "Hello!");
     let calls = second.calls();
     let thread = thread.map(str::to_owned);
     assert!(
@@ -438,18 +434,7 @@ fn a_placeholder_whose_post_a_crash_cut_short_is_looked_for_in_its_thread() {
         })
         .await;
     });
-    let second = Double::new(true, None);
-    crash_after(async || {
-        let (rt, mut trace) = start(
-            &path,
-            second.clone(),
-            Agentish::new(Some(Duration::ZERO), "Hello!"),
-            50,
-            4,
-        );
-        quiet(&mut trace).await;
-        rt.shutdown().await;
-    });
+    let second = restarted(&path, Double::new(true, None), "Hello!");
     let calls = second.calls();
     let t7 = Some("t7".to_owned());
     let placeholders: Vec<&Call> = calls
