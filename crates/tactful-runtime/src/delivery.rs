@@ -34,7 +34,7 @@ use std::time::Duration;
 use tactful_core::delivery::{EditThrottle, Visible, split_message, visible};
 use tactful_core::{MsgId, Outgoing, PersonaId, RoomId, ThreadId, TurnId};
 
-use tactful_store::Op;
+use tactful_store::{Op, Placeholder as Recorded};
 
 use crate::persist::Saver;
 use crate::platform::{OutMessage, Platform, PlatformError};
@@ -98,11 +98,10 @@ pub struct Resume {
     pub parts_done: usize,
     /// The platform id of the first part, when it went out.
     pub first_id: Option<MsgId>,
-    /// The turn's placeholder still on screen, to become the reply.
-    pub placeholder: Option<MsgId>,
-    /// The thread it was posted in, as recorded (`None` also for a record
-    /// older than the thread's column: the reply's thread is taken then).
-    pub placeholder_thread: Option<ThreadId>,
+    /// The turn's placeholder still on screen, to become the reply, as
+    /// recorded (its thread `None` also for a record older than the
+    /// thread's column: the reply's thread is taken then).
+    pub placeholder: Option<Recorded>,
 }
 
 /// What a room's delivery worker is asked to do.
@@ -137,17 +136,9 @@ pub enum DeliveryEvent {
     },
     /// A reaction on a person's message (`addressed_silence = "react"`).
     React(Box<tactful_core::ReactNote>),
-    /// A placeholder left from before a restart whose turn has no reply.
-    Discard {
-        /// The turn it stood for.
-        turn: TurnId,
-        /// Who posted it.
-        persona: PersonaId,
-        /// The thread it is in.
-        thread: Option<ThreadId>,
-        /// Its platform id.
-        id: MsgId,
-    },
+    /// A placeholder left from before a restart whose turn has no reply,
+    /// as recorded.
+    Discard(Recorded),
 }
 
 /// What of a streaming answer may be shown, from the turn's request.
@@ -342,17 +333,15 @@ impl RoomDelivery {
                 }
                 None
             }
-            DeliveryEvent::Discard {
-                turn,
-                persona,
-                thread,
-                id,
-            } => {
-                if let Some(id) = self.resolve(turn, &persona, id, thread.as_ref(), None).await {
-                    tracing::debug!(room = %self.room, %turn, %id, "removing a placeholder left by a restart");
-                    self.remove_placeholder(&persona, thread.as_ref(), &id).await;
+            DeliveryEvent::Discard(p) => {
+                if let Some(id) = self
+                    .resolve(p.turn, &p.persona, p.id, p.thread.as_ref(), None)
+                    .await
+                {
+                    tracing::debug!(room = %self.room, turn = %p.turn, %id, "removing a placeholder left by a restart");
+                    self.remove_placeholder(&p.persona, p.thread.as_ref(), &id).await;
                 }
-                self.placeholder_gone(turn);
+                self.placeholder_gone(p.turn);
                 None
             }
         }
@@ -559,10 +548,10 @@ impl RoomDelivery {
         let (placeholder, ph_thread, answering, shown) = match self.streams.remove(&out.turn) {
             Some(s) => (s.placeholder, s.thread, s.answering, s.shown),
             None => match resume.placeholder.clone() {
-                Some(id) => {
-                    let thread = resume.placeholder_thread.clone().or_else(|| out.thread.clone());
+                Some(p) => {
+                    let thread = p.thread.or_else(|| out.thread.clone());
                     (
-                        self.resolve(out.turn, &out.persona, id, thread.as_ref(), Some(&out))
+                        self.resolve(out.turn, &out.persona, p.id, thread.as_ref(), Some(&out))
                             .await,
                         thread,
                         None,

@@ -275,13 +275,8 @@ impl Driver {
             self.deliver(&room, DeliveryEvent::Send(Box::new(out), Some(resume)), None);
         }
         for p in restart.stale {
-            let event = DeliveryEvent::Discard {
-                turn: p.turn,
-                persona: p.persona,
-                thread: p.thread,
-                id: p.id,
-            };
-            self.deliver(&p.room, event, None);
+            let room = p.room.clone();
+            self.deliver(&room, DeliveryEvent::Discard(p), None);
         }
         self.drain();
         self.fill();

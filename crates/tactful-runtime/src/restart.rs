@@ -64,8 +64,7 @@ impl Restart {
                 Resume {
                     parts_done: u.parts_done,
                     first_id: u.first_id,
-                    placeholder_thread: placeholder.as_ref().and_then(|p| p.thread.clone()),
-                    placeholder: placeholder.map(|p| p.id),
+                    placeholder,
                 },
             ));
         }
