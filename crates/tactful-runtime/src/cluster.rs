@@ -26,7 +26,9 @@
 //! workers until when the leases are surely held (the local clock, from
 //! before the renewal was asked): past it, nothing is posted until a
 //! renewal comes, so a process that was stopped past its lease never posts
-//! what its rooms' new owners are posting.
+//! what its rooms' new owners are posting; and a watchdog
+//! ([`hold::watch_tenure`]) disconnects the bot accounts when it passes,
+//! however long the coordinator's own call to the store hangs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -122,8 +124,10 @@ pub struct Leased {
     /// Connects the accounts this process holds now, from the state the
     /// store holds now (offsets the last holder saved), in place of what
     /// was connected; `None`: disconnects at once, other processes hold
-    /// them all. Called on the coordinator's thread, inside the runtime,
-    /// each time what this process holds changes. Whether it did: one
+    /// them all (or, with `None`, this process's tenure ran out). Called
+    /// on a thread that may block (the coordinator's, or the watchdog's
+    /// blocking task), inside the runtime, one call at a time, each time
+    /// what this process holds changes. Whether it did: one
     /// that could not (the store could not be read) leaves the old
     /// connection running, and is asked again at the next round.
     pub connect: Box<dyn Fn(Option<Held>) -> bool + Send>,
@@ -231,7 +235,8 @@ impl GiveBack {
 pub(crate) struct Coordinator {
     wake: std_mpsc::Sender<Wake>,
     thread: Option<std::thread::JoinHandle<()>>,
-    listeners: [tokio::task::JoinHandle<()>; 2],
+    /// The notification listeners and the tenure's watchdog.
+    listeners: [tokio::task::JoinHandle<()>; 3],
 }
 
 impl Coordinator {
@@ -254,6 +259,7 @@ impl Coordinator {
         let (tenure_tx, tenure_rx) = watch::channel(None);
         let (wake_tx, wake_rx) = std_mpsc::channel();
         let mut state = State::new(cluster, store, limits, engine, tenure_tx, config.lease);
+        let watchdog = tokio::spawn(hold::watch_tenure(tenure_rx.clone(), state.connections.clone()));
         let thread = std::thread::Builder::new()
             .name("tactful-cluster".into())
             .spawn(move || {
@@ -279,7 +285,7 @@ impl Coordinator {
             Coordinator {
                 wake: wake_tx,
                 thread: Some(thread),
-                listeners: [listener, spend_listener],
+                listeners: [listener, spend_listener, watchdog],
             },
             Tenure(Some(tenure_rx)),
             block,
@@ -368,8 +374,8 @@ struct State {
     /// Whether the last round failed (said once per streak).
     failing: bool,
     /// The connections to hold, with the leases they are connected
-    /// under, by key.
-    connections: Vec<(Leased, BTreeMap<String, Lease>)>,
+    /// under, by key (shared with the tenure's watchdog).
+    connections: Holding,
     /// Partitions above this process's share, being handed over.
     releasing: BTreeMap<u32, Lease>,
     /// The hand-overs under way: their partitions, and the engine task's
@@ -404,7 +410,7 @@ impl State {
             tenure,
             ttl,
             failing: false,
-            connections: Vec::new(),
+            connections: Holding::default(),
             releasing: BTreeMap::new(),
             handovers: Vec::new(),
             tokio: tokio::runtime::Handle::current(),
@@ -444,8 +450,7 @@ impl State {
                         read = true;
                     }
                     Wake::Connections(c) => {
-                        self.connections
-                            .extend(c.into_iter().map(|l| (l, BTreeMap::new())));
+                        lock(&self.connections).extend(c.into_iter().map(|l| (l, BTreeMap::new())));
                         next = Instant::now();
                     }
                     Wake::Stop => {
@@ -489,36 +494,13 @@ impl State {
         self.leave();
     }
 
+    /// A call to the store failed (said once per streak). The
+    /// connections need nothing here: the tenure's watchdog lets them go
+    /// if no renewal comes in time ([`hold::watch_tenure`]).
     fn failed(&mut self, e: &StoreError) {
         if !self.failing {
             self.failing = true;
             tracing::warn!("cannot reach the processes sharing the store: {e}; trying again");
-        }
-        let run_out = self.tenure.borrow().is_some_and(|until| Instant::now() >= until);
-        if run_out {
-            self.disconnect_all();
-        }
-    }
-
-    /// The store has not been reached for longer than a lease: another
-    /// process may hold this one's bot accounts and IRC or Matrix
-    /// connections by now. Listening on with them would make two pollers
-    /// of one Telegram token, two IRC connections fighting over one nick,
-    /// two Socket Mode connections sharing one app's events; so they are
-    /// disconnected, and the next round that reaches the store takes back
-    /// those still free. Its rooms need nothing here: their writes are
-    /// fenced, and deliveries wait on the [`Tenure`].
-    fn disconnect_all(&mut self) {
-        let _inside = self.tokio.enter();
-        for (leased, held) in &mut self.connections {
-            if held.is_empty() {
-                continue;
-            }
-            tracing::warn!(
-                connection = %leased.held_by,
-                "the store has not been reached for longer than a lease: disconnected, as another process may hold these connections now"
-            );
-            follow(leased, held, BTreeMap::new());
         }
     }
 
@@ -539,7 +521,7 @@ impl State {
         if std::mem::take(&mut self.failing) {
             tracing::info!("the processes sharing the store are reachable again");
         }
-        // Kept even with no reader: `failed` reads it back.
+        // Kept even with no reader: the watchdog may subscribe later.
         self.tenure.send_replace(Some(asked + self.ttl));
         let now_held: BTreeMap<u32, Lease> = balance
             .held
@@ -696,8 +678,7 @@ impl State {
     /// follow it.
     fn keep_connections(&mut self, renewed: &[Lease]) -> Result<(), StoreError> {
         let _inside = self.tokio.enter();
-        let keys: Vec<String> = self
-            .connections
+        let keys: Vec<String> = lock(&self.connections)
             .iter()
             .flat_map(|(l, _)| l.held_by.account_keys())
             .collect();
@@ -706,8 +687,10 @@ impl State {
         } else {
             self.cluster.balance_with(&keys, renewed)?
         };
-        let nows: Vec<BTreeMap<String, Lease>> = self
-            .connections
+        // Locked while connecting (which may read the store): the
+        // watchdog waits for it.
+        let mut connections = lock(&self.connections);
+        let nows: Vec<BTreeMap<String, Lease>> = connections
             .iter()
             .map(|(leased, _)| match &leased.held_by {
                 HeldBy::Accounts { .. } => {
@@ -723,11 +706,12 @@ impl State {
             })
             .collect();
         let mut stuck: HashSet<String> = HashSet::new();
-        for ((leased, held), now) in self.connections.iter_mut().zip(nows) {
+        for ((leased, held), now) in connections.iter_mut().zip(nows) {
             if !follow(leased, held, now) {
                 stuck.extend(leased.held_by.account_keys());
             }
         }
+        drop(connections);
         // Disconnected above: another process may listen with them now
         // (not those of a platform that could not connect again without
         // them: still listened with here).
@@ -753,15 +737,15 @@ impl State {
     /// go between rounds (no database call).
     fn follow_partitions(&mut self) {
         let _inside = self.tokio.enter();
-        let nows: Vec<Option<BTreeMap<String, Lease>>> = self
-            .connections
+        let mut connections = lock(&self.connections);
+        let nows: Vec<Option<BTreeMap<String, Lease>>> = connections
             .iter()
             .map(|(leased, _)| match leased.held_by {
                 HeldBy::Partition(p) => Some(self.partition_lease(p)),
                 HeldBy::Accounts { .. } => None,
             })
             .collect();
-        for ((leased, held), now) in self.connections.iter_mut().zip(nows) {
+        for ((leased, held), now) in connections.iter_mut().zip(nows) {
             if let Some(now) = now {
                 follow(leased, held, now);
             }
@@ -802,43 +786,13 @@ impl State {
     }
 }
 
-/// Connects or disconnects `leased` as its leases now stand: `held` are
-/// the leases it is connected under, `now` those this process holds. Any
-/// change (an account gained or lost, a lease lost and taken again with
-/// a new epoch) connects again with what is held now. Whether it is
-/// connected as `now` says (`false`: connecting failed, `held` is kept,
-/// the next call tries again).
-fn follow(leased: &Leased, held: &mut BTreeMap<String, Lease>, now: BTreeMap<String, Lease>) -> bool {
-    if *held == now {
-        return true;
-    }
-    let lost: Vec<&str> = held
-        .iter()
-        .filter(|(k, l)| now.get(*k) != Some(l))
-        .map(|(k, _)| k.as_str())
-        .collect();
-    let gained: Vec<&str> = now
-        .iter()
-        .filter(|(k, l)| held.get(*k) != Some(l))
-        .map(|(k, _)| k.as_str())
-        .collect();
-    let done = if now.is_empty() {
-        tracing::info!(connection = %leased.held_by, ?lost, "other processes hold these connections now: disconnected here");
-        (leased.connect)(None)
-    } else {
-        tracing::info!(connection = %leased.held_by, ?gained, ?lost, "the connections this process holds changed: connecting those held now");
-        (leased.connect)(Some(leased.held_by.held(&now)))
-    };
-    if done {
-        *held = now;
-    }
-    done
-}
-
 /// The partition a lease key names.
 fn part_of_key(key: &str) -> Option<u32> {
     key.strip_prefix("partition:")?.parse().ok()
 }
 
+mod hold;
 #[cfg(test)]
 mod tests;
+
+use hold::{Holding, follow, lock};

@@ -7,7 +7,11 @@
 //! holds, and every question is answered once throughout.
 //!
 //! The cut is a proxy between the process and PostgreSQL that drops every
-//! connection and refuses new ones, as a firewall would.
+//! connection and refuses new ones, as a firewall would; or one that keeps
+//! every connection open and forwards nothing (a path that went silent
+//! while the kernels still acknowledge, a frozen server): there the
+//! process's calls to the store hang with no end, and only the watchdog on
+//! its lease's clock stops it listening.
 
 #![cfg(feature = "telegram")]
 
@@ -15,20 +19,33 @@ mod cluster_setup;
 mod common;
 mod telegram_double;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cluster_setup::{DOCS_ACCOUNT, TOKEN, bot, config, holder, mention, shares, wait_db};
-use common::{free_port, listening, run_tactful};
+use common::{free_port, listening, reported_listening, run_tactful};
 use tactful_store::testing::Schema;
 use telegram_double::Double;
 
 const CHAT: i64 = -7001;
 
-/// A TCP proxy to PostgreSQL that can be cut and healed.
+/// How the proxy treats its connections.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Path {
+    /// Forwards both ways.
+    Open = 0,
+    /// Refuses connections (closed at once).
+    Cut = 1,
+    /// Accepts and keeps connections, forwards nothing.
+    Silent = 2,
+}
+
+/// A TCP proxy to PostgreSQL that can be cut, silenced and healed.
 struct Proxy {
     port: u16,
-    cut: Arc<AtomicBool>,
+    path: Arc<AtomicU8>,
+    silent: tokio::sync::watch::Sender<bool>,
     links: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
 }
 
@@ -36,37 +53,72 @@ impl Proxy {
     async fn start(target: String) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("binds");
         let port = listener.local_addr().expect("address").port();
-        let cut = Arc::new(AtomicBool::new(false));
+        let path = Arc::new(AtomicU8::new(Path::Open as u8));
+        let (silent, _) = tokio::sync::watch::channel(false);
         let links: Arc<Mutex<Vec<tokio::task::AbortHandle>>> = Arc::default();
-        let (is_cut, all) = (cut.clone(), links.clone());
+        let (now, all, hush) = (path.clone(), links.clone(), silent.clone());
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
-                if is_cut.load(Ordering::SeqCst) {
+                let state = now.load(Ordering::SeqCst);
+                if state == Path::Cut as u8 {
                     // Refused: closed at once.
                     continue;
                 }
-                let target = target.clone();
+                let (target, mut hushed) = (target.clone(), hush.subscribe());
                 let link = tokio::spawn(async move {
-                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    if state == Path::Silent as u8 {
+                        // Held open, never answered.
+                        std::future::pending::<()>().await;
                     }
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let hush = async { hushed.wait_for(|s| *s).await.is_ok() };
+                        let silenced = tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => false,
+                            silenced = hush => silenced,
+                        };
+                        if silenced {
+                            // Both ends stay open, silent.
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    drop(inbound);
                 });
                 all.lock().expect("links").push(link.abort_handle());
             }
         });
-        Proxy { port, cut, links }
+        Proxy {
+            port,
+            path,
+            silent,
+            links,
+        }
     }
 
     /// Drops every connection through it and refuses new ones.
     fn cut(&self) {
-        self.cut.store(true, Ordering::SeqCst);
+        self.path.store(Path::Cut as u8, Ordering::SeqCst);
+        self.drop_links();
+    }
+
+    /// Keeps every connection open and forwards nothing more, new ones
+    /// too.
+    fn silence(&self) {
+        self.path.store(Path::Silent as u8, Ordering::SeqCst);
+        self.silent.send_replace(true);
+    }
+
+    /// Forwards again; silenced connections are closed (their calls fail,
+    /// and the process connects anew).
+    fn heal(&self) {
+        self.drop_links();
+        self.silent.send_replace(false);
+        self.path.store(Path::Open as u8, Ordering::SeqCst);
+    }
+
+    fn drop_links(&self) {
         for link in self.links.lock().expect("links").drain(..) {
             link.abort();
         }
-    }
-
-    fn heal(&self) {
-        self.cut.store(false, Ordering::SeqCst);
     }
 }
 
@@ -107,6 +159,21 @@ fn answered_once(double: &Double, id: i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_cut_off_from_the_database_stops_listening_once_its_lease_runs_out() {
+    cut_off_and_back(Path::Cut).await;
+}
+
+/// The store's calls hang without end (nothing refused, nothing
+/// answered): without a watchdog apart from them, the process would poll
+/// beside the bot's new holder for as long as the path stays silent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_whose_database_falls_silent_stops_listening_once_its_lease_runs_out() {
+    cut_off_and_back(Path::Silent).await;
+}
+
+/// The cut-off process polls the bot first; `how` cuts it off: past its
+/// lease the other process takes the bot, the cut-off one lets it go, and
+/// healed it takes nothing back; each question is answered once.
+async fn cut_off_and_back(how: Path) {
     let Some(schema) = Schema::new() else { return };
     let double = Double::start(vec![bot()]).await;
     let (_, target) = through(&schema.url, 0);
@@ -140,12 +207,18 @@ async fn a_process_cut_off_from_the_database_stops_listening_once_its_lease_runs
 
     // Cut: past its lease, the other process takes the bot, and the
     // cut-off one lets it go (it reports no account, and polls no more).
-    proxy.cut();
+    match how {
+        Path::Cut => proxy.cut(),
+        Path::Silent => proxy.silence(),
+        Path::Open => {}
+    }
     wait_db("the other process polling the bot", || {
         holder(&schema, DOCS_ACCOUNT) == Some(other.1.id())
     });
+    // Said by the process itself: one that stopped answering is not one
+    // that stopped listening.
     wait_db("the cut-off process no longer listening", || {
-        listening(cut_off.2).is_empty()
+        reported_listening(cut_off.2).is_some_and(|l| l.is_empty())
     });
     let during = mention(&double, CHAT, "during the cut");
     answered_once(&double, during);
@@ -160,6 +233,6 @@ async fn a_process_cut_off_from_the_database_stops_listening_once_its_lease_runs
     });
     let after = mention(&double, CHAT, "after the cut");
     answered_once(&double, after);
-    assert!(listening(cut_off.2).is_empty(), "{:?}", listening(cut_off.2));
+    assert_eq!(reported_listening(cut_off.2), Some(Vec::new()));
     assert_eq!(holder(&schema, DOCS_ACCOUNT), Some(other.1.id()));
 }

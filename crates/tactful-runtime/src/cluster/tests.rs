@@ -49,9 +49,18 @@ fn telegram_accounts(
     personas: &[PersonaId],
     works: impl Fn() -> bool + Send + 'static,
 ) -> Asked {
+    holding_telegram(&state.connections, personas, works)
+}
+
+/// [`telegram_accounts`], in `holding`.
+fn holding_telegram(
+    holding: &Holding,
+    personas: &[PersonaId],
+    works: impl Fn() -> bool + Send + 'static,
+) -> Asked {
     let asked: Asked = Arc::default();
     let log = asked.clone();
-    state.connections.push((
+    lock(holding).push((
         Leased {
             held_by: HeldBy::Accounts {
                 platform: "telegram".into(),
@@ -195,13 +204,11 @@ async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_reta
     assert_eq!(seen, ["lost", "adopted", "1 waiting"]);
 }
 
-/// A process that cannot reach the store for longer than a lease stops
-/// listening with its connections (another process may hold them by
-/// then: two pollers of one token, two IRC connections with one nick),
-/// and connects them again once a round reaches the store and they are
-/// still its own.
+/// Connections the watchdog let go (the tenure ran out) are connected
+/// again by the first round that reaches the store, while they are still
+/// this process's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_are_let_go_once_the_store_is_out_of_reach_past_a_lease() {
+async fn connections_let_go_past_the_tenure_are_taken_back_by_the_next_round() {
     let Some((_schema, _at, mut state, _events)) = on_a_schema() else {
         return;
     };
@@ -211,25 +218,90 @@ async fn connections_are_let_go_once_the_store_is_out_of_reach_past_a_lease() {
     state.round().expect("a round");
     assert_eq!(*asked.lock().expect("log"), std::slice::from_ref(&docs));
 
-    // The store cannot be reached, within the lease: nothing changes.
-    let cut = StoreError::Tls {
+    // The tenure ran out: disconnected, once however often it is told.
+    hold::let_go_all(&state.connections);
+    hold::let_go_all(&state.connections);
+    assert_eq!(*asked.lock().expect("log"), [docs.clone(), None]);
+    assert!(lock(&state.connections)[0].1.is_empty());
+    // A failed call to the store changes nothing more.
+    state.failed(&StoreError::Tls {
         url: "postgres://db".into(),
         why: "the network is cut".into(),
-    };
-    state.failed(&cut);
-    assert_eq!(asked.lock().expect("log").len(), 1, "still surely held");
-
-    // Past the lease: disconnected, once.
-    state.tenure.send_replace(Some(Instant::now()));
-    state.failed(&cut);
-    state.failed(&cut);
-    assert_eq!(*asked.lock().expect("log"), [docs.clone(), None]);
-    assert!(state.connections[0].1.is_empty());
+    });
+    assert_eq!(asked.lock().expect("log").len(), 2);
 
     // The store answers again and the account is still this process's:
     // connected again.
     state.round().expect("a round");
     assert_eq!(*asked.lock().expect("log"), [docs.clone(), None, docs]);
+}
+
+/// The watchdog disconnects the connections when the tenure passes
+/// without a renewal, not before (a renewal moves it), whatever the
+/// coordinator is doing (here: nothing at all, as when its call to the
+/// store hangs on a cut network); it does so again after the next
+/// renewal runs out, and ends with the coordinator. Virtual time.
+#[tokio::test(start_paused = true)]
+async fn the_watchdog_disconnects_when_the_tenure_passes_unrenewed() {
+    use tokio::time::{Instant as Virtual, advance};
+    let holding = Holding::default();
+    let personas = vec![PersonaId::new("docs")];
+    let asked = holding_telegram(&holding, &personas, || true);
+    let key = account_key("telegram", &personas[0]);
+    let lease = Lease {
+        key: key.clone(),
+        holder: "me".into(),
+        epoch: 1,
+    };
+    let connected = || lock(&holding)[0].1 = BTreeMap::from([(key.clone(), lease.clone())]);
+    connected();
+    let until = |secs| Some(Virtual::now().into_std() + Duration::from_secs(secs));
+    let (tenure, rx) = watch::channel(until(10));
+    let watchdog = tokio::spawn(hold::watch_tenure(rx, holding.clone()));
+    let begun = Virtual::now();
+
+    // Renewed at 5 s (until 15 s): still connected at 14 s, past the
+    // first tenure.
+    advance(Duration::from_secs(5)).await;
+    tenure.send_replace(until(10));
+    advance(Duration::from_secs(9)).await;
+    tokio::task::yield_now().await;
+    assert!(
+        asked.lock().expect("log").is_empty(),
+        "disconnected under a renewed tenure"
+    );
+
+    // Past 15 s: disconnected.
+    advance(Duration::from_secs(2)).await;
+    let log = &asked;
+    let disconnected = |n: usize| async move {
+        for _ in 0..10_000 {
+            if log.lock().expect("log").len() >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("never disconnected");
+    };
+    disconnected(1).await;
+    assert!(begun.elapsed() >= Duration::from_secs(15));
+    assert_eq!(*asked.lock().expect("log"), [None]);
+    assert!(lock(&holding)[0].1.is_empty());
+
+    // Connected again by a round that renewed; that tenure running out
+    // disconnects again.
+    connected();
+    tenure.send_replace(until(10));
+    advance(Duration::from_secs(11)).await;
+    disconnected(2).await;
+    assert_eq!(*asked.lock().expect("log"), [None, None]);
+
+    // The coordinator ends: so does the watchdog.
+    drop(tenure);
+    tokio::time::timeout(Duration::from_secs(1), watchdog)
+        .await
+        .expect("the watchdog ended")
+        .expect("it did not panic");
 }
 
 /// A partition taken over brings its rooms' spend with their snapshots:

@@ -251,14 +251,23 @@ pub fn free_port() -> u16 {
 /// listens with (`tactful_platform_connected`), sorted; none when it
 /// does not answer.
 pub fn listening(port: u16) -> Vec<String> {
-    let (_, body) = http_get(port, "/metrics").unwrap_or_default();
+    reported_listening(port).unwrap_or_default()
+}
+
+/// [`listening`], `None` when `/metrics` did not answer (a process that
+/// stopped answering is not one that stopped listening).
+pub fn reported_listening(port: u16) -> Option<Vec<String>> {
+    let (status, body) = http_get(port, "/metrics")?;
+    if status != 200 {
+        return None;
+    }
     let mut out: Vec<String> = body
         .lines()
         .filter(|l| l.starts_with("tactful_platform_connected{"))
         .filter_map(|l| Some(l.split("persona=\"").nth(1)?.split('"').next()?.to_owned()))
         .collect();
     out.sort();
-    out
+    Some(out)
 }
 
 /// GET a path on 127.0.0.1 (blocking, 5 s timeout): the status and body.
