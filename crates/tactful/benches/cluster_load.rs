@@ -13,16 +13,23 @@
 //!   second; throughput is questions answered per second, from the first
 //!   post to the last answer; the database's commits and rows written
 //!   (`pg_stat_database`) are divided by the questions;
-//! - **100,000 rooms**: 1,700 questions a second for 60 s, each in a group
-//!   of its own (102,000 groups); latency is from the post to the answer's
-//!   `sendMessage` reaching the double (it includes the poll, the inbox,
-//!   the decision, the commit and the send).
+//! - **100,000 rooms**: 1,700 messages a second for 60 s over 100,000
+//!   groups, first every one a question to the bot, then one in ten (the
+//!   rest chatter the bot, in `mention` mode, decides to leave alone).
+//!   Answer latency is from the post to the answer's `sendMessage`
+//!   reaching the double (it includes the poll, the inbox, the decision,
+//!   the commit and the send); decision latency, of every message, from
+//!   the post to the time its decision records (read from the store
+//!   afterwards: the engine's wall clock when it decided).
 //!
 //! `TACTFUL_BENCH_PROCESSES=2` measures one count only;
 //! `TACTFUL_BENCH_RATE=1000` runs the many-rooms part alone at that rate
-//! (60 s, a room per question). Under `cargo
+//! (60 s), with `TACTFUL_BENCH_EVERY=4` one message in 4 a question (1,
+//! every one, by default). Under `cargo
 //! test`/`cargo nextest` a smoke run (one process, 200 questions) checks it
-//! works. Without a PostgreSQL (see `tactful_store::testing`) it says so.
+//! works, and a short many-rooms part (100 messages, one in 4 a
+//! question) that every message is decided once. Without a PostgreSQL
+//! (see `tactful_store::testing`) it says so.
 
 #[cfg(feature = "telegram")]
 mod harness;
@@ -60,14 +67,19 @@ fn main() {
     let rate: Option<f64> = std::env::var("TACTFUL_BENCH_RATE")
         .ok()
         .map(|r| r.parse().expect("TACTFUL_BENCH_RATE is a number"));
+    let every: usize = std::env::var("TACTFUL_BENCH_EVERY")
+        .map_or(1, |e| e.parse().expect("TACTFUL_BENCH_EVERY is a whole number"))
+        .max(1);
     for n in counts {
         if let (true, Some(rate)) = (bench, rate) {
-            rt.block_on(load::steady(n, rate, 60));
+            rt.block_on(load::steady(n, rate, 60, every));
         } else if bench {
             rt.block_on(load::saturation(n, 20_000, 1_000, 4_000.0));
-            rt.block_on(load::steady(n, 1_700.0, 60));
+            rt.block_on(load::steady(n, 1_700.0, 60, 1));
+            rt.block_on(load::steady(n, 1_700.0, 60, 10));
         } else {
             rt.block_on(load::saturation(n, 200, 20, 400.0));
+            rt.block_on(load::steady(n, 50.0, 2, 4));
         }
     }
 }
@@ -111,11 +123,22 @@ mod load {
 
     /// A question in `chat`: (chat, message id, when).
     fn ask(double: &Double, chat: i64) -> (i64, i64, Instant) {
+        say(double, chat, true)
+    }
+
+    /// A question to the bot in `chat`, or a line of chatter that does not
+    /// address it: (chat, message id, when).
+    fn say(double: &Double, chat: i64, question: bool) -> (i64, i64, Instant) {
+        let fields = if question {
+            json!({"text": "@docs_bot are you there?", "entities": [{"type": "mention", "offset": 0, "length": 9}]})
+        } else {
+            json!({"text": "lunch at noon, same place as last week?"})
+        };
         let id = double.post(
             &[TOKEN],
             json!({"id": chat, "type": "supergroup", "title": "bench"}),
             json!({"id": 111, "is_bot": false, "first_name": "Alice", "username": "alice"}),
-            json!({"text": "@docs_bot are you there?", "entities": [{"type": "mention", "offset": 0, "length": 9}]}),
+            fields,
         );
         (chat, id, Instant::now())
     }
@@ -173,11 +196,13 @@ mod load {
         }
     }
 
-    /// Posts `total` questions at `rate` a second into `chat(i)`.
+    /// Posts `total` messages at `rate` a second into `chat(i)`, one in
+    /// `every` a question (the first among them).
     async fn offer(
         double: &Double,
         total: usize,
         rate: f64,
+        every: usize,
         chat: impl Fn(usize) -> i64,
     ) -> Vec<(i64, i64, Instant)> {
         let began = Instant::now();
@@ -187,9 +212,57 @@ mod load {
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
                 tokio::time::sleep(wait).await;
             }
-            posted.push(ask(double, chat(i)));
+            posted.push(say(double, chat(i), i % every == 0));
         }
         posted
+    }
+
+    /// Waits until the store holds a decision for each of `posted` (one
+    /// each: a second fails the run); how
+    /// long after its post each was decided, in ms, sorted. A decision
+    /// records the engine's wall clock when it decided (the commit that
+    /// makes it durable follows within the writer's batch).
+    async fn decided(schema: &Schema, posted: &[(i64, i64, Instant)], wall: &[u128]) -> Vec<f64> {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        let rows = loop {
+            let rows = schema
+                .column(
+                    "SELECT room || ' ' || msg || ' ' || at FROM decisions
+                     WHERE persona = 'docs' AND room <> 'tg:-1'",
+                )
+                .expect("decisions read");
+            if rows.len() >= posted.len() {
+                break rows;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} of {} messages never decided",
+                posted.len() - rows.len(),
+                posted.len()
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
+        let mut at: HashMap<(String, String), u128> = HashMap::new();
+        for r in rows.into_iter().flatten() {
+            let f: Vec<&str> = r.split(' ').collect();
+            let [room, msg, when] = f[..] else {
+                panic!("a decision row reads {r:?}");
+            };
+            let when = when.parse().expect("a decision's time");
+            let again = at.insert((room.to_owned(), msg.to_owned()), when);
+            assert!(again.is_none(), "message {msg} in {room} decided twice");
+        }
+        let mut ms: Vec<f64> = posted
+            .iter()
+            .zip(wall)
+            .filter_map(|((chat, id, _), posted_at)| {
+                let decided = at.get(&(format!("tg:{chat}"), id.to_string()))?;
+                Some(decided.saturating_sub(*posted_at) as f64)
+            })
+            .collect();
+        assert_eq!(ms.len(), posted.len(), "a decision for every message posted");
+        ms.sort_by(f64::total_cmp);
+        ms
     }
 
     /// The database's commits and rows written so far (every schema: run
@@ -278,7 +351,7 @@ mod load {
         tokio::time::sleep(Duration::from_millis(1_500)).await;
         let before = db_counters(&schema);
         let cpu_before = cpu_split(&nodes);
-        let posted = offer(&double, total, rate, |i| -10_000 - (i % rooms) as i64).await;
+        let posted = offer(&double, total, rate, 1, |i| -10_000 - (i % rooms) as i64).await;
         let at = wait_answered(&double, &posted, Duration::from_secs(600)).await;
         let first = posted[0].2;
         let last = posted
@@ -311,7 +384,7 @@ mod load {
         );
     }
 
-    pub async fn steady(n: usize, rate: f64, secs: u64) {
+    pub async fn steady(n: usize, rate: f64, secs: u64, every: usize) {
         let Some(schema) = Schema::new() else {
             eprintln!("cluster_load: no PostgreSQL, nothing measured");
             return;
@@ -319,25 +392,45 @@ mod load {
         let double = Double::start(vec![bot()]).await;
         let _nodes = cluster(&schema, &double, n).await;
         let total = (rate * secs as f64) as usize;
-        let posted = offer(&double, total, rate, |i| -1_000_000 - i as i64).await;
-        let at = wait_answered(&double, &posted, Duration::from_secs(600)).await;
-        let ms = latencies(&posted, &at);
+        // The post's wall clock, to compare with what decisions record.
+        let (began, wall_began) = (Instant::now(), unix_ms());
+        let posted = offer(&double, total, rate, every, |i| -1_000_000 - (i % ROOMS) as i64).await;
+        let wall: Vec<u128> = posted
+            .iter()
+            .map(|(_, _, t)| wall_began + t.duration_since(began).as_millis())
+            .collect();
+        let questions: Vec<(i64, i64, Instant)> = posted.iter().step_by(every).copied().collect();
+        let at = wait_answered(&double, &questions, Duration::from_secs(600)).await;
+        let ms = latencies(&questions, &at);
+        let decided = decided(&schema, &posted, &wall).await;
         // Each second's worst: a queue that grows shows as a climb.
-        let began = posted[0].2;
+        let first = posted[0].2;
         let mut worst = vec![0f64; secs as usize + 1];
-        for (c, i, t) in &posted {
+        for (c, i, t) in &questions {
             if let Some(a) = at.get(&(*c, *i)) {
-                let s = (t.duration_since(began).as_secs() as usize).min(worst.len() - 1);
+                let s = (t.duration_since(first).as_secs() as usize).min(worst.len() - 1);
                 worst[s] = worst[s].max(a.duration_since(*t).as_secs_f64() * 1e3);
             }
         }
         println!(
-            "{total} rooms, one question each at {rate}/s, {n} process(es): latency p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms",
+            "{total} messages over {ROOMS} rooms at {rate}/s, one in {every} a question, {n} process(es): decision latency p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms; answer latency p50 {:.1} ms, p99 {:.1} ms, max {:.0} ms",
+            percentile(&decided, 0.5),
+            percentile(&decided, 0.99),
+            decided.last().copied().unwrap_or(0.0),
             percentile(&ms, 0.5),
             percentile(&ms, 0.99),
             ms.last().copied().unwrap_or(0.0),
         );
         let worst: Vec<String> = worst.iter().map(|w| format!("{w:.0}")).collect();
-        println!("  worst reply each second (ms): {}", worst.join(" "));
+        println!("  worst answer each second (ms): {}", worst.join(" "));
+    }
+
+    /// The rooms of the many-rooms part.
+    const ROOMS: usize = 100_000;
+
+    fn unix_ms() -> u128 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
     }
 }

@@ -57,12 +57,15 @@ mod failover {
     use crate::telegram_double::Double;
 
     /// Waits (90 s at most) until `pids` hold all 256 partitions between
-    /// them, each some, and one of them polls the bot.
-    fn settled(schema: &Schema, pids: &[u32]) {
+    /// them, each some, and one of them polls the bot: holds its lease and
+    /// has polled (a question dated before the poller started is history
+    /// to its first poll, never answered).
+    fn settled(schema: &Schema, double: &Double, pids: &[u32]) {
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let held = shares(schema);
-            let polling = holder(schema, DOCS_ACCOUNT).is_some_and(|p| pids.contains(&p));
+            let polling = holder(schema, DOCS_ACCOUNT).is_some_and(|p| pids.contains(&p))
+                && double.calls().iter().any(|c| c.method == "getUpdates");
             let total: usize = held.iter().sum();
             if held.len() == pids.len() && total == 256 && polling {
                 return;
@@ -102,7 +105,7 @@ mod failover {
         let mut took = Vec::new();
         for kill in 0..kills {
             let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
-            settled(&schema, &pids);
+            settled(&schema, &double, &pids);
             // A room the process that does not poll owns: its death
             // stops that room alone, not the bot.
             let poller = holder(&schema, DOCS_ACCOUNT);
