@@ -20,8 +20,8 @@
 //! 5. reads what the other processes' rooms spent of the personas' own
 //!    budgets, for the engine to count with its own.
 //!
-//! Between rounds it reads the inbox whenever a `NOTIFY` says a partition
-//! it holds has a message waiting, and the others' spend whenever one says
+//! Between rounds it reads the inbox rows a `NOTIFY` names in a partition
+//! it holds (each new message's, by its key), and the others' spend whenever one says
 //! it changed (at most every [`SPEND_READ_GAP`]). The [`Tenure`] tells the delivery
 //! workers until when the leases are surely held (the local clock, from
 //! before the renewal was asked): past it, nothing is posted until a
@@ -202,8 +202,8 @@ impl std::fmt::Debug for Leased {
 enum Wake {
     /// Connections to hold when this process can.
     Connections(Vec<Leased>),
-    /// A partition has a message waiting.
-    Inbox(u32),
+    /// A partition has a message waiting (in this row, when named).
+    Inbox(tactful_store::InboxWake),
     /// Notifications may have been missed: read everything held.
     Read,
     /// A room's spend of a persona's budget changed, in this partition
@@ -271,7 +271,7 @@ impl Coordinator {
             at.clone(),
             INBOX_CHANNEL,
             wake_tx.clone(),
-            |payload| payload.parse::<u32>().ok().map(Wake::Inbox),
+            |payload| tactful_store::InboxWake::parse(payload).map(Wake::Inbox),
             || Wake::Read,
         ));
         let spend_listener = tokio::spawn(forward_notifications(
@@ -424,6 +424,9 @@ impl State {
         let every = (self.ttl / 3).min(ROUND_AT_MOST);
         let mut next = Instant::now();
         let mut read = false;
+        // Inbox rows named by notifications: read alone when nothing
+        // asks for a whole read.
+        let mut named: Vec<i64> = Vec::new();
         let mut spend = false;
         let mut spend_read = Instant::now();
         loop {
@@ -441,7 +444,11 @@ impl State {
             woken.extend(wake.try_iter());
             for w in woken {
                 match w {
-                    Wake::Inbox(part) => read |= self.held.contains_key(&part),
+                    Wake::Inbox(w) if self.held.contains_key(&w.part) => match w.seq {
+                        Some(seq) => named.push(seq),
+                        None => read = true,
+                    },
+                    Wake::Inbox(_) => {}
                     Wake::Read => read = true,
                     // This process's own spend changes nothing it reads.
                     Wake::Spend(part) => spend |= part.is_none_or(|p| !self.held.contains_key(&p)),
@@ -482,6 +489,7 @@ impl State {
                 }
             }
             if read {
+                named.clear();
                 read = match self.read_inbox() {
                     Ok(more) => more,
                     Err(e) => {
@@ -489,6 +497,12 @@ impl State {
                         false
                     }
                 };
+            } else if !named.is_empty() {
+                // The rows notifications named, alone: every round reads
+                // the whole inbox of the partitions held anyway.
+                if let Err(e) = self.read_named(&std::mem::take(&mut named)) {
+                    self.failed(&e);
+                }
             }
         }
         self.leave();
@@ -752,8 +766,6 @@ impl State {
         }
     }
 
-    /// Hands the engine task what waits in the inbox for the partitions
-    /// held; whether there may be more.
     /// Messages the engine task could not take: handed again at the next
     /// read.
     fn untaken(&mut self, seqs: &[i64]) {
@@ -762,6 +774,27 @@ impl State {
         }
     }
 
+    /// Hands the engine task the inbox rows `seqs` still waiting in the
+    /// partitions held (and not handed yet). What a notification named
+    /// and this misses (the row's partition moved, the read failed) the
+    /// next round's whole read finds.
+    fn read_named(&mut self, seqs: &[i64]) -> Result<(), StoreError> {
+        let waiting = self.cluster.waiting_at(seqs)?;
+        let new: Vec<_> = waiting
+            .into_iter()
+            .filter(|w| {
+                let part = partition_of(&w.msg.room);
+                self.held.contains_key(&part) && self.handed.insert(w.seq, part).is_none()
+            })
+            .collect();
+        if !new.is_empty() {
+            let _ = self.engine.send(Event::FromInbox(new));
+        }
+        Ok(())
+    }
+
+    /// Hands the engine task what waits in the inbox for the partitions
+    /// held; whether there may be more.
     fn read_inbox(&mut self) -> Result<bool, StoreError> {
         if self.held.is_empty() {
             return Ok(false);

@@ -50,7 +50,7 @@ pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
 pub use postgres::announce::Announcer;
 pub use postgres::cluster::{
-    Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, Lease, Member, Notification, PARTITIONS,
+    Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, InboxWake, Lease, Member, Notification, PARTITIONS,
     SPEND_CHANNEL, Waiting, account_key, connection_partition, listen, partition_key, partition_of,
 };
 pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use tactful_core::{Message, RoomId};
 use tactful_store::testing::Schema;
 use tactful_store::{
-    Announcer, Cluster, INBOX_CHANNEL, LIVE_CHANNEL, LoadLimits, Op, Reader, SPEND_CHANNEL, STATE_CHANNEL,
-    ShownChange, ShownKind, ShownMessage, Store, StoreError, WEB_CHANNEL, account_key, partition_key,
-    partition_of,
+    Announcer, Cluster, INBOX_CHANNEL, InboxWake, LIVE_CHANNEL, LoadLimits, Op, Reader, SPEND_CHANNEL,
+    STATE_CHANNEL, ShownChange, ShownKind, ShownMessage, Store, StoreError, WEB_CHANNEL, account_key,
+    partition_key, partition_of,
 };
 
 const TTL: Duration = Duration::from_secs(10);
@@ -252,11 +252,16 @@ fn the_inbox_takes_a_message_once_wakes_its_owner_and_forgets_it_once_decided() 
             Err(e) => panic!("no notification: {e}"),
         }
     };
-    assert_eq!(woken.payload, part.to_string(), "the partition is named");
+    let named = InboxWake::parse(&woken.payload).expect("a wake");
+    assert_eq!(named.part, part, "the partition is named");
     assert!(wake.try_recv().is_err(), "woken once, for the one new message");
 
     let waiting = b.waiting(&[part], 10).expect("reads");
     assert_eq!(waiting.len(), 1);
+    assert_eq!(named.seq, Some(waiting[0].seq), "and its row");
+    // The row named, read by its key: the same message; rows that do not
+    // exist are no error.
+    assert_eq!(b.waiting_at(&[waiting[0].seq, 999_999]).expect("reads"), waiting);
     assert_eq!(
         (&waiting[0].msg, waiting[0].context),
         (&m, false),
@@ -277,6 +282,10 @@ fn the_inbox_takes_a_message_once_wakes_its_owner_and_forgets_it_once_decided() 
         ])
         .expect("decided");
     assert!(b.waiting(&[part], 10).expect("reads").is_empty(), "decided once");
+    assert!(
+        b.waiting_at(&[waiting[0].seq]).expect("reads").is_empty(),
+        "decided: not named as waiting"
+    );
     assert!(
         !a.put(&m).expect("put"),
         "a redelivery after the decision is still known"
@@ -671,4 +680,22 @@ fn the_cluster_needs_postgres() {
         }])
         .expect_err("no inbox in SQLite");
     assert!(matches!(err, StoreError::NeedsPostgres(_)), "{err}");
+}
+
+/// An inbox notification names a partition and a row; one from a process
+/// of an earlier version, the partition alone; anything else is no wake
+/// (the next round reads everything anyway).
+#[test]
+fn an_inbox_notification_names_a_partition_and_maybe_a_row() {
+    assert_eq!(
+        InboxWake::parse("17:4242"),
+        Some(InboxWake {
+            part: 17,
+            seq: Some(4242)
+        })
+    );
+    assert_eq!(InboxWake::parse("17"), Some(InboxWake { part: 17, seq: None }));
+    for junk in ["", "x", "256", "-1", "17:", "17:x", ":5", "17:5:6"] {
+        assert_eq!(InboxWake::parse(junk), None, "{junk:?}");
+    }
 }

@@ -390,8 +390,9 @@ mod load {
             return;
         };
         let double = Double::start(vec![bot()]).await;
-        let _nodes = cluster(&schema, &double, n).await;
+        let nodes = cluster(&schema, &double, n).await;
         let total = (rate * secs as f64) as usize;
+        let cpu_before = cpu_split(&nodes);
         // The post's wall clock, to compare with what decisions record.
         let (began, wall_began) = (Instant::now(), unix_ms());
         let posted = offer(&double, total, rate, every, |i| -1_000_000 - (i % ROOMS) as i64).await;
@@ -403,6 +404,7 @@ mod load {
         let at = wait_answered(&double, &questions, Duration::from_secs(600)).await;
         let ms = latencies(&questions, &at);
         let decided = decided(&schema, &posted, &wall).await;
+        let cpu_after = cpu_split(&nodes);
         // Each second's worst: a queue that grows shows as a climb.
         let first = posted[0].2;
         let mut worst = vec![0f64; secs as usize + 1];
@@ -420,6 +422,13 @@ mod load {
             percentile(&ms, 0.5),
             percentile(&ms, 0.99),
             ms.last().copied().unwrap_or(0.0),
+        );
+        let per = |i: usize| (cpu_after[i] - cpu_before[i]) * 1e3 / total as f64;
+        println!(
+            "  CPU a message: tactful {:.2} ms, PostgreSQL {:.2} ms, the bench and its Telegram double {:.2} ms",
+            per(0),
+            per(1),
+            per(2),
         );
         let worst: Vec<String> = worst.iter().map(|w| format!("{w:.0}")).collect();
         println!("  worst answer each second (ms): {}", worst.join(" "));

@@ -150,6 +150,55 @@ async fn accounts_a_platform_could_not_reconnect_without_stay_until_it_can() {
     assert_eq!(asked.lock().expect("log").len(), 5);
 }
 
+/// The rows notifications name are read by their key and handed once;
+/// a named row of a partition this process does not hold is not handed
+/// (its owner reads it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_a_notification_names_is_handed_once_and_only_by_its_partition_s_owner() {
+    let Some((schema, at, mut state, mut events)) = on_a_schema() else {
+        return;
+    };
+    state.round().expect("a round");
+    let _ = std::iter::from_fn(|| events.try_recv().ok()).count();
+    let msg = Message::new("m1", "lobby", "alice", "@docs hi", Timestamp::from_millis(1));
+    assert!(state.cluster.put(&msg).expect("put"));
+    let seq_of = |id: &str| -> i64 {
+        schema
+            .column(&format!("SELECT seq::text FROM inbox WHERE id = '{id}'"))
+            .expect("reads")
+            .into_iter()
+            .flatten()
+            .next()
+            .and_then(|s| s.parse().ok())
+            .expect("a row")
+    };
+    let seq = seq_of("m1");
+    state.read_named(&[seq]).expect("reads");
+    assert!(
+        matches!(events.try_recv(), Ok(Event::FromInbox(w)) if w.len() == 1 && w[0].msg == msg),
+        "handed"
+    );
+    state.read_named(&[seq]).expect("reads");
+    state.read_inbox().expect("reads");
+    assert!(events.try_recv().is_err(), "not again while in hand");
+
+    // Another process holds the partition now.
+    let part = partition_of(&msg.room);
+    let mut other = Cluster::join(&at, "other", Duration::from_secs(10)).expect("joins");
+    schema
+        .exec(&format!(
+            "UPDATE leases SET expires_at = now() - interval '1 second' WHERE key = 'partition:{part}'"
+        ))
+        .expect("runs out");
+    other.acquire(&partition_key(part)).expect("asks").expect("free");
+    state.round().expect("a round");
+    let _ = std::iter::from_fn(|| events.try_recv().ok()).count();
+    let later = Message::new("m2", "lobby", "alice", "@docs again", Timestamp::from_millis(2));
+    assert!(state.cluster.put(&later).expect("put"));
+    state.read_named(&[seq_of("m2")]).expect("reads");
+    assert!(events.try_recv().is_err(), "not this process's to decide");
+}
+
 /// A message handed to the engine whose decision was then refused
 /// (the partition's lease ran out first) waits in the inbox: when this
 /// process takes the partition anew, it is handed again, not taken for

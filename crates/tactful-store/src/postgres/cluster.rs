@@ -405,25 +405,68 @@ impl Cluster {
     /// `limit`.
     pub fn waiting(&mut self, partitions: &[u32], limit: usize) -> Result<Vec<Waiting>, StoreError> {
         let parts: Vec<i64> = partitions.iter().map(|&p| i64::from(p)).collect();
-        let mut skipped = Vec::new();
-        let read = self.db.rows(
+        self.read_waiting(
             &format!(
                 "SELECT seq, context, room, {MESSAGE_COLUMNS} FROM inbox
                  WHERE part = ANY($1) AND NOT decided ORDER BY seq LIMIT $2"
             ),
             &[&parts, &(limit as i64)],
-            |r| {
-                Ok(Waiting {
-                    seq: r.int(0)?,
-                    context: r.flag(1)?,
-                    msg: row::message(&RoomId::new(r.text(2)?), r, 3, &mut skipped)?,
-                })
-            },
-        )?;
+        )
+    }
+
+    /// Those of the inbox rows `seqs` (as [`InboxWake`]s name them) still
+    /// waiting to be decided, oldest first. Read by their key: the
+    /// notifications' rows alone, where [`Cluster::waiting`] looks in
+    /// every partition held (with many partitions held and a busy inbox,
+    /// most of the database's time went there).
+    pub fn waiting_at(&mut self, seqs: &[i64]) -> Result<Vec<Waiting>, StoreError> {
+        self.read_waiting(
+            &format!(
+                "SELECT seq, context, room, {MESSAGE_COLUMNS} FROM inbox
+                 WHERE seq = ANY($1) AND NOT decided ORDER BY seq"
+            ),
+            &[&seqs],
+        )
+    }
+
+    fn read_waiting(&mut self, sql: &str, params: super::Params<'_>) -> Result<Vec<Waiting>, StoreError> {
+        let mut skipped = Vec::new();
+        let read = self.db.rows(sql, params, |r| {
+            Ok(Waiting {
+                seq: r.int(0)?,
+                context: r.flag(1)?,
+                msg: row::message(&RoomId::new(r.text(2)?), r, 3, &mut skipped)?,
+            })
+        })?;
         for what in skipped {
             tracing::warn!("inbox: {what} could not be read");
         }
         Ok(read)
+    }
+}
+
+/// What a notification on [`INBOX_CHANNEL`] says: a message is waiting in
+/// this partition, in this inbox row (`<part>:<seq>`; a process of an
+/// earlier version names the partition alone, and its owner then reads
+/// the whole partition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InboxWake {
+    /// The partition.
+    pub part: u32,
+    /// The inbox row, when named.
+    pub seq: Option<i64>,
+}
+
+impl InboxWake {
+    /// Reads a notification's payload; `None` for one that is neither
+    /// form (ignored: the next round reads everything anyway).
+    pub fn parse(payload: &str) -> Option<InboxWake> {
+        let (part, seq) = match payload.split_once(':') {
+            Some((part, seq)) => (part, Some(seq.parse().ok()?)),
+            None => (payload, None),
+        };
+        let part = part.parse().ok().filter(|p| *p < PARTITIONS)?;
+        Some(InboxWake { part, seq })
     }
 }
 
@@ -448,14 +491,15 @@ pub(crate) fn inbox_values(msg: &Message, context: bool) -> Vec<Value> {
 
 /// Puts a message in the inbox (the values of [`MESSAGE_INSERT_COLUMNS`],
 /// then its partition and whether it is context) and, when it is new,
-/// wakes the partition's owner: `pg_notify` is sent at commit.
+/// wakes the partition's owner with the row ([`InboxWake`]): `pg_notify`
+/// is sent at commit.
 pub(crate) static INBOX_PUT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
         "WITH put AS (
              INSERT INTO inbox ({MESSAGE_INSERT_COLUMNS}, part, context)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
-             ON CONFLICT DO NOTHING RETURNING part)
-         SELECT pg_notify('{INBOX_CHANNEL}', part::text) FROM put"
+             ON CONFLICT DO NOTHING RETURNING part, seq)
+         SELECT pg_notify('{INBOX_CHANNEL}', part::text || ':' || seq::text) FROM put"
     )
 });
 
