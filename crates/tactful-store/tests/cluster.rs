@@ -88,8 +88,24 @@ fn a_fenced_out_process_cannot_write_under_its_old_epoch() {
 
     let new = b.acquire("partition:1").expect("asks").expect("ran out");
     store_b
-        .apply(&[Op::Fence(new), Op::Heard(msg("m3", "lobby"))])
-        .expect("the new holder writes");
+        .apply(&[
+            Op::Fence(new.clone()),
+            Op::Heard(msg("m3", "lobby")),
+            Op::Fence(new.clone()),
+            Op::Heard(msg("m3b", "lobby")),
+        ])
+        .expect("the new holder writes, its fence repeated (checked once)");
+    // A fence repeated is skipped, another lease's is not: the stale one
+    // refuses the whole batch.
+    let err = store_b
+        .apply(&[
+            Op::Fence(new),
+            Op::Heard(msg("m5", "lobby")),
+            Op::Fence(old.clone()),
+            Op::Heard(msg("m6", "lobby")),
+        ])
+        .expect_err("a stale fence after a good one: refused");
+    assert!(matches!(err, StoreError::Fenced { epoch: 1, .. }), "{err}");
     let err = store_a
         .apply(&[Op::Fence(old), Op::Heard(msg("m4", "lobby"))])
         .expect_err("taken over: refused");
@@ -111,7 +127,11 @@ fn a_fenced_out_process_cannot_write_under_its_old_epoch() {
         .iter()
         .map(|m| m.id.to_string())
         .collect();
-    assert_eq!(kept, ["m1", "m3"], "nothing of a refused batch was written");
+    assert_eq!(
+        kept,
+        ["m1", "m3", "m3b"],
+        "nothing of a refused batch was written"
+    );
 }
 
 #[test]
