@@ -122,16 +122,24 @@ pub struct Leased {
     /// How its accounts are held.
     pub held_by: HeldBy,
     /// Connects the accounts this process holds now, from the state the
-    /// store holds now (offsets the last holder saved), in place of what
-    /// was connected; `None`: disconnects at once, other processes hold
+    /// store holds now (offsets the last holder saved, read by the
+    /// coordinator just before), in place of what was connected; `None`:
+    /// disconnects at once, other processes hold
     /// them all (or, with `None`, this process's tenure ran out). Called
     /// on a thread that may block (the coordinator's, or the watchdog's
     /// blocking task), inside the runtime, one call at a time, each time
     /// what this process holds changes. Whether it did: one
     /// that could not (the store could not be read) leaves the old
     /// connection running, and is asked again at the next round.
-    pub connect: Box<dyn Fn(Option<Held>) -> bool + Send>,
+    pub connect: Connect,
 }
+
+/// The platforms' state the store holds (`matrix:sync:docs`, Telegram
+/// offsets…), by key.
+pub type Saved = BTreeMap<String, String>;
+
+/// How a [`Leased`] connects (see [`Leased::connect`]).
+pub type Connect = Box<dyn Fn(Option<(Held, &Saved)>) -> bool + Send>;
 
 /// What gives a process a platform's accounts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -373,6 +381,10 @@ struct State {
     ttl: Duration,
     /// Whether the last round failed (said once per streak).
     failing: bool,
+    /// Whether the inbox must be read whole before a notification's rows
+    /// are read alone: a whole read left more waiting than it took, or a
+    /// read failed, so older rows may wait unread before the ones named.
+    whole_due: bool,
     /// The connections to hold, with the leases they are connected
     /// under, by key (shared with the tenure's watchdog).
     connections: Holding,
@@ -410,6 +422,7 @@ impl State {
             tenure,
             ttl,
             failing: false,
+            whole_due: true,
             connections: Holding::default(),
             releasing: BTreeMap::new(),
             handovers: Vec::new(),
@@ -488,13 +501,19 @@ impl State {
                     self.failed(&e);
                 }
             }
+            // Named rows are read alone only while nothing older may wait
+            // unread before them (a room's messages are handed in order),
+            // and only so many at a time.
+            if !named.is_empty() && (self.whole_due || named.len() > INBOX_READ) {
+                read = true;
+            }
             if read {
                 named.clear();
-                read = match self.read_inbox() {
-                    Ok(more) => more,
+                (read, self.whole_due) = match self.read_inbox() {
+                    Ok(more) => (more, more),
                     Err(e) => {
                         self.failed(&e);
-                        false
+                        (false, true)
                     }
                 };
             } else if !named.is_empty() {
@@ -502,6 +521,7 @@ impl State {
                 // the whole inbox of the partitions held anyway.
                 if let Err(e) = self.read_named(&std::mem::take(&mut named)) {
                     self.failed(&e);
+                    self.whole_due = true;
                 }
             }
         }
@@ -701,31 +721,24 @@ impl State {
         } else {
             self.cluster.balance_with(&keys, renewed)?
         };
-        // Locked while connecting (which may read the store): the
-        // watchdog waits for it.
-        let mut connections = lock(&self.connections);
-        let nows: Vec<BTreeMap<String, Lease>> = connections
+        let nows: Vec<Option<BTreeMap<String, Lease>>> = lock(&self.connections)
             .iter()
-            .map(|(leased, _)| match &leased.held_by {
-                HeldBy::Accounts { .. } => {
-                    let mine = leased.held_by.account_keys();
-                    accounts
-                        .held
-                        .iter()
-                        .filter(|l| mine.contains(&l.key) && !accounts.surplus.contains(l))
-                        .map(|l| (l.key.clone(), l.clone()))
-                        .collect()
-                }
-                HeldBy::Partition(p) => self.partition_lease(*p),
+            .map(|(leased, _)| {
+                Some(match &leased.held_by {
+                    HeldBy::Accounts { .. } => {
+                        let mine = leased.held_by.account_keys();
+                        accounts
+                            .held
+                            .iter()
+                            .filter(|l| mine.contains(&l.key) && !accounts.surplus.contains(l))
+                            .map(|l| (l.key.clone(), l.clone()))
+                            .collect()
+                    }
+                    HeldBy::Partition(p) => self.partition_lease(*p),
+                })
             })
             .collect();
-        let mut stuck: HashSet<String> = HashSet::new();
-        for ((leased, held), now) in connections.iter_mut().zip(nows) {
-            if !follow(leased, held, now) {
-                stuck.extend(leased.held_by.account_keys());
-            }
-        }
-        drop(connections);
+        let stuck = self.follow_all(nows);
         // Disconnected above: another process may listen with them now
         // (not those of a platform that could not connect again without
         // them: still listened with here).
@@ -748,74 +761,56 @@ impl State {
     }
 
     /// The connections held with a partition, after partitions were let
-    /// go between rounds (no database call).
+    /// go between rounds.
     fn follow_partitions(&mut self) {
         let _inside = self.tokio.enter();
-        let mut connections = lock(&self.connections);
-        let nows: Vec<Option<BTreeMap<String, Lease>>> = connections
+        let nows: Vec<Option<BTreeMap<String, Lease>>> = lock(&self.connections)
             .iter()
             .map(|(leased, _)| match leased.held_by {
                 HeldBy::Partition(p) => Some(self.partition_lease(p)),
                 HeldBy::Accounts { .. } => None,
             })
             .collect();
-        for ((leased, held), now) in connections.iter_mut().zip(nows) {
-            if let Some(now) = now {
-                follow(leased, held, now);
+        self.follow_all(nows);
+    }
+
+    /// Follows each connection to the leases `nows` gives it (by index;
+    /// `None`: left as it is), and returns the account keys of those that
+    /// could not connect. The platforms' saved state (offsets, sync
+    /// tokens) is read first when one connects, outside the lock: a read
+    /// can hang on a silent network, and the watchdog must be able to
+    /// take the lock meanwhile. Once the tenure has passed nothing
+    /// connects (the watchdog may have let go already; the next round
+    /// that reaches the store connects again).
+    fn follow_all(&mut self, nows: Vec<Option<BTreeMap<String, Lease>>>) -> HashSet<String> {
+        let connecting = lock(&self.connections)
+            .iter()
+            .zip(&nows)
+            .any(|((_, held), now)| now.as_ref().is_some_and(|n| !n.is_empty() && n != held));
+        let saved = if connecting {
+            self.store
+                .platform_state()
+                .map_err(|e| {
+                    tracing::warn!(
+                        "cannot read the platforms' saved state (sync tokens, offsets) to connect; trying again at the next round: {e}"
+                    );
+                })
+                .ok()
+        } else {
+            None
+        };
+        let surely_held = self.tenure.borrow().is_some_and(|until| Instant::now() < until);
+        let mut stuck = HashSet::new();
+        for ((leased, held), now) in lock(&self.connections).iter_mut().zip(nows) {
+            let Some(mut now) = now else { continue };
+            if !surely_held {
+                now.clear();
+            }
+            if !follow(leased, held, now, saved.as_ref()) {
+                stuck.extend(leased.held_by.account_keys());
             }
         }
-    }
-
-    /// Messages the engine task could not take: handed again at the next
-    /// read.
-    fn untaken(&mut self, seqs: &[i64]) {
-        for seq in seqs {
-            self.handed.remove(seq);
-        }
-    }
-
-    /// Hands the engine task the inbox rows `seqs` still waiting in the
-    /// partitions held (and not handed yet). What a notification named
-    /// and this misses (the row's partition moved, the read failed) the
-    /// next round's whole read finds.
-    fn read_named(&mut self, seqs: &[i64]) -> Result<(), StoreError> {
-        let waiting = self.cluster.waiting_at(seqs)?;
-        let new: Vec<_> = waiting
-            .into_iter()
-            .filter(|w| {
-                let part = partition_of(&w.msg.room);
-                self.held.contains_key(&part) && self.handed.insert(w.seq, part).is_none()
-            })
-            .collect();
-        if !new.is_empty() {
-            let _ = self.engine.send(Event::FromInbox(new));
-        }
-        Ok(())
-    }
-
-    /// Hands the engine task what waits in the inbox for the partitions
-    /// held; whether there may be more.
-    fn read_inbox(&mut self) -> Result<bool, StoreError> {
-        if self.held.is_empty() {
-            return Ok(false);
-        }
-        let parts: Vec<u32> = self.held.keys().copied().collect();
-        let waiting = self.cluster.waiting(&parts, INBOX_READ)?;
-        let full = waiting.len() == INBOX_READ;
-        // What is no longer waiting was decided: forgotten here.
-        let seen: HashSet<i64> = waiting.iter().map(|w| w.seq).collect();
-        self.handed.retain(|s, _| seen.contains(s));
-        let new: Vec<_> = waiting
-            .into_iter()
-            .filter(|w| self.handed.insert(w.seq, partition_of(&w.msg.room)).is_none())
-            .collect();
-        // A full read with nothing new waits on the engine task: the next
-        // wake-up reads again.
-        let more = full && !new.is_empty();
-        if !new.is_empty() {
-            let _ = self.engine.send(Event::FromInbox(new));
-        }
-        Ok(more)
+        stuck
     }
 }
 
@@ -825,6 +820,7 @@ fn part_of_key(key: &str) -> Option<u32> {
 }
 
 mod hold;
+mod inbox;
 #[cfg(test)]
 mod tests;
 

@@ -253,9 +253,19 @@ pub struct RuntimeHandle {
     saver: Option<Saver>,
     connections: Connections,
     id_block: Option<u64>,
+    started: Timestamp,
 }
 
 impl RuntimeHandle {
+    /// When the service started (wall clock): a platform that takes what
+    /// was said before it first listened for history counts from here, not
+    /// from when it connected (when several processes share the store, a
+    /// platform connects when its lease comes, which can be seconds
+    /// later; a question asked meanwhile is no history).
+    pub fn started(&self) -> Timestamp {
+        self.started
+    }
+
     /// When this process shares its store with others (`[cluster]`), the
     /// first id of its own block: a platform that numbers its own messages
     /// (the web room) numbers from there, so no two processes hand out one
@@ -464,6 +474,7 @@ impl Runtime {
             saver: persist.as_ref().map(Persister::saver),
             connections: Connections::default(),
             id_block,
+            started: wall_clock(),
         };
         let health = persist.as_ref().map(Persister::health);
         let driver = Driver::new(
@@ -500,8 +511,11 @@ impl Runtime {
         match &self.coordinator {
             Some(c) => c.hold(connections),
             None => {
+                // Alone: every account, from the state read at the start
+                // (nobody else saved any since).
+                let saved = crate::cluster::Saved::new();
                 for c in connections {
-                    let _ = (c.connect)(Some(crate::platform::Held::Every));
+                    let _ = (c.connect)(Some((crate::platform::Held::Every, &saved)));
                 }
             }
         }

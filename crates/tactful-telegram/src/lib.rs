@@ -111,6 +111,15 @@ fn saved_offset(saved: &BTreeMap<String, String>, bot_id: u64) -> Option<i32> {
     saved.get(&state_key(bot_id))?.parse().ok()
 }
 
+/// The store key of when tactful first polled a bot (Unix seconds): what
+/// a first poll takes as history is what is older than this, however often
+/// the poller started since (a restart before any update came, another
+/// process taking the bot over, a reconnect), not older than the poller's
+/// own start; else a question asked meanwhile was dropped as history.
+pub fn since_key(bot_id: u64) -> String {
+    format!("telegram:since:{bot_id}")
+}
+
 /// The Telegram platform: a [`tactful_runtime::Platform`] for the runtime
 /// and the polling loops.
 #[derive(Clone)]
@@ -137,11 +146,14 @@ struct Shared {
     tasks: AccountTasks,
     /// Saved offsets by bot id, taken by each loop at start.
     saved: Mutex<HashMap<u64, i32>>,
+    /// When each bot was first polled, by bot id, as saved ([`since_key`]).
+    since: Mutex<HashMap<u64, i64>>,
     /// Recently heard (room, message id), so a group message several bots
     /// receive is handed in once.
     seen: Mutex<HeardOnce<(RoomId, i32)>>,
     runtime: Mutex<Option<RuntimeHandle>>,
-    /// Unix seconds at start: older updates of a first poll are history.
+    /// Unix seconds at start: older updates of a first poll are history,
+    /// unless a bot was first polled earlier ([`since_key`]).
     started: i64,
 }
 
@@ -193,6 +205,11 @@ impl TelegramPlatform {
             .iter()
             .filter_map(|p| Some((p.bot_id, saved_offset(saved, p.bot_id)?)))
             .collect();
+        let since = settings
+            .personas
+            .iter()
+            .filter_map(|p| Some((p.bot_id, saved.get(&since_key(p.bot_id))?.parse().ok()?)))
+            .collect();
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
@@ -204,6 +221,7 @@ impl TelegramPlatform {
                 identified: Roll::default(),
                 tasks: AccountTasks::default(),
                 saved: Mutex::new(offsets),
+                since: Mutex::new(since),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 runtime: Mutex::new(None),
                 started,
@@ -241,14 +259,17 @@ impl Shared {
         self.wait_for_the_others().await;
         let mut offset = self.saved.lock().ok().and_then(|mut s| s.remove(&persona.bot_id));
         // Without a saved offset, Telegram may hold a day of updates, more
-        // than one poll brings: all of them dated before the start are
-        // history, whichever poll brings them.
-        let first_start = offset.is_none();
+        // than one poll brings: all of them dated before the bot was first
+        // polled are history, whichever poll brings them.
+        let history_before = match offset {
+            Some(_) => None,
+            None => Some(self.first_polled(&persona).await),
+        };
         backoff.reset();
         tracing::info!(persona = %persona.id, "Telegram: listening");
         loop {
             let asked = tokio::time::Instant::now();
-            match self.poll(&persona, &bot, offset, first_start).await {
+            match self.poll(&persona, &bot, offset, history_before).await {
                 Ok(Some(next)) => {
                     offset = Some(next);
                     backoff.connected();
@@ -301,14 +322,52 @@ impl Shared {
         }
     }
 
+    /// When `persona`'s bot was first polled: as saved, else this start
+    /// (the service's, when processes share the store), saved for the
+    /// pollers after this one (a restart,
+    /// another process taking it over). Not saved (the store cannot
+    /// write): this start, as before there was a marker.
+    async fn first_polled(&self, persona: &TelegramPersona) -> i64 {
+        let handle = self.runtime.lock().ok().and_then(|r| r.clone());
+        // Sharing the store, a platform is built when its lease comes,
+        // maybe seconds after the service started: from the start. (Alone,
+        // from when it was built: a bot a reload adds starts then.)
+        let started = handle
+            .as_ref()
+            .filter(|h| h.id_block().is_some())
+            .map_or(self.started, |h| (h.started().as_millis() / 1000) as i64)
+            .min(self.started);
+        let known = self
+            .since
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&persona.bot_id).copied());
+        if let Some(since) = known {
+            return since.min(started);
+        }
+        if let Ok(mut s) = self.since.lock() {
+            s.insert(persona.bot_id, started);
+        }
+        if let Some(handle) = handle
+            && let Err(e) = handle
+                .save_state_saved(since_key(persona.bot_id), started.to_string())
+                .await
+        {
+            tracing::warn!(persona = %persona.id, "Telegram: when the bot was first polled could not be saved: {e}");
+        }
+        started
+    }
+
     /// One `getUpdates`: hands its messages in, then saves the offset
     /// behind them. Returns the next offset, if there were updates.
+    /// Without a saved offset, messages dated before `history_before` are
+    /// history.
     async fn poll(
         &self,
         persona: &TelegramPersona,
         bot: &Bot,
         offset: Option<i32>,
-        first_start: bool,
+        history_before: Option<i64>,
     ) -> Result<Option<i32>, PollError> {
         let mut req = bot
             .get_updates()
@@ -350,7 +409,7 @@ impl Shared {
             if !self.first_sight(&heard.room, msg.id.0) {
                 continue;
             }
-            let backlog = first_start && msg.date.timestamp() < self.started;
+            let backlog = history_before.is_some_and(|before| msg.date.timestamp() < before);
             if let Ok(r) = self.runtime.lock()
                 && let Some(handle) = r.as_ref()
             {
@@ -443,6 +502,10 @@ impl Connected for TelegramPlatform {
                                 Some(o) => offsets.insert(bot_id, o),
                                 None => offsets.remove(&bot_id),
                             };
+                        }
+                        let since = saved.get(&since_key(bot_id)).and_then(|s| s.parse().ok());
+                        if let (Ok(mut known), Some(since)) = (shared.since.lock(), since) {
+                            known.insert(bot_id, since);
                         }
                     }
                     Box::pin(shared.clone().keep_polling(i, listening))

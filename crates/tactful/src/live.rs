@@ -458,20 +458,20 @@ fn leased(
                 slot.let_go(Some(&runtime));
                 true
             }
-            Some(held) => {
-                let connected = crate::registry::saved_now(&config).and_then(|saved| {
+            Some((held, saved)) => {
+                let connected = (|| -> anyhow::Result<()> {
                     // Within the running connection when the platform can:
                     // the accounts that stay keep their connections.
-                    if slot.change_held(held.clone(), &saved) {
+                    if slot.change_held(held.clone(), saved) {
                         return Ok(());
                     }
-                    let (_, platform) = crate::registry::build_from(&config, &saved, |n| n == name)?
+                    let (_, platform) = crate::registry::build_from(&config, saved, |n| n == name)?
                         .into_iter()
                         .next()
                         .ok_or_else(|| anyhow::anyhow!("{name} is not configured"))?;
                     slot.start_with(platform, runtime.clone(), held);
                     Ok(())
-                });
+                })();
                 match connected {
                     Ok(()) => true,
                     Err(e) => {

@@ -64,7 +64,7 @@ pub fn build_some(
 
 /// The platforms' state the store holds now (sync tokens, offsets),
 /// read afresh: another process may have saved some since the start.
-pub fn saved_now(config: &Config) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+fn saved_now(config: &Config) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
     if !config.store.is_kept() {
         return Ok(Default::default());
     }

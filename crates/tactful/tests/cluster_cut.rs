@@ -59,6 +59,9 @@ impl Proxy {
         let (now, all, hush) = (path.clone(), links.clone(), silent.clone());
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
+                // The state read and the link kept under the lock `heal`
+                // drains under: no link outlives a change unseen.
+                let mut links = all.lock().expect("links");
                 let state = now.load(Ordering::SeqCst);
                 if state == Path::Cut as u8 {
                     // Refused: closed at once.
@@ -83,7 +86,7 @@ impl Proxy {
                     }
                     drop(inbound);
                 });
-                all.lock().expect("links").push(link.abort_handle());
+                links.push(link.abort_handle());
             }
         });
         Proxy {
@@ -96,13 +99,13 @@ impl Proxy {
 
     /// Drops every connection through it and refuses new ones.
     fn cut(&self) {
-        self.path.store(Path::Cut as u8, Ordering::SeqCst);
-        self.drop_links();
+        self.set(Path::Cut);
     }
 
     /// Keeps every connection open and forwards nothing more, new ones
     /// too.
     fn silence(&self) {
+        let _links = self.links.lock().expect("links");
         self.path.store(Path::Silent as u8, Ordering::SeqCst);
         self.silent.send_replace(true);
     }
@@ -110,13 +113,15 @@ impl Proxy {
     /// Forwards again; silenced connections are closed (their calls fail,
     /// and the process connects anew).
     fn heal(&self) {
-        self.drop_links();
-        self.silent.send_replace(false);
-        self.path.store(Path::Open as u8, Ordering::SeqCst);
+        self.set(Path::Open);
     }
 
-    fn drop_links(&self) {
-        for link in self.links.lock().expect("links").drain(..) {
+    /// Moves to `path` and closes every connection made before.
+    fn set(&self, path: Path) {
+        let mut links = self.links.lock().expect("links");
+        self.path.store(path as u8, Ordering::SeqCst);
+        self.silent.send_replace(false);
+        for link in links.drain(..) {
             link.abort();
         }
     }
@@ -183,7 +188,10 @@ async fn cut_off_and_back(how: Path) {
         let dir = tempfile::tempdir().expect("temp dir");
         let text = format!(
             "{}\n[server]\nlisten = \"127.0.0.1:{server}\"\n",
-            config(url, &double.url, 2, 0)
+            // Leases of 4 s: short, yet longer than a debug build's first
+            // round under load (about 2 s beside two busy processes), which
+            // with 2 s let the watchdog disconnect a bot just connected.
+            config(url, &double.url, 4, 0)
         );
         let p = run_tactful(dir.path(), &text, &[("DOCS_TOKEN", TOKEN)]);
         (dir, p, server)

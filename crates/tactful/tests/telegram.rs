@@ -367,6 +367,45 @@ async fn a_first_start_keeps_old_updates_as_history_whatever_their_number() {
     assert_eq!(metric(metrics, "tactful_messages_in_total"), Some(1.0));
 }
 
+/// A restart before any update came (no offset saved yet) is not a first
+/// start: a question asked while tactful was down is answered, since it
+/// is newer than the bot's first poll (saved as `telegram:since:<bot>`).
+/// It was taken for history, older than the new poller's start. Across
+/// processes the same holds for a bot taken over, or reconnected after a
+/// stall past its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_asked_while_tactful_restarts_before_any_update_is_answered() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let double = Double::start(bots()).await;
+    let cfg = config(&double.url, &dir.path().join("t.db"), free_port());
+    let first = start_tactful(dir.path(), &cfg);
+    double
+        .wait_until("docs polling", |calls, _| {
+            calls.iter().any(|c| c.token == DOCS && c.method == "getUpdates")
+        })
+        .await;
+    drop(first);
+    let q = double.post(
+        &[DOCS],
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot asked while you were away", "entities": mention(0, 9)}),
+    );
+    // Dated (in whole seconds) before the next start.
+    let asked = unix_secs();
+    while unix_secs() <= asked {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _second = start_tactful(dir.path(), &cfg);
+    answered(&double, TEAM, q, DOCS, &format!("docs answers {q}")).await;
+}
+
+fn unix_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// docs's token was revoked (the double knows only chef's bot): the
 /// refusal is said at WARN each time it is tried, `/healthz` is 503
 /// `degraded` naming Telegram docs, `tactful_platform_connected` is 0 for

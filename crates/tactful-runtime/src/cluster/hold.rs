@@ -17,7 +17,7 @@ use std::time::Instant;
 use tactful_store::Lease;
 use tokio::sync::watch;
 
-use super::Leased;
+use super::{Leased, Saved};
 
 /// The connections to hold, each with the leases it is connected under
 /// (by key): the coordinator changes them as its leases move, the
@@ -78,20 +78,23 @@ pub(super) fn let_go_all(holding: &Holding) {
             connection = %leased.held_by,
             "the store has not been reached for longer than a lease: disconnected, as another process may hold these connections now"
         );
-        follow(leased, held, BTreeMap::new());
+        follow(leased, held, BTreeMap::new(), None);
     }
 }
 
 /// Connects or disconnects `leased` as its leases now stand: `held` are
-/// the leases it is connected under, `now` those this process holds. Any
-/// change (an account gained or lost, a lease lost and taken again with
-/// a new epoch) connects again with what is held now. Whether it is
-/// connected as `now` says (`false`: connecting failed, `held` is kept,
-/// the next call tries again).
+/// the leases it is connected under, `now` those this process holds,
+/// `saved` the platforms' saved state to connect from. Any change (an
+/// account gained or lost, a lease lost and taken again with a new epoch)
+/// connects again with what is held now. Whether it is connected as `now`
+/// says (`false`: connecting failed or `saved` could not be read, `held`
+/// is kept, the next call tries again). Blocks on nothing but the
+/// platform's own start: the store was read before.
 pub(super) fn follow(
     leased: &Leased,
     held: &mut BTreeMap<String, Lease>,
     now: BTreeMap<String, Lease>,
+    saved: Option<&Saved>,
 ) -> bool {
     if *held == now {
         return true;
@@ -109,9 +112,11 @@ pub(super) fn follow(
     let done = if now.is_empty() {
         tracing::info!(connection = %leased.held_by, ?lost, "other processes hold these connections now: disconnected here");
         (leased.connect)(None)
-    } else {
+    } else if let Some(saved) = saved {
         tracing::info!(connection = %leased.held_by, ?gained, ?lost, "the connections this process holds changed: connecting those held now");
-        (leased.connect)(Some(leased.held_by.held(&now)))
+        (leased.connect)(Some((leased.held_by.held(&now), saved)))
+    } else {
+        false
     };
     if done {
         *held = now;

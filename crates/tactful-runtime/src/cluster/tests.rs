@@ -67,7 +67,7 @@ fn holding_telegram(
                 personas: personas.to_vec(),
             },
             connect: Box::new(move |held| {
-                log.lock().expect("log").push(held);
+                log.lock().expect("log").push(held.map(|(h, _)| h));
                 works()
             }),
         },

@@ -446,9 +446,11 @@ impl Cluster {
 }
 
 /// What a notification on [`INBOX_CHANNEL`] says: a message is waiting in
-/// this partition, in this inbox row (`<part>:<seq>`; a process of an
+/// this partition, in this inbox row (`<part>:<seq>`). A process of an
 /// earlier version names the partition alone, and its owner then reads
-/// the whole partition).
+/// every partition it holds; the other way round, an earlier version
+/// ignores a payload it cannot parse, and its next round (within a
+/// second) reads the row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InboxWake {
     /// The partition.
