@@ -253,6 +253,34 @@ async fn a_message_in_hand_when_its_partition_was_lost_is_handed_again_when_reta
     assert_eq!(seen, ["lost", "adopted", "1 waiting"]);
 }
 
+/// Past the tenure the coordinator connects nothing, even what it still
+/// takes for its own (a round that finished late, a hand-over between
+/// rounds): the watchdog may have let it go already, and nothing would let
+/// it go again. What it was connected with is let go instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_connects_once_the_tenure_has_passed() {
+    let Some((_schema, _at, mut state, _events)) = on_a_schema() else {
+        return;
+    };
+    let personas = vec![PersonaId::new("docs")];
+    let asked = telegram_accounts(&mut state, &personas, || true);
+    state.round().expect("a round");
+    let docs = Some(Held::Only(personas.iter().cloned().collect()));
+    assert_eq!(*asked.lock().expect("log"), std::slice::from_ref(&docs));
+    let lease = lock(&state.connections)[0].1.clone();
+
+    // The tenure passes; the coordinator would follow the same leases.
+    state.tenure.send_replace(Some(Instant::now()));
+    state.follow_all(vec![Some(lease.clone())]);
+    assert_eq!(
+        *asked.lock().expect("log"),
+        [docs.clone(), None],
+        "let go, not kept"
+    );
+    state.follow_all(vec![Some(lease)]);
+    assert_eq!(asked.lock().expect("log").len(), 2, "and not connected again");
+}
+
 /// Connections the watchdog let go (the tenure ran out) are connected
 /// again by the first round that reaches the store, while they are still
 /// this process's.
