@@ -85,11 +85,19 @@ impl AccountTasks {
     /// listening task still running (all of them are stopped when the
     /// process lets the platform go).
     pub fn any_listening(&self) -> bool {
+        self.first_listening().is_some()
+    }
+
+    /// The first account (by index) that listens here, if any: state a
+    /// platform's listeners share is saved under that account's key, so
+    /// processes listening with different accounts do not overwrite what
+    /// each other saved.
+    pub fn first_listening(&self) -> Option<usize> {
         self.tasks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .any(|(listening, task)| *listening && !task.is_finished())
+            .position(|(listening, task)| *listening && !task.is_finished())
     }
 
     /// Changes which accounts listen to those `held` names: each account
@@ -157,6 +165,7 @@ mod account_tasks_tests {
             [(0, true), (1, false), (2, false)]
         );
         assert!(tasks.any_listening());
+        assert_eq!(tasks.first_listening(), Some(0));
 
         // chef is taken over: only chef starts again, listening now.
         let second = tasks.change(&kept, "Test", &personas, &only(&["docs", "chef"]), account);
@@ -172,6 +181,7 @@ mod account_tasks_tests {
         assert_eq!(third.len(), 1);
         let none = tasks.change(&kept, "Test", &personas, &only(&["chef"]), account);
         assert!(none.is_empty());
+        assert_eq!(tasks.first_listening(), Some(1), "chef, the only one listening");
         tasks.change(&kept, "Test", &personas, &only(&[]), account);
         assert!(!tasks.any_listening(), "chef let go too");
         tasks.change(&kept, "Test", &personas, &only(&["chef"]), account);

@@ -191,6 +191,8 @@ pub trait Connected: Platform {
     /// with is still recognised in what this one hears. A platform whose
     /// connection is held with its rooms' partition (IRC, Matrix: see
     /// `tactful_store::CONNECTION_BOUND`) is always given [`Held::Every`].
+    /// Spawns its tasks and returns: it runs under the connections' lock
+    /// of processes sharing a store (see `PlatformConfig::build`).
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>>;
 
     /// Changes the accounts this running connection listens with to those

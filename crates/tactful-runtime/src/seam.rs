@@ -44,7 +44,11 @@ pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
     /// processes sharing a store lease one by one.
     fn personas(&self) -> Vec<tactful_core::PersonaId>;
 
-    /// Builds the platform, not yet connected.
+    /// Builds the platform, not yet connected. In memory only, without
+    /// waiting on the network or a lock: processes sharing a store build
+    /// a platform as its accounts' leases come, under the lock the
+    /// watchdog that lets connections go needs too (`cluster/hold.rs`);
+    /// what connects belongs in [`Connected::start`]'s tasks.
     fn build(&self, cx: &Context<'_>) -> Result<Arc<dyn Connected>, String>;
 
     /// What `tactful check` should warn about in how the rooms are set up

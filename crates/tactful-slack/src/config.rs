@@ -143,10 +143,9 @@ impl PlatformConfig for SlackSettings {
     }
 
     fn build(&self, cx: &Context<'_>) -> Result<std::sync::Arc<dyn Connected>, String> {
-        let saved = cx.saved.get(crate::threads::STATE_KEY).map(String::as_str);
         Ok(std::sync::Arc::new(crate::SlackPlatform::new(
             self.clone(),
-            saved,
+            cx.saved,
         )?))
     }
 }

@@ -167,8 +167,12 @@ struct Shared {
 
 impl SlackPlatform {
     /// A Slack platform; nothing connects before [`Connected::start`].
-    /// `saved` is the thread state the store kept ([`threads::STATE_KEY`]).
-    pub fn new(settings: SlackSettings, saved: Option<&str>) -> Result<SlackPlatform, String> {
+    /// `saved`: the platforms' state the store kept (the thread state
+    /// each app's listener saved, [`threads::state_key`]).
+    pub fn new(
+        settings: SlackSettings,
+        saved: &std::collections::BTreeMap<String, String>,
+    ) -> Result<SlackPlatform, String> {
         // Several TLS providers are in the build; name the one to use.
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         // slack-morphism's own connector is HTTPS only; this one also
@@ -211,7 +215,7 @@ impl SlackPlatform {
                 pending: Mutex::new(HashMap::new()),
                 people: Mutex::new(Recent::new(REMEMBERED_PEOPLE)),
                 name_waits,
-                threads: Mutex::new(Threads::restore(saved)),
+                threads: Mutex::new(Threads::restore_all(saved)),
                 listeners: Mutex::new(HashMap::new()),
                 runtime: Mutex::new(None),
             }),
@@ -228,15 +232,21 @@ impl Shared {
         if let Ok(mut threads) = self.threads.lock()
             && change(&mut threads)
             && let Some(handle) = handle
-            && self.tasks.any_listening()
+            && let Some(app) = self
+                .tasks
+                .first_listening()
+                .and_then(|i| self.settings.personas.get(i))
         {
             // Saved by the processes listening with an app only: they
             // follow every persona's posts from the events, wherever they
             // were posted from; a process that only posts knows its own,
-            // and saving them would overwrite what a listener saved.
+            // and saving them would overwrite what a listener saved. Under
+            // the key of its first app listening: a process listening with
+            // other apps saves under theirs ([`threads::state_key`]).
             // Not `save_state`: this covers no incoming message, so it may
             // be saved even after one was refused.
-            handle.save_note(threads::STATE_KEY.to_owned(), threads.to_saved());
+            let key = threads::state_key(app.id.as_str());
+            handle.save_note(key, threads.to_saved());
         }
     }
 }
@@ -261,7 +271,7 @@ impl Connected for SlackPlatform {
         // What the last listener with an app taken over saw of the
         // threads joins what this process knows.
         if let Ok(mut threads) = shared.threads.lock() {
-            threads.merge(saved.get(threads::STATE_KEY).map(String::as_str));
+            threads.merge_all(saved);
         }
         let personas = shared.settings.personas.iter().map(|p| &p.id);
         Some(

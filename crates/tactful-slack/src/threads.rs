@@ -14,11 +14,29 @@
 //! The personas' part is saved in the store (the newest entries, bounded),
 //! so after a restart a follow-up in a persona's thread still reaches it.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use tactful_runtime::account::Recent;
 
-/// The key of the saved state.
+/// The key the saved state had when all apps shared one (still read).
 pub const STATE_KEY: &str = "slack.threads";
+
+/// The key the process listening with `persona`'s app saves the state
+/// under. One key an app: processes sharing a store that listen with
+/// different apps each save what their apps heard, where with one key for
+/// all the last to save wiped the others' threads (a thread in a channel
+/// only one app is in was then no longer the persona's after a restart).
+pub fn state_key(persona: &str) -> String {
+    format!("{STATE_KEY}:{persona}")
+}
+
+/// Whether `key` holds a thread state: an app's, or the one all apps
+/// shared before.
+fn is_state_key(key: &str) -> bool {
+    key.strip_prefix(STATE_KEY)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+}
 
 /// How many entries are remembered in memory, per map.
 const REMEMBERED: usize = 4096;
@@ -111,6 +129,22 @@ impl Threads {
             }
         }
         t
+    }
+
+    /// Every thread state in the platforms' saved state (each app's,
+    /// joined as [`Threads::merge`] does).
+    pub fn restore_all(saved: &BTreeMap<String, String>) -> Threads {
+        let mut t = Threads::default();
+        t.merge_all(saved);
+        t
+    }
+
+    /// [`Threads::merge`] of every thread state in the platforms' saved
+    /// state: what the listeners of every app saved, wherever they ran.
+    pub fn merge_all(&mut self, saved: &BTreeMap<String, String>) {
+        for (_, state) in saved.iter().filter(|(k, _)| is_state_key(k)) {
+            self.merge(Some(state));
+        }
     }
 
     /// Joins what another process saved (the last listener with an app
@@ -346,6 +380,40 @@ mod tests {
         assert_eq!(mine.to_saved(), saved);
         assert!(later("1700000000.000100", "1700000000.000099"));
         assert!(!later("9.00001", "9.00001"));
+    }
+
+    /// Two processes listening with two apps each save under their app's
+    /// key; a restart (or a takeover) knows the threads of both, and of
+    /// the one key all apps shared before.
+    #[test]
+    fn every_apps_saved_threads_are_read_back() {
+        let mut docs = Threads::default();
+        docs.posted("C1", "2.0", Some("1.0"), true);
+        let mut chef = Threads::default();
+        chef.posted("C9", "6.0", Some("5.0"), true);
+        let mut before = Threads::default();
+        before.posted("C7", "8.0", Some("7.0"), true);
+        let saved: BTreeMap<String, String> = [
+            (state_key("docs"), docs.to_saved()),
+            (state_key("chef"), chef.to_saved()),
+            (STATE_KEY.to_owned(), before.to_saved()),
+            // Not thread states: left alone.
+            ("slack.threadsX".to_owned(), chef.to_saved().replace("6.0", "6.5")),
+            ("telegram:since:docs".to_owned(), "12".to_owned()),
+        ]
+        .into();
+        assert_ne!(state_key("docs"), state_key("chef"));
+        let back = Threads::restore_all(&saved);
+        assert_eq!(back.reply_to("C1", "1.0"), "2.0", "docs's thread");
+        assert_eq!(back.reply_to("C9", "5.0"), "6.0", "chef's thread, not 6.5");
+        assert_eq!(back.reply_to("C7", "7.0"), "8.0", "the shared key's");
+        let mut taker = Threads::default();
+        taker.merge_all(&saved);
+        assert_eq!(taker.to_saved(), back.to_saved());
+        assert_eq!(
+            Threads::restore_all(&BTreeMap::new()).to_saved(),
+            Threads::default().to_saved()
+        );
     }
 
     #[test]

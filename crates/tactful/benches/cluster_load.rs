@@ -218,7 +218,8 @@ mod load {
     }
 
     /// Waits until the store holds a decision for each of `posted` (one
-    /// each: a second, seen while waiting, fails the run); how
+    /// each: a second, seen while waiting, fails the run, as one written
+    /// later does at the end, [`decided_once_to_the_end`]); how
     /// long after its post each was decided, in ms, sorted. A decision
     /// records the engine's wall clock when it decided (the commit that
     /// makes it durable follows within the writer's batch).
@@ -433,6 +434,28 @@ mod load {
         );
         let worst: Vec<String> = worst.iter().map(|w| format!("{w:.0}")).collect();
         println!("  worst answer each second (ms): {}", worst.join(" "));
+        decided_once_to_the_end(&schema, nodes).await;
+    }
+
+    /// The processes stopped (what they decided written), no message has
+    /// a second decision: [`decided`] sees only those that came before its
+    /// wait ended.
+    async fn decided_once_to_the_end(schema: &Schema, nodes: Vec<Node>) {
+        tokio::task::spawn_blocking(move || {
+            for mut node in nodes {
+                node.terminate();
+            }
+        })
+        .await
+        .expect("the processes stop");
+        let twice = schema
+            .column(
+                "SELECT room || ' ' || msg FROM decisions
+                 WHERE persona = 'docs' AND msg NOT LIKE 'docs:%'
+                 GROUP BY room, msg HAVING count(*) > 1",
+            )
+            .expect("decisions read");
+        assert!(twice.is_empty(), "decided twice: {twice:?}");
     }
 
     /// The rooms of the many-rooms part.

@@ -140,7 +140,7 @@ async fn a_later_part_from_a_process_that_did_not_post_the_first_goes_to_its_thr
         follows: None,
         first_replied_to: None,
     };
-    let first = SlackPlatform::new(settings(), None)
+    let first = SlackPlatform::new(settings(), &Default::default())
         .expect("built")
         .send(OutMessage {
             reply_to: Some(&asked),
@@ -148,7 +148,7 @@ async fn a_later_part_from_a_process_that_did_not_post_the_first_goes_to_its_thr
         })
         .await
         .expect("posted");
-    let taker = SlackPlatform::new(settings(), None).expect("built");
+    let taker = SlackPlatform::new(settings(), &Default::default()).expect("built");
     taker
         .send(OutMessage {
             follows: Some(&first),
@@ -254,9 +254,17 @@ async fn a_thread_answered_by_one_process_is_followed_by_the_one_listening() {
         .expect("the listener is ours");
     let writers = || {
         schema
-            .column("SELECT DISTINCT writer FROM state_writes WHERE key = 'slack.threads'")
+            .column("SELECT DISTINCT writer FROM state_writes WHERE key LIKE 'slack.threads%'")
             .expect("asks")
     };
     wait_db("the listener saving the thread state", || !writers().is_empty());
     assert_eq!(writers(), [Some(format!("node{listening}"))]);
+    // Under docs's app's own key (a process listening with another app
+    // saves under that one's).
+    assert_eq!(
+        schema
+            .column("SELECT DISTINCT key FROM state_writes WHERE key LIKE 'slack.threads%'")
+            .expect("asks"),
+        [Some("slack.threads:docs".to_owned())]
+    );
 }

@@ -724,7 +724,7 @@ async fn saved_thread(store: &Path, parent: &str) {
     loop {
         let saved: Option<serde_json::Value> = db
             .query_row(
-                "SELECT value FROM platform_state WHERE key = 'slack.threads'",
+                "SELECT value FROM platform_state WHERE key = 'slack.threads:docs'",
                 [],
                 |r| r.get::<_, String>(0),
             )

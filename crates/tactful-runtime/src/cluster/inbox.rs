@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use tactful_store::{StoreError, partition_of};
+use tactful_store::{StoreError, Waiting, partition_of};
 
 use super::{INBOX_READ, State};
 use crate::runtime::Event;
@@ -24,16 +24,7 @@ impl State {
     /// next round's whole read finds.
     pub(super) fn read_named(&mut self, seqs: &[i64]) -> Result<(), StoreError> {
         let waiting = self.cluster.waiting_at(seqs)?;
-        let new: Vec<_> = waiting
-            .into_iter()
-            .filter(|w| {
-                let part = partition_of(&w.msg.room);
-                self.held.contains_key(&part) && self.handed.insert(w.seq, part).is_none()
-            })
-            .collect();
-        if !new.is_empty() {
-            let _ = self.engine.send(Event::FromInbox(new));
-        }
+        self.hand(waiting);
         Ok(())
     }
 
@@ -53,16 +44,27 @@ impl State {
         let last = waiting.last().map(|w| w.seq).filter(|_| full);
         self.handed
             .retain(|s, _| seen.contains(s) || last.is_some_and(|last| *s > last));
-        let new: Vec<_> = waiting
-            .into_iter()
-            .filter(|w| self.handed.insert(w.seq, partition_of(&w.msg.room)).is_none())
-            .collect();
         // A full read with nothing new waits on the engine task: the next
         // wake-up reads again.
-        let more = full && !new.is_empty();
-        if !new.is_empty() {
+        Ok(self.hand(waiting) && full)
+    }
+
+    /// Hands the engine task the rows of `waiting` in partitions held and
+    /// not handed yet (a notification may name a row of a partition that
+    /// moved, a read may return a row the engine already has); whether
+    /// any was.
+    fn hand(&mut self, waiting: Vec<Waiting>) -> bool {
+        let new: Vec<_> = waiting
+            .into_iter()
+            .filter(|w| {
+                let part = partition_of(&w.msg.room);
+                self.held.contains_key(&part) && self.handed.insert(w.seq, part).is_none()
+            })
+            .collect();
+        let any = !new.is_empty();
+        if any {
             let _ = self.engine.send(Event::FromInbox(new));
         }
-        Ok(more)
+        any
     }
 }

@@ -93,6 +93,16 @@ pub struct Node {
     _dir: tempfile::TempDir,
 }
 
+impl Node {
+    /// Stops the process with SIGTERM (what it decided is written before
+    /// it exits) and waits for it.
+    pub fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
