@@ -44,8 +44,9 @@ pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
     /// processes sharing a store lease one by one.
     fn personas(&self) -> Vec<tactful_core::PersonaId>;
 
-    /// Builds the platform, not yet connected. In memory only, without
-    /// waiting on the network or a lock: processes sharing a store build
+    /// Builds the platform, not yet connected. Without waiting on the
+    /// network or a lock (it may spawn tasks or bind a local socket, as
+    /// Discord's gateway does): processes sharing a store build
     /// a platform as its accounts' leases come, under the lock the
     /// watchdog that lets connections go needs too (`cluster/hold.rs`);
     /// what connects belongs in [`Connected::start`]'s tasks.

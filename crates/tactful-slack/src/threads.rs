@@ -86,15 +86,32 @@ fn at(channel: &str, ts: &str) -> At {
     (channel.to_owned(), ts.to_owned())
 }
 
-/// Whether Slack timestamp `a` (`1700000000.000100`) is after `b`.
+/// A Slack timestamp (`1700000000.000100`) as something that orders by
+/// time.
+fn time_of(ts: &str) -> (u64, u64) {
+    let (secs, frac) = ts.split_once('.').unwrap_or((ts, ""));
+    // Six digits after the point, as Slack writes them.
+    let frac: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+    (secs.parse().unwrap_or(0), frac.parse().unwrap_or(0))
+}
+
+/// Whether Slack timestamp `a` is after `b`.
 fn later(a: &str, b: &str) -> bool {
-    fn parts(ts: &str) -> (u64, u64) {
-        let (secs, frac) = ts.split_once('.').unwrap_or((ts, ""));
-        // Six digits after the point, as Slack writes them.
-        let frac: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
-        (secs.parse().unwrap_or(0), frac.parse().unwrap_or(0))
-    }
-    parts(a) > parts(b)
+    time_of(a) > time_of(b)
+}
+
+/// Keeps the newest `SAVED` entries of `v` by time (`key`: an entry's
+/// message, channel and thread), oldest first: states merged from several
+/// listeners keep their newest threads whatever order they came in.
+fn newest(
+    v: &mut Vec<(String, String, String)>,
+    key: impl Fn(&(String, String, String)) -> (&str, &str, &str),
+) {
+    v.sort_by(|a, b| {
+        let ((ta, ca, ha), (tb, cb, hb)) = (key(a), key(b));
+        (time_of(ta), ca, ha).cmp(&(time_of(tb), cb, hb))
+    });
+    trim(v);
 }
 
 /// Keeps the newest `SAVED` of `v`.
@@ -153,8 +170,12 @@ impl Threads {
     /// What does not parse is left out, logged.
     pub fn merge(&mut self, saved: Option<&str>) {
         let other = Threads::restore(saved).saved;
-        for (channel, ts, thread) in &other.posted {
-            self.posted(channel, ts, Some(thread), false);
+        for (channel, ts, thread) in other.posted {
+            let key = at(&channel, &ts);
+            if self.thread_of.get(&key) != Some(&thread) {
+                self.thread_of.insert(key, thread.clone());
+                self.saved.posted.push((channel, ts, thread));
+            }
         }
         for (channel, thread, ts) in &other.last {
             let newer = self
@@ -163,9 +184,14 @@ impl Threads {
                 .is_none_or(|mine| later(ts, mine));
             if newer {
                 self.thread_of.insert(at(channel, ts), thread.clone());
-                self.set_last(channel, thread, ts);
+                self.note_last(channel, thread, ts);
             }
         }
+        // Trimmed once all is in, by time: entries merged last are not the
+        // newest for it (trimmed as they came, a state merged after this
+        // process's own pushed its own threads out).
+        newest(&mut self.saved.posted, |(c, ts, th)| (ts, c, th));
+        newest(&mut self.saved.last, |(c, th, ts)| (ts, c, th));
     }
 
     /// The state to save, after a change.
@@ -244,6 +270,12 @@ impl Threads {
     }
 
     fn set_last(&mut self, channel: &str, thread: &str, ts: &str) {
+        self.note_last(channel, thread, ts);
+        trim(&mut self.saved.last);
+    }
+
+    /// [`Threads::set_last`] without the trim.
+    fn note_last(&mut self, channel: &str, thread: &str, ts: &str) {
         if let Some(earlier) = self.last.get(&at(channel, thread)).cloned() {
             self.before.insert(at(channel, ts), earlier);
         }
@@ -252,7 +284,6 @@ impl Threads {
         self.saved
             .last
             .push((channel.to_owned(), thread.to_owned(), ts.to_owned()));
-        trim(&mut self.saved.last);
     }
 
     /// What a message in `thread` replies to: the last persona message
@@ -413,6 +444,52 @@ mod tests {
         assert_eq!(
             Threads::restore_all(&BTreeMap::new()).to_saved(),
             Threads::default().to_saved()
+        );
+    }
+
+    /// A process's own threads, merged with another listener's older ones
+    /// (a takeover, a start reading every app's key): the newest by time
+    /// are kept, whatever the order of the merges.
+    #[test]
+    fn merged_states_keep_the_newest_threads_whatever_their_order() {
+        let threads = |channel: &str, at: u32| {
+            let mut t = Threads::default();
+            for i in 0..200 {
+                t.posted(
+                    channel,
+                    &format!("{}.{i:06}", at + 1),
+                    Some(&format!("{at}.{i:06}")),
+                    true,
+                );
+            }
+            t
+        };
+        let (older, newer) = (threads("C1", 100), threads("C2", 200));
+        let merged = |a: &Threads, b: &Threads| {
+            let mut t = Threads::default();
+            t.merge(Some(&a.to_saved()));
+            t.merge(Some(&b.to_saved()));
+            t.to_saved()
+        };
+        assert_eq!(merged(&older, &newer), merged(&newer, &older));
+        let mut mine = threads("C2", 200);
+        mine.merge(Some(&older.to_saved()));
+        let back = Threads::restore(Some(&mine.to_saved()));
+        assert_eq!(back.saved.last.len(), SAVED);
+        assert_eq!(
+            back.reply_to("C2", "200.000000"),
+            "201.000000",
+            "its own oldest kept"
+        );
+        assert_eq!(
+            back.reply_to("C1", "100.000199"),
+            "101.000199",
+            "the newest merged kept"
+        );
+        assert_eq!(
+            back.reply_to("C1", "100.000000"),
+            "100.000000",
+            "the oldest merged let go"
         );
     }
 

@@ -95,11 +95,24 @@ pub struct Node {
 
 impl Node {
     /// Stops the process with SIGTERM (what it decided is written before
-    /// it exits) and waits for it.
+    /// it exits) and waits for it: 60 s at most, then it is killed and
+    /// this fails, as a process that does not stop when asked is a fault.
     pub fn terminate(&mut self) {
         let pid = self.child.id().to_string();
-        let _ = std::process::Command::new("kill").args(["-TERM", &pid]).status();
+        let asked = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .is_ok_and(|s| s.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while asked && std::time::Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
         let _ = self.child.wait();
+        panic!("tactful (pid {pid}) did not stop on SIGTERM within 60 s");
     }
 }
 
