@@ -73,6 +73,9 @@ async fn a_store_that_cannot_write_is_reported_and_loses_nothing() {
         .to_owned();
     let mut alice = enter(&svc.ws_url, "Alice").await;
     let mut bob = enter(&svc.ws_url, "Bob").await;
+    // Bob is in the room (his join, on a socket of its own, may come after
+    // Alice's first line: then it is in his history, not said to him).
+    next(&mut bob, |v| v["type"] == "history").await;
     say(
         &mut alice,
         json!({ "type": "say", "room": "lobby", "text": "one" }),
