@@ -767,7 +767,8 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Timestamp) {
         self.bound_touched();
         while let Some(entry) = self.timers.first_entry() {
-            let due = entry.key().0;
+            let key = *entry.key();
+            let due = key.0;
             if due > now {
                 break;
             }
@@ -786,10 +787,14 @@ impl Engine {
                     let Some(st) = self.ambient_mut(&room, p) else {
                         continue;
                     };
-                    let trigger = if st.due.is_some_and(|(d, _)| d <= now) {
+                    // Only the deadline or cooldown wake the buffer waits
+                    // on acts; a superseded one flushing a later deadline
+                    // early reordered an instant's flushes against a
+                    // restored engine, which has no such timer (restore.rs).
+                    let trigger = if st.due == Some(key) {
                         st.due = None;
                         FlushTrigger::Timer
-                    } else if let Some((w, _)) = st.waiting {
+                    } else if let (Some((w, _)), Some(true)) = (st.waiting, st.wake.map(|end| end == due)) {
                         w
                     } else {
                         continue;
