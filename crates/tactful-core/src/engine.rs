@@ -794,7 +794,9 @@ impl Engine {
                     let trigger = if st.due == Some(key) {
                         st.due = None;
                         FlushTrigger::Timer
-                    } else if let (Some((w, _)), Some(true)) = (st.waiting, st.wake.map(|end| end == due)) {
+                    } else if let Some((w, _)) = st.waiting
+                        && st.wake == Some(due)
+                    {
                         w
                     } else {
                         continue;

@@ -170,12 +170,8 @@ impl Threads {
     /// What does not parse is left out, logged.
     pub fn merge(&mut self, saved: Option<&str>) {
         let other = Threads::restore(saved).saved;
-        for (channel, ts, thread) in other.posted {
-            let key = at(&channel, &ts);
-            if self.thread_of.get(&key) != Some(&thread) {
-                self.thread_of.insert(key, thread.clone());
-                self.saved.posted.push((channel, ts, thread));
-            }
+        for (channel, ts, thread) in &other.posted {
+            self.note_posted(channel, ts, thread);
         }
         for (channel, thread, ts) in &other.last {
             let newer = self
@@ -216,19 +212,28 @@ impl Threads {
             // thread: nothing to save.
             return false;
         };
-        if self.thread_of.get(&at(channel, ts)).map(String::as_str) == Some(th) {
+        if !self.note_posted(channel, ts, th) {
             // Known already: at most it became an answer.
             return answer && self.answered(channel, ts);
         }
-        self.thread_of.insert(at(channel, ts), th.to_owned());
-        self.saved
-            .posted
-            .push((channel.to_owned(), ts.to_owned(), th.to_owned()));
         trim(&mut self.saved.posted);
         if answer {
             self.set_last(channel, th, ts);
         }
         answer
+    }
+
+    /// Notes that `ts` is in `thread`, to save, unless that is known
+    /// already; whether it was new. Not trimmed (see [`Threads::merge`]).
+    fn note_posted(&mut self, channel: &str, ts: &str, thread: &str) -> bool {
+        if self.thread_of.get(&at(channel, ts)).map(String::as_str) == Some(thread) {
+            return false;
+        }
+        self.thread_of.insert(at(channel, ts), thread.to_owned());
+        self.saved
+            .posted
+            .push((channel.to_owned(), ts.to_owned(), thread.to_owned()));
+        true
     }
 
     /// A persona's message now holds an answer (a placeholder edited).
