@@ -8,15 +8,19 @@
 //! the agent stays silent (`NO_REPLY`), or, when someone asked it directly,
 //! says it does not know. In an ambient batch a line is answered only when
 //! a small learned model says it asks the docs something ([`gate`]), so
-//! chatter that happens to share words with the docs gets no answer. A
-//! reply to one of its own answers ("can you say more?") continues past
-//! what that answer showed.
+//! chatter that happens to share words with the docs gets no answer.
+//! Example questions for the sections, in people's words ([`KbQuestions`]),
+//! find a section a question shares few words with. A reply to one of its
+//! own answers ("can you say more?") continues past what that answer
+//! showed.
 
 mod gate;
 mod grounded;
+mod questions;
 mod talk;
 
 pub use grounded::GroundedAgent;
+pub use questions::{KbQuestions, QuestionsError, parse_questions};
 
 use std::sync::Arc;
 
@@ -63,6 +67,8 @@ struct Ranked {
     chatter: f32,
     /// The section defining a setting the line names.
     defined: Option<usize>,
+    /// The closest example question's score (0 without examples).
+    example: f32,
 }
 
 /// A knowledge-base agent.
@@ -78,6 +84,8 @@ pub struct KbAgent {
     /// Which documents point to which for more (`docs/faq.md` →
     /// `docs/config.md`).
     refers: Vec<(String, String)>,
+    /// Example questions for sections, if the operator gave some.
+    questions: Option<questions::Questions>,
     min_score: f32,
 }
 
@@ -393,8 +401,29 @@ impl KbAgent {
             headings,
             tokenizer,
             engine,
+            questions: None,
             min_score,
         }
+    }
+
+    /// The agent with example questions for its sections ([`KbQuestions`]):
+    /// a line close to one is about that example's section. Fails when one
+    /// names a section the documents do not have.
+    pub fn with_questions(mut self, list: &[KbQuestions]) -> Result<Self, QuestionsError> {
+        let names: Vec<String> = self
+            .sections
+            .iter()
+            .map(|s| {
+                if s.source.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}#{}", s.source, s.heading)
+                }
+            })
+            .collect();
+        let find = |name: &str| names.iter().position(|n| !n.is_empty() && n == name);
+        self.questions = Some(questions::Questions::new(list, find, &names)?);
+        Ok(self)
     }
 
     /// How many documentation sections are indexed.
@@ -448,6 +477,15 @@ impl KbAgent {
                 scores[i] += HEADING_BONUS;
             }
         }
+        let mut example = 0.0f32;
+        if let Some(q) = &self.questions {
+            let mut closest = vec![0.0f32; scores.len()];
+            q.closest(query, &mut closest);
+            for (score, near) in scores.iter_mut().zip(&closest) {
+                *score += questions::WEIGHT * near;
+                example = example.max(*near);
+            }
+        }
         let chatter = (0..scores.len())
             .filter(|&i| self.sections[i].source.is_empty())
             .map(|i| scores[i])
@@ -462,6 +500,7 @@ impl KbAgent {
             docs,
             chatter,
             defined,
+            example,
         }
     }
 
@@ -528,6 +567,7 @@ impl KbAgent {
             "chatter": r.chatter,
             "q": talk::is_question(text),
             "defined": r.defined.is_some(),
+            "example": r.example,
         })
     }
 

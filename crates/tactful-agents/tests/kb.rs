@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use tactful_agents::kb::{DEFAULT_MIN_SCORE, KbAgent, KbDoc};
+use tactful_agents::kb::{DEFAULT_MIN_SCORE, KbAgent, KbDoc, parse_questions};
 use tactful_core::{TurnKind, TurnRequest};
 
 fn docs() -> Vec<KbDoc> {
@@ -73,7 +73,13 @@ const CHATTER: &[&str] = &[
 ];
 
 fn kb() -> KbAgent {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let questions =
+        parse_questions(&std::fs::read_to_string(root.join("docs/questions.toml")).expect("questions"))
+            .expect("docs/questions.toml parses");
     KbAgent::new(&docs(), DEFAULT_MIN_SCORE)
+        .with_questions(&questions)
+        .expect("every section docs/questions.toml names is in the docs")
 }
 
 #[test]
@@ -163,8 +169,8 @@ fn score(file: &str) -> Score {
             .filter_map(|a| a.as_str())
             .collect();
         let got = kb.answer(&ask(TurnKind::Ambient, false, &[text]));
-        // For scripts/guide-train.py; never the frozen set.
-        if std::env::var_os("KB_EXPORT").is_some() && file != "frozen.jsonl" {
+        // For scripts/guide-train.py; never a frozen set.
+        if std::env::var_os("KB_EXPORT").is_some() && !file.starts_with("frozen") {
             let mut row = kb.export(text);
             row["set"] = file.into();
             row["want"] = want.clone().into();
@@ -249,8 +255,8 @@ fn the_dev_set_is_answered_no_worse_than_today() {
         s.quiet() * 100.0
     );
     assert!(
-        s.recall() >= 0.70,
-        "questions answered right: {:.1} % < 70 %",
+        s.recall() >= 0.85,
+        "questions answered right: {:.1} % < 85 %",
         s.recall() * 100.0
     );
 }
@@ -260,8 +266,8 @@ fn the_dev_set_is_answered_no_worse_than_today() {
 /// figure says how the Guide does on questions nobody tuned it for. Its
 /// misses are not printed, so nobody tunes on them by accident:
 /// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
-/// The chatter bound is the goal (95 %); the questions' is today's figure
-/// (the goal is 85 %).
+/// The chatter bound is the goal (95 %); the questions' is just under
+/// today's figure (the goal is 85 %).
 #[test]
 fn the_frozen_set_says_how_the_guide_generalises() {
     let s = score("frozen.jsonl");
@@ -272,8 +278,29 @@ fn the_frozen_set_says_how_the_guide_generalises() {
         s.quiet() * 100.0
     );
     assert!(
-        s.recall() >= 0.74,
-        "questions answered right: {:.1} % < 74 %",
+        s.recall() >= 0.83,
+        "questions answered right: {:.1} % < 83 %",
+        s.recall() * 100.0
+    );
+}
+
+/// A second set written the same way (2026-11-28), after the example
+/// questions (`docs/questions.toml`) were: its writer saw neither them nor
+/// the Guide's code, sets or scores; measured once the Guide was settled.
+/// Never tuned on; its misses are not printed:
+/// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
+#[test]
+fn the_second_frozen_set_says_it_again() {
+    let s = score("frozen2.jsonl");
+    assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
+    assert!(
+        s.quiet() >= 0.95,
+        "chatter left alone: {:.1} % < 95 %",
+        s.quiet() * 100.0
+    );
+    assert!(
+        s.recall() >= 0.80,
+        "questions answered right: {:.1} % < 80 %",
         s.recall() * 100.0
     );
 }
@@ -420,4 +447,19 @@ fn every_question_of_a_batch_gets_its_own_reply_newest_first() {
     let to: Vec<Option<&str>> = replies.iter().map(|(d, _)| d.reply_to.as_deref()).collect();
     assert_eq!(to, [Some("q3"), Some("q2"), Some("q0")], "{got}");
     assert!(replies[0].1.contains("\"What is floor control?\""), "{got}");
+}
+
+/// A line in people's words, which the words of the section answering it
+/// do not find, is found through the example questions written for that
+/// section (`docs/questions.toml`; the line, from `tests/guide/dev.jsonl`, is not
+/// one of them).
+#[test]
+fn example_questions_lead_to_a_section_the_words_alone_miss() {
+    let line = "can i run my own python script to review every reply before it's posted";
+    let hooks = "(from docs/config.md, \"`[[hook]]`: before-send hooks\")";
+    let asked = ask(TurnKind::Reply, true, &[line]);
+    let plain = KbAgent::new(&docs(), DEFAULT_MIN_SCORE).answer(&asked);
+    assert!(plain.contains("couldn't find"), "the words alone: {plain}");
+    let a = kb().answer(&asked);
+    assert!(a.ends_with(hooks), "{a}");
 }

@@ -23,7 +23,7 @@ mod store;
 mod unknown_keys;
 mod web;
 
-pub use agents::AgentConfig;
+pub use agents::{AgentConfig, kb_agent, questions_for};
 use agents::{AgentKind, RawAgent};
 
 pub use web::WebSettings;
@@ -44,7 +44,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use tactful_agents::acp::{AcpAgent, AcpConfig};
 use tactful_agents::command::{CommandAgent, CommandConfig};
-use tactful_agents::kb::{KbAgent, KbDoc};
+use tactful_agents::kb::{KbAgent, KbDoc, KbQuestions, QuestionsError};
 use tactful_agents::openai::{OpenAiAgent, OpenAiConfig};
 use tactful_agents::{Agent, ScriptAgent, ScriptRule};
 use tactful_config::{Checker, EnvString, EnvValues, referenced_vars, with_env};

@@ -2,7 +2,8 @@
 //!
 //! A web room on 127.0.0.1:7878 with two personas: Guide, in ambient mode,
 //! answers questions about tactful from the documentation built into the
-//! binary (the offline `kb` agent: BM25 search, a small learned model that
+//! binary (the offline `kb` agent: BM25 search helped by example questions
+//! in people's words, `docs/questions.toml`, a small learned model that
 //! tells questions for the docs from chatter, a citation); Host, in mention
 //! mode, speaks only when addressed. With `OPENAI_API_KEY` set (and
 //! optionally `OPENAI_BASE_URL` and `TACTFUL_MODEL`), both use that model
@@ -16,7 +17,7 @@ use anyhow::Context as _;
 use tactful_agents::kb::{DEFAULT_MIN_SCORE, KbDoc};
 use tactful_agents::openai::OpenAiConfig;
 
-use crate::config::{AgentConfig, Config, ConfigError};
+use crate::config::{AgentConfig, Config, ConfigError, questions_for};
 
 const DEMO_TOML: &str = include_str!("demo.toml");
 
@@ -36,6 +37,27 @@ pub fn builtin_docs() -> Vec<KbDoc> {
     .collect()
 }
 
+/// The example questions for the built-in documentation's sections.
+const BUILTIN_QUESTIONS: &str = include_str!("../../../docs/questions.toml");
+
+/// Guide's agent: the built-in documentation and its example questions,
+/// answered offline or, `answer_with`, by a model.
+fn guide(answer_with: Option<Box<AgentConfig>>) -> Result<AgentConfig, ConfigError> {
+    let docs = builtin_docs();
+    let questions = questions_for(&docs, DEFAULT_MIN_SCORE, BUILTIN_QUESTIONS).map_err(|e| ConfigError {
+        path: PathBuf::from("docs/questions.toml (built in)"),
+        position: None,
+        message: e.to_string(),
+        snippet: None,
+    })?;
+    Ok(AgentConfig::Kb {
+        docs,
+        min_score: DEFAULT_MIN_SCORE,
+        questions,
+        answer_with,
+    })
+}
+
 /// The demo's config as a file to start one's own from (`tactful demo
 /// --print-config`): Guide's documents are files beside it instead of the
 /// ones built into the binary.
@@ -43,10 +65,15 @@ pub fn printable() -> String {
     let header = "# tactful demo --print-config: the demo's config, to start your own from.\n\
                   # Save it as tactful.toml, point Guide's `paths` at your documents, then\n\
                   # `tactful check -c tactful.toml` and `tactful run -c tactful.toml`.\n\n";
-    let text = DEMO_TOML.replace(
-        "paths = []      # filled with the documentation built into the binary",
-        "paths = [\"README.md\", \"docs\"]   # Markdown files, or folders of them, beside this file",
-    );
+    let text = DEMO_TOML
+        .replace(
+            "paths = []      # filled with the documentation built into the binary",
+            "paths = [\"README.md\", \"docs\"]   # Markdown files, or folders of them, beside this file",
+        )
+        .replace(
+            "# questions: the example questions built in, docs/questions.toml",
+            "questions = \"docs/questions.toml\"   # optional: questions people ask, by section",
+        );
     format!("{header}{text}")
 }
 
@@ -57,14 +84,7 @@ pub fn config(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     let mut c = Config::parse(DEMO_TOML, Path::new("(built-in demo config)"), &|_| None)?;
-    c.agents.insert(
-        "docs".to_owned(),
-        AgentConfig::Kb {
-            docs: builtin_docs(),
-            min_score: DEFAULT_MIN_SCORE,
-            answer_with: None,
-        },
-    );
+    c.agents.insert("docs".to_owned(), guide(None)?);
     if let Some(key) = env("OPENAI_API_KEY").filter(|k| !k.trim().is_empty()) {
         let model = AgentConfig::OpenAi(OpenAiConfig {
             base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
@@ -77,14 +97,8 @@ pub fn config(
         });
         // Guide keeps the docs: the model answers with the sections its
         // search finds before it, and cites them.
-        c.agents.insert(
-            "docs".to_owned(),
-            AgentConfig::Kb {
-                docs: builtin_docs(),
-                min_score: DEFAULT_MIN_SCORE,
-                answer_with: Some(Box::new(model.clone())),
-            },
-        );
+        c.agents
+            .insert("docs".to_owned(), guide(Some(Box::new(model.clone())))?);
         c.agents.insert("host".to_owned(), model);
     }
     if let (Some(addr), Some(web)) = (listen, c.platforms.web.as_mut()) {
@@ -192,7 +206,10 @@ mod tests {
     #[test]
     fn the_demo_config_is_valid_offline_and_with_a_model() {
         let c = config(None, &|_| None).expect("valid");
-        assert!(matches!(&c.agents["docs"], AgentConfig::Kb { docs, .. } if docs.len() == 4));
+        assert!(
+            matches!(&c.agents["docs"], AgentConfig::Kb { docs, questions, .. } if docs.len() == 4 && questions.len() > 60),
+            "Guide has the built-in docs and their questions"
+        );
         assert_eq!(
             backend(&c),
             "Guide uses the built-in documentation (offline), Host a built-in offline agent (set OPENAI_API_KEY to use a model)"
@@ -220,7 +237,11 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tactful.toml");
         let c = Config::parse(&text, &root, &|_| None).expect("valid");
         match &c.agents["docs"] {
-            AgentConfig::Kb { docs, .. } => {
+            AgentConfig::Kb { docs, questions, .. } => {
+                assert!(
+                    questions.len() > 60,
+                    "the printed config reads docs/questions.toml"
+                );
                 let sources: Vec<&str> = docs.iter().map(|d| d.source.as_str()).collect();
                 assert!(
                     sources.contains(&"README.md") && sources.contains(&"docs/faq.md"),

@@ -22,6 +22,9 @@ pub enum AgentConfig {
         docs: Vec<KbDoc>,
         /// The relevance threshold.
         min_score: f32,
+        /// `questions`: example questions for its sections (checked against
+        /// the documents when the file is read).
+        questions: Vec<KbQuestions>,
         /// `answer_with`: the agent that answers with the sections found
         /// before it (its config, resolved when the file is read); `None`
         /// quotes the sections offline.
@@ -50,14 +53,16 @@ impl AgentConfig {
             AgentConfig::Kb {
                 docs,
                 min_score,
+                questions,
                 answer_with: None,
-            } => Arc::new(KbAgent::new(docs, *min_score)),
+            } => Arc::new(kb_agent(docs, *min_score, questions)),
             AgentConfig::Kb {
                 docs,
                 min_score,
+                questions,
                 answer_with: Some(model),
             } => Arc::new(tactful_agents::kb::GroundedAgent::new(
-                KbAgent::new(docs, *min_score),
+                kb_agent(docs, *min_score, questions),
                 model.build(contract),
             )),
             AgentConfig::OpenAi(c) => Arc::new(
@@ -66,6 +71,16 @@ impl AgentConfig {
             ),
         }
     }
+}
+
+/// A kb agent over `docs`, with its example questions (if any).
+pub fn kb_agent(docs: &[KbDoc], min_score: f32, questions: &[KbQuestions]) -> KbAgent {
+    let kb = KbAgent::new(docs, min_score);
+    if questions.is_empty() {
+        return kb;
+    }
+    kb.with_questions(questions)
+        .expect("the questions were checked against the documents when the config was read")
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +135,7 @@ pub(super) struct RawAgent {
     // kb
     paths: Option<Spanned<Vec<EnvString>>>,
     min_score: Option<Spanned<f64>>,
+    questions: Option<Spanned<EnvString>>,
     pub(super) answer_with: Option<Spanned<String>>,
     // every kind
     pub(super) strip_reasoning: Option<bool>,
@@ -181,6 +197,7 @@ const KIND_KEYS: &[(&str, &[AgentKind])] = {
         ("inactivity_timeout_ms", &[Acp]),
         ("paths", &[Kb]),
         ("min_score", &[Kb]),
+        ("questions", &[Kb]),
         ("answer_with", &[Kb]),
     ]
 };
@@ -220,6 +237,7 @@ fn span_of(a: &RawAgent, k: &str) -> Option<std::ops::Range<usize>> {
         "inactivity_timeout_ms" => a.inactivity_timeout_ms.as_ref().map(|v| v.span()),
         "paths" => a.paths.as_ref().map(|v| v.span()),
         "min_score" => a.min_score.as_ref().map(|v| v.span()),
+        "questions" => a.questions.as_ref().map(|v| v.span()),
         "answer_with" => a.answer_with.as_ref().map(|v| v.span()),
         _ => None,
     }
@@ -259,6 +277,14 @@ pub(super) fn resolve_answer_with(
         }
     }
     Ok(())
+}
+
+/// Example questions written as TOML (`text`), checked against `docs`:
+/// every section they name must be there.
+pub fn questions_for(docs: &[KbDoc], min_score: f32, text: &str) -> Result<Vec<KbQuestions>, QuestionsError> {
+    let list = tactful_agents::kb::parse_questions(text)?;
+    KbAgent::new(docs, min_score).with_questions(&list)?;
+    Ok(list)
 }
 
 /// Reads a markdown file, or every `.md` file in a folder (sorted), into
@@ -455,10 +481,29 @@ pub(super) fn build_agent(name: &str, a: RawAgent, check: &Checker<'_>) -> Resul
                 Some(m) => *m.get_ref() as f32,
                 None => tactful_agents::kb::DEFAULT_MIN_SCORE,
             };
+            let questions = match &a.questions {
+                Some(q) => {
+                    let path = base.join(&q.get_ref().0);
+                    let text = std::fs::read_to_string(&path).map_err(|e| {
+                        check.at(
+                            q.span(),
+                            format!("`{}`: cannot read {}: {e}", key("questions"), path.display()),
+                        )
+                    })?;
+                    questions_for(&docs, min_score, &text).map_err(|e| {
+                        check.at(
+                            q.span(),
+                            format!("`{}`: {}: {e}", key("questions"), q.get_ref().0),
+                        )
+                    })?
+                }
+                None => Vec::new(),
+            };
             // `answer_with` is resolved once every agent is read.
             AgentConfig::Kb {
                 docs,
                 min_score,
+                questions,
                 answer_with: None,
             }
         }
@@ -548,5 +593,55 @@ paths = ["README.md"]
         assert!(text.contains(":9:"), "names the line: {text}");
         let e = parse(&format!("{KB}answer_with = \"docs\"\n")).expect_err("a kb for a kb");
         assert!(e.to_string().contains("is a kb agent too"), "{e}");
+    }
+
+    /// `questions`: read beside the config, every key checked against the
+    /// documents; a misnamed section, a malformed file or a missing one is
+    /// an error naming the config's line and the file's.
+    #[test]
+    fn a_kb_reads_its_questions_and_refuses_a_section_it_does_not_have() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(
+            dir.path().join("guide.md"),
+            "# Guide\n\n## Stopping loops\n\nSet max_bot_turns.\n\n## Costs\n\nSet a budget.\n",
+        )
+        .expect("doc");
+        let config = dir.path().join("tactful.toml");
+        let src = "[[persona]]\nid = \"guide\"\nagent = \"docs\"\n\n[agents.docs]\nkind = \"kb\"\npaths = [\"guide.md\"]\nquestions = \"questions.toml\"\n";
+        let write = |q: &str| std::fs::write(dir.path().join("questions.toml"), q).expect("questions");
+        let parse = || Config::parse(src, &config, &|_| None);
+
+        write(
+            "\"guide.md#Stopping loops\" = [\"the bots keep replying to each other\"]\n\"guide.md#Costs\" = [\"how much will this cost us\", \"cap the spend\"]\n",
+        );
+        match &parse().expect("valid").agents["docs"] {
+            AgentConfig::Kb { questions, .. } => {
+                let asks: usize = questions.iter().map(|q| q.asks.len()).sum();
+                assert_eq!((questions.len(), asks), (2, 3));
+            }
+            other => panic!("a kb agent: {other:?}"),
+        }
+
+        write("# renamed since\n\n\"guide.md#Stopping loop\" = [\"bots loop\"]\n");
+        let e = parse().expect_err("no such section").to_string();
+        assert!(
+            e.contains(
+                "`agents.docs.questions`: questions.toml: line 3: no section \"guide.md#Stopping loop\""
+            ),
+            "{e}"
+        );
+        assert!(e.contains("did you mean \"guide.md#Stopping loops\"?"), "{e}");
+        assert!(e.contains(":8:"), "names the config's line: {e}");
+
+        write("\"guide.md#Costs\" = [\"cap the spend\"\n");
+        let e = parse().expect_err("unclosed array").to_string();
+        assert!(e.contains("questions.toml") && e.contains("line 1"), "{e}");
+
+        std::fs::remove_file(dir.path().join("questions.toml")).expect("rm");
+        let e = parse().expect_err("no file").to_string();
+        assert!(
+            e.contains("`agents.docs.questions`: cannot read") && e.contains("questions.toml"),
+            "{e}"
+        );
     }
 }

@@ -115,7 +115,7 @@ mod tests {
         ));
         assert!(
             e.contains(
-                "unknown field `min_scor`, expected one of `kind`, `paths`, `min_score`, `answer_with`, `strip_reasoning` (did you mean `min_score`?)"
+                "unknown field `min_scor`, expected one of `kind`, `paths`, `min_score`, `questions`, `answer_with`, `strip_reasoning` (did you mean `min_score`?)"
             ),
             "{e}"
         );
