@@ -48,6 +48,24 @@ struct Section {
     body: String,
 }
 
+impl Section {
+    /// `FILE#HEADING`, as answers cite it; empty for small talk.
+    fn name(&self) -> String {
+        if self.source.is_empty() {
+            String::new()
+        } else {
+            format!("{}#{}", self.source, self.heading)
+        }
+    }
+}
+
+/// Checks example questions against `docs` without indexing anything:
+/// each key must name exactly one of their sections.
+pub fn check_questions(docs: &[KbDoc], list: &[KbQuestions]) -> Result<(), QuestionsError> {
+    let names: Vec<String> = docs.iter().flat_map(sections).map(|s| s.name()).collect();
+    questions::resolve(list, &names).map(|_| ())
+}
+
 /// The longest excerpt quoted in an answer, in characters.
 const EXCERPT_CHARS: usize = 480;
 
@@ -408,22 +426,17 @@ impl KbAgent {
 
     /// The agent with example questions for its sections ([`KbQuestions`]):
     /// a line close to one is about that example's section. Fails when one
-    /// names a section the documents do not have.
+    /// names a section the documents do not have, or a heading two share.
     pub fn with_questions(mut self, list: &[KbQuestions]) -> Result<Self, QuestionsError> {
-        let names: Vec<String> = self
-            .sections
-            .iter()
-            .map(|s| {
-                if s.source.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}#{}", s.source, s.heading)
-                }
-            })
-            .collect();
-        let find = |name: &str| names.iter().position(|n| !n.is_empty() && n == name);
-        self.questions = Some(questions::Questions::new(list, find, &names)?);
+        let at = questions::resolve(list, &self.names())?;
+        self.questions = Some(questions::Questions::new(list, &at));
         Ok(self)
+    }
+
+    /// Each section's name as answers cite it, `FILE#HEADING`; empty for
+    /// small talk.
+    fn names(&self) -> Vec<String> {
+        self.sections.iter().map(Section::name).collect()
     }
 
     /// How many documentation sections are indexed.
@@ -554,12 +567,7 @@ impl KbAgent {
         let top: Vec<(String, f32)> = r
             .docs
             .iter()
-            .map(|&(i, score)| {
-                (
-                    format!("{}#{}", self.sections[i].source, self.sections[i].heading),
-                    score,
-                )
-            })
+            .map(|&(i, score)| (self.sections[i].name(), score))
             .collect();
         serde_json::json!({
             "text": text,

@@ -142,6 +142,27 @@ impl Score {
     fn recall(&self) -> f64 {
         f64::from(self.right) / f64::from(self.questions)
     }
+    /// Fails unless at least 150 lines of each kind were heard, `quiet` of
+    /// the chatter was left alone and `recall` of the questions answered
+    /// from a right section.
+    fn holds(&self, quiet: f64, recall: f64) {
+        assert!(
+            self.chatter >= 150 && self.questions >= 150,
+            "at least 150 of each"
+        );
+        assert!(
+            self.quiet() >= quiet,
+            "chatter left alone: {:.1} % < {:.0} %",
+            self.quiet() * 100.0,
+            quiet * 100.0
+        );
+        assert!(
+            self.recall() >= recall,
+            "questions answered right: {:.1} % < {:.0} %",
+            self.recall() * 100.0,
+            recall * 100.0
+        );
+    }
 }
 
 /// Each line of `tests/guide/<file>` heard alone in an ambient batch, as in
@@ -238,8 +259,8 @@ fn the_labelled_set_meets_its_precision_and_recall() {
 /// printed with `KB_MISSES=1`:
 /// `cargo test -p tactful-agents --test kb dev_set -- --nocapture`.
 /// The bounds are today's figures, so a change that loses ground fails;
-/// the goal (85 % of questions, 95 % of chatter) is not met yet
-/// (BENCHMARKS.md).
+/// being in-sample, they say nothing of the goal (85 % of questions, 95 %
+/// of chatter), which the frozen sets measure (BENCHMARKS.md).
 #[test]
 fn the_dev_set_is_answered_no_worse_than_today() {
     let s = score("dev.jsonl");
@@ -248,17 +269,7 @@ fn the_dev_set_is_answered_no_worse_than_today() {
             println!("  {m}");
         }
     }
-    assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
-    assert!(
-        s.quiet() >= 0.97,
-        "chatter left alone: {:.1} % < 97 %",
-        s.quiet() * 100.0
-    );
-    assert!(
-        s.recall() >= 0.85,
-        "questions answered right: {:.1} % < 85 %",
-        s.recall() * 100.0
-    );
+    s.holds(0.97, 0.85);
 }
 
 /// The frozen set (`tests/guide/frozen.jsonl`): written by someone who saw
@@ -271,17 +282,7 @@ fn the_dev_set_is_answered_no_worse_than_today() {
 #[test]
 fn the_frozen_set_says_how_the_guide_generalises() {
     let s = score("frozen.jsonl");
-    assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
-    assert!(
-        s.quiet() >= 0.95,
-        "chatter left alone: {:.1} % < 95 %",
-        s.quiet() * 100.0
-    );
-    assert!(
-        s.recall() >= 0.83,
-        "questions answered right: {:.1} % < 83 %",
-        s.recall() * 100.0
-    );
+    s.holds(0.95, 0.83);
 }
 
 /// A second set written the same way (2026-11-28), after the example
@@ -292,17 +293,7 @@ fn the_frozen_set_says_how_the_guide_generalises() {
 #[test]
 fn the_second_frozen_set_says_it_again() {
     let s = score("frozen2.jsonl");
-    assert!(s.chatter >= 150 && s.questions >= 150, "at least 150 of each");
-    assert!(
-        s.quiet() >= 0.95,
-        "chatter left alone: {:.1} % < 95 %",
-        s.quiet() * 100.0
-    );
-    assert!(
-        s.recall() >= 0.80,
-        "questions answered right: {:.1} % < 80 %",
-        s.recall() * 100.0
-    );
+    s.holds(0.95, 0.80);
 }
 
 /// "good thanks! lunch at noon?" then "what is ambient mode?" in one batch:

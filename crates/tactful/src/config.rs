@@ -23,7 +23,7 @@ mod store;
 mod unknown_keys;
 mod web;
 
-pub use agents::{AgentConfig, kb_agent, questions_for};
+pub use agents::{AgentConfig, questions_for};
 use agents::{AgentKind, RawAgent};
 
 pub use web::WebSettings;

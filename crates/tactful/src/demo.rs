@@ -44,7 +44,7 @@ const BUILTIN_QUESTIONS: &str = include_str!("../../../docs/questions.toml");
 /// answered offline or, `answer_with`, by a model.
 fn guide(answer_with: Option<Box<AgentConfig>>) -> Result<AgentConfig, ConfigError> {
     let docs = builtin_docs();
-    let questions = questions_for(&docs, DEFAULT_MIN_SCORE, BUILTIN_QUESTIONS).map_err(|e| ConfigError {
+    let questions = questions_for(&docs, BUILTIN_QUESTIONS).map_err(|e| ConfigError {
         path: PathBuf::from("docs/questions.toml (built in)"),
         position: None,
         message: e.to_string(),

@@ -31,7 +31,7 @@ use tactful_agents::Agent;
 use tactful_runtime::{PlatformSlot, RuntimeHandle};
 use tactful_web::WebPlatform;
 
-use crate::config::Config;
+use crate::config::{AgentConfig, Config};
 use crate::live_policies::LivePolicies;
 
 /// What one reload did.
@@ -84,7 +84,24 @@ pub struct Reloader {
     running: toml::Table,
     /// The contract text agents were built with.
     contract: Arc<str>,
+    /// What each kb agent read from files beside the config (its
+    /// documents, its example questions): a change there rebuilds it
+    /// though its table did not change.
+    kb_read: BTreeMap<String, String>,
     service: Running,
+}
+
+/// What each kb agent of `c` read from its files, as a fingerprint to
+/// compare (the whole text: a few hundred kilobytes at most, compared
+/// once a reload).
+fn kb_read(c: &Config) -> BTreeMap<String, String> {
+    c.agents
+        .iter()
+        .filter_map(|(name, a)| match a {
+            AgentConfig::Kb { docs, questions, .. } => Some((name.clone(), format!("{docs:?}{questions:?}"))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The sections a reload applies; anything else that changed waits for a
@@ -99,6 +116,7 @@ impl Reloader {
             path: config.path.clone(),
             running: sections(&config.path).unwrap_or_default(),
             contract: config.contract.clone(),
+            kb_read: kb_read(config),
             service,
         }
     }
@@ -122,8 +140,9 @@ impl Reloader {
         // Personas and agents, through the engine (which may refuse).
         let mut personas = PersonaChanges::default();
         let mut agents_rebuilt = Vec::new();
-        if changed("persona") || changed("agents") || changed("instructions_file") {
-            let (agents, rebuilt) = self.agents(&config, &new);
+        let read = kb_read(&config);
+        if changed("persona") || changed("agents") || changed("instructions_file") || read != self.kb_read {
+            let (agents, rebuilt) = self.agents(&config, &new, &read);
             let update = tactful_runtime::Personas {
                 personas: config.engine.personas.clone(),
                 agents: agents.clone(),
@@ -139,6 +158,7 @@ impl Reloader {
                     self.service.agents = agents;
                     agents_rebuilt = rebuilt;
                     self.contract = config.contract.clone();
+                    self.kb_read = read;
                     if let Some(web) = &self.service.web {
                         web.set_personas(&config.engine.personas);
                     }
@@ -246,15 +266,23 @@ impl Reloader {
     }
 
     /// The agents for `config`: the running backend of each whose table
-    /// (and the contract) did not change, a new one for the others.
-    fn agents(&self, config: &Config, new: &toml::Table) -> (HashMap<String, Arc<dyn Agent>>, Vec<String>) {
+    /// (and the contract, and for a kb what it `read` from its files) did
+    /// not change, a new one for the others.
+    fn agents(
+        &self,
+        config: &Config,
+        new: &toml::Table,
+        read: &BTreeMap<String, String>,
+    ) -> (HashMap<String, Arc<dyn Agent>>, Vec<String>) {
         let table = |t: &toml::Table, k: &str| t.get("agents").and_then(|a| a.get(k)).cloned();
         let mut rebuilt = Vec::new();
         let agents = config
             .agents
             .iter()
             .map(|(name, a)| {
-                let same = table(&self.running, name) == table(new, name) && self.contract == config.contract;
+                let same = table(&self.running, name) == table(new, name)
+                    && self.contract == config.contract
+                    && self.kb_read.get(name) == read.get(name);
                 let agent = match self.service.agents.get(name) {
                     Some(running) if same => running.clone(),
                     _ => {

@@ -234,3 +234,76 @@ async fn the_console_reloads_the_file_like_sighup_and_says_what_happened() {
         "mention mode until the reload: {got:?}"
     );
 }
+
+/// A kb agent's files are part of its config: a reload after only its
+/// example questions changed (its table did not) rebuilds it, and the next
+/// question is answered through the new examples.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_picks_up_a_kb_agents_changed_questions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    std::fs::write(
+        dir.path().join("guide.md"),
+        "# Guide\n\n## Stopping loops\n\nSet `max_bot_turns` to bound consecutive persona messages.\n\n## Costs\n\nA daily budget caps tokens spent per persona.\n",
+    )
+    .expect("doc");
+    let questions = dir.path().join("questions.toml");
+    std::fs::write(
+        &questions,
+        "\"guide.md#Costs\" = [\"how much money will this burn\"]\n",
+    )
+    .expect("questions");
+    let cfg = format!(
+        r#"
+[[persona]]
+id = "guide"
+name = "Guide"
+agent = "docs"
+
+[agents.docs]
+kind = "kb"
+paths = ["guide.md"]
+min_score = 1.0
+questions = "questions.toml"
+
+[platforms.web]
+listen = "127.0.0.1:{port}"
+
+[store]
+path = ":memory:"
+"#
+    );
+    let (tactful, logs) = run_tactful_logged(dir.path(), &cfg, &[]);
+    logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));
+    let mut ws = enter(&format!("ws://127.0.0.1:{port}/ws"), "Alice").await;
+    let ask = "@Guide why do the assistants keep chatting with one another?";
+    say(&mut ws, json!({ "type": "say", "room": "lobby", "text": ask })).await;
+    let got = bot_messages(&mut ws, |m| !m.is_empty()).await;
+    assert!(
+        got[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("couldn't find")),
+        "no example leads there yet: {got:?}"
+    );
+
+    std::fs::write(
+        &questions,
+        "\"guide.md#Costs\" = [\"how much money will this burn\"]\n\"guide.md#Stopping loops\" = [\"the assistants keep chatting with one another all night\"]\n",
+    )
+    .expect("questions");
+    common::hup(tactful.id());
+    let applied = logs.wait_for("the reload", |l| l.contains("config reloaded"));
+    assert!(applied.contains(r#"agents_rebuilt=["docs"]"#), "{applied}");
+    say(&mut ws, json!({ "type": "say", "room": "lobby", "text": ask })).await;
+    let got = bot_messages(&mut ws, |m| {
+        m.iter()
+            .any(|m| m["text"].as_str().is_some_and(|t| t.contains("(from guide.md")))
+    })
+    .await;
+    assert!(
+        got.iter().any(|m| m["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("(from guide.md, \"Stopping loops\")"))),
+        "{got:?}"
+    );
+}

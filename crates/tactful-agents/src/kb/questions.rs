@@ -38,19 +38,11 @@ pub enum QuestionsError {
     /// The file is not a TOML table of arrays of strings.
     #[error("{0}")]
     Toml(String),
-    /// Examples name a section no document has (a heading renamed since
-    /// they were written, or a typo).
-    #[error(
-        "line {line}: no section {section:?} in the documents (a section is named FILE#HEADING, as answers cite it{hint})"
-    )]
-    UnknownSection {
-        /// The name as written.
-        section: String,
-        /// Where.
-        line: usize,
-        /// ", did you mean …?" or nothing.
-        hint: String,
-    },
+    /// Keys that name no section of the documents, or a heading two
+    /// sections share (a heading renamed since they were written, a typo,
+    /// two "Usage" headings in one file): every such key, one per line.
+    #[error("{}", .0.join("; "))]
+    Sections(Vec<String>),
 }
 
 /// How much of a section's closest example's score its own score gains:
@@ -67,28 +59,63 @@ pub(super) const WEIGHT: f32 = 0.7;
 /// ]
 /// ```
 pub fn parse_questions(text: &str) -> Result<Vec<KbQuestions>, QuestionsError> {
-    let table: BTreeMap<String, Vec<String>> = toml::from_str(text).map_err(|e| {
+    let line_of = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
+    let table: BTreeMap<toml::Spanned<String>, Vec<String>> = toml::from_str(text).map_err(|e| {
         let at = e.span().map_or(0, |s| s.start.min(text.len()));
-        let before = &text[..at];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let column = text[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
         QuestionsError::Toml(format!(
-            "line {line}, column {column}: {}",
+            "line {}, column {column}: {}",
+            line_of(at),
             e.message().trim_end()
         ))
     })?;
-    Ok(table
+    let mut list: Vec<KbQuestions> = table
         .into_iter()
-        .map(|(section, asks)| {
-            // The key's line: where it is written quoted at a line's start.
-            let quoted = format!("\"{section}\"");
-            let line = text
-                .lines()
-                .position(|l| l.trim_start().starts_with(&quoted))
-                .map_or(0, |n| n + 1);
-            KbQuestions { section, asks, line }
+        .map(|(key, asks)| KbQuestions {
+            line: line_of(key.span().start),
+            section: key.into_inner(),
+            asks,
         })
-        .collect())
+        .collect();
+    list.sort_by_key(|q| q.line);
+    Ok(list)
+}
+
+/// Checks that each of `list`'s keys names exactly one of the sections
+/// `names` (`FILE#HEADING` of each, in order; a name may repeat), and
+/// gives each its section's index. Every wrong key is reported at once,
+/// so renaming headings takes one `tactful check`, not one per key.
+pub(super) fn resolve(list: &[KbQuestions], names: &[String]) -> Result<Vec<usize>, QuestionsError> {
+    let mut found = Vec::with_capacity(list.len());
+    let mut wrong = Vec::new();
+    for q in list {
+        // Small talk's names are empty: no key reaches it.
+        let at: Vec<usize> = (0..names.len())
+            .filter(|&i| !names[i].is_empty() && names[i] == q.section)
+            .collect();
+        match at.as_slice() {
+            [one] => found.push(*one),
+            [] => wrong.push(format!(
+                "line {}: no section {:?} in the documents (a section is named FILE#HEADING, as answers cite it{})",
+                q.line,
+                q.section,
+                nearest(&q.section, names)
+                    .map(|n| format!("; did you mean {n:?}?"))
+                    .unwrap_or_default()
+            )),
+            _ => wrong.push(format!(
+                "line {}: {} sections are named {:?}; examples cannot tell them apart (give one of the headings other words)",
+                q.line,
+                at.len(),
+                q.section
+            )),
+        }
+    }
+    if wrong.is_empty() {
+        Ok(found)
+    } else {
+        Err(QuestionsError::Sections(wrong))
+    }
 }
 
 /// The examples, indexed.
@@ -99,32 +126,18 @@ pub(super) struct Questions {
 }
 
 impl Questions {
-    /// Indexes `list`; `find` gives the section named `FILE#HEADING`,
-    /// `names` every name (for "did you mean").
-    pub(super) fn new(
-        list: &[KbQuestions],
-        find: impl Fn(&str) -> Option<usize>,
-        names: &[String],
-    ) -> Result<Self, QuestionsError> {
+    /// Indexes `list`, whose keys [`resolve`] gave sections `at`.
+    pub(super) fn new(list: &[KbQuestions], at: &[usize]) -> Self {
         let mut documents = Vec::new();
         let mut section = Vec::new();
-        for e in list {
-            let Some(s) = find(&e.section) else {
-                return Err(QuestionsError::UnknownSection {
-                    section: e.section.clone(),
-                    line: e.line,
-                    hint: nearest(&e.section, names)
-                        .map(|n| format!("; did you mean {n:?}?"))
-                        .unwrap_or_default(),
-                });
-            };
-            for ask in &e.asks {
+        for (q, &s) in list.iter().zip(at) {
+            for ask in &q.asks {
                 documents.push(bm25::Document::new(section.len(), searchable(ask)));
                 section.push(s);
             }
         }
         let engine = SearchEngineBuilder::<usize>::with_documents(Language::English, documents).build();
-        Ok(Questions { engine, section })
+        Questions { engine, section }
     }
 
     /// Each section's closest example's score for `query` (searchable
@@ -142,6 +155,7 @@ impl Questions {
 fn nearest<'a>(name: &str, names: &'a [String]) -> Option<&'a String> {
     names
         .iter()
+        .filter(|n| !n.is_empty())
         .map(|n| (strsim::levenshtein(name, n), n))
         .filter(|(d, _)| *d <= name.chars().count() / 3)
         .min_by_key(|(d, _)| *d)
@@ -153,26 +167,53 @@ mod tests {
     use super::*;
 
     #[test]
-    fn questions_are_read_with_their_lines() {
-        let text = "# comment\n\"a.md#One\" = [\"x?\", \"y\"]\n\n\"b.md#Two\" = [\n  \"z\",\n]\n";
+    fn questions_are_read_with_their_lines_however_the_key_is_quoted() {
+        let text = "# comment\n\"a.md#One\" = [\"x?\", \"y\"]\n\n'b.md#`kind = \"kb\"`' = [\n  \"z\",\n]\n\"c.md#say \\\"hi\\\"\" = []\n";
         let q = parse_questions(text).expect("parses");
-        assert_eq!(q.len(), 2);
+        let got: Vec<(&str, usize, usize)> = q
+            .iter()
+            .map(|q| (q.section.as_str(), q.line, q.asks.len()))
+            .collect();
         assert_eq!(
-            (q[0].section.as_str(), q[0].line, q[0].asks.len()),
-            ("a.md#One", 2, 2)
+            got,
+            [
+                ("a.md#One", 2, 2),
+                ("b.md#`kind = \"kb\"`", 4, 1),
+                ("c.md#say \"hi\"", 7, 0)
+            ]
         );
-        assert_eq!((q[1].section.as_str(), q[1].line), ("b.md#Two", 4));
     }
 
     #[test]
     fn a_file_that_is_not_a_table_of_strings_says_where() {
         let e = parse_questions("# a comment\n\"a.md#One\" = [\"x\", 2]\n").expect_err("a number");
-        assert!(
-            e.to_string()
-                .starts_with("line 2, column 20: invalid type: integer"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "line 2, column 20: invalid type: integer `2`, expected a string"
         );
-        let e = parse_questions("\"a.md#One\" = [\"x\"\n").expect_err("unclosed");
-        assert!(e.to_string().contains("line"), "{e}");
+        let e = parse_questions("\n\n\"a.md#One\" = [\"x\"\n").expect_err("unclosed");
+        assert_eq!(e.to_string(), "line 3, column 18: unclosed array, expected `]`");
+    }
+
+    #[test]
+    fn every_wrong_key_is_named_with_its_line() {
+        let names: Vec<String> = ["a.md#Usage", "a.md#Setup", "a.md#Usage", ""]
+            .map(String::from)
+            .to_vec();
+        let q = |section: &str, line| KbQuestions {
+            section: section.to_owned(),
+            asks: vec!["x".to_owned()],
+            line,
+        };
+        assert_eq!(resolve(&[q("a.md#Setup", 1)], &names), Ok(vec![1]));
+        let e = resolve(&[q("a.md#Set up", 1), q("a.md#Usage", 2), q("", 3)], &names)
+            .expect_err("three wrong keys")
+            .to_string();
+        assert_eq!(
+            e,
+            "line 1: no section \"a.md#Set up\" in the documents (a section is named FILE#HEADING, as answers cite it; did you mean \"a.md#Setup\"?); \
+             line 2: 2 sections are named \"a.md#Usage\"; examples cannot tell them apart (give one of the headings other words); \
+             line 3: no section \"\" in the documents (a section is named FILE#HEADING, as answers cite it)"
+        );
     }
 }
