@@ -169,10 +169,15 @@ impl Score {
 /// the demo: chatter must get no reply; a question about tactful must be
 /// answered from one of its right sections.
 fn score(file: &str) -> Score {
+    score_of(&kb(), file, true)
+}
+
+/// [`score`] for any kb agent; `export`: its lines go to `KB_EXPORT` (the
+/// Guide's own only, so the gate learns from what the Guide sees).
+fn score_of(kb: &KbAgent, file: &str, export: bool) -> Score {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/guide")
         .join(file);
-    let kb = kb();
     let mut s = Score {
         chatter: 0,
         silent: 0,
@@ -191,7 +196,7 @@ fn score(file: &str) -> Score {
             .collect();
         let got = kb.answer(&ask(TurnKind::Ambient, false, &[text]));
         // For scripts/guide-train.py; never a frozen set.
-        if std::env::var_os("KB_EXPORT").is_some() && !file.starts_with("frozen") {
+        if export && std::env::var_os("KB_EXPORT").is_some() && !file.starts_with("frozen") {
             let mut row = kb.export(text);
             row["set"] = file.into();
             row["want"] = want.clone().into();
@@ -252,6 +257,23 @@ fn the_labelled_set_meets_its_precision_and_recall() {
     );
 }
 
+/// A kb without example questions (what an operator has until they
+/// write some) keeps what it did before them, though the gate is now
+/// trained on scores that include the examples' share: the labelled set's
+/// goal, and the dev set's figure of before (72.1 %).
+#[test]
+fn a_kb_without_questions_answers_as_well_as_before_them() {
+    let plain = KbAgent::new(&docs(), DEFAULT_MIN_SCORE);
+    let s = score_of(&plain, "labelled.jsonl", false);
+    assert!(
+        s.quiet() >= 0.95 && s.recall() >= 0.90,
+        "{:.3} / {:.3}",
+        s.quiet(),
+        s.recall()
+    );
+    score_of(&plain, "dev.jsonl", false).holds(0.97, 0.72);
+}
+
 /// The development set (`tests/guide/dev.jsonl`): written like the frozen
 /// one, by someone who saw neither the code nor the scores, for tuning
 /// (the learned gate is trained on it, so this figure is in-sample;
@@ -294,6 +316,15 @@ fn the_frozen_set_says_how_the_guide_generalises() {
 fn the_second_frozen_set_says_it_again() {
     let s = score("frozen2.jsonl");
     s.holds(0.95, 0.80);
+}
+
+/// A third set written the same way (2026-11-28), after the third batch
+/// of example questions, by someone who saw neither them nor anything of
+/// the Guide's; measured once, with the Guide settled. Never tuned on; its
+/// misses are not printed.
+#[test]
+fn the_third_frozen_set_says_it_once_more() {
+    score("frozen3.jsonl").holds(0.95, 0.0);
 }
 
 /// "good thanks! lunch at noon?" then "what is ambient mode?" in one batch:
