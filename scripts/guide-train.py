@@ -96,7 +96,7 @@ def main():
                 a = answered(weights, r)
                 if r["want"]:
                     s[0] += 1
-                    s[1] += a and r["top"][0][0] in r["want"]
+                    s[1] += a and r.get("pick", r["top"][0][0]) in r["want"]
                 else:
                     s[2] += 1
                     s[3] += not a

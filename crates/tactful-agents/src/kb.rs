@@ -83,9 +83,13 @@ struct Ranked {
     docs: Vec<(usize, f32)>,
     /// The best small-talk score.
     chatter: f32,
-    /// The section defining a setting the line names.
+    /// The section defining a setting the line names, when that section
+    /// is the one to answer from.
     defined: Option<usize>,
-    /// The closest example question's score (0 without examples).
+    /// Whether the line names a setting some section defines.
+    names_setting: bool,
+    /// The best of the sections' two closest examples' summed scores (0
+    /// without examples).
     example: f32,
 }
 
@@ -273,6 +277,26 @@ fn passages(body: &str) -> Vec<String> {
     out
 }
 
+/// The identifier each table row of a section's prose is about: its first
+/// cell that is one backticked word (`not_addressed`), lowercased.
+fn row_subjects(body: &str) -> Vec<String> {
+    outside_code(body)
+        .filter(|p| p.starts_with('|'))
+        .flat_map(|p| p.lines().skip(2))
+        .filter_map(|row| {
+            row.trim()
+                .trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .find_map(|cell| {
+                    let word = cell.strip_prefix('`')?.strip_suffix('`')?;
+                    (!word.is_empty() && word.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.'))
+                        .then(|| word.to_lowercase())
+                })
+        })
+        .collect()
+}
+
 /// Words people use for what the docs call otherwise, added to a query.
 const SYNONYMS: &[(&str, &str)] = &[
     ("bot", "persona"),
@@ -381,6 +405,11 @@ impl KbAgent {
                     defined.entry(key.to_lowercase()).or_insert(i);
                 }
             }
+            // A table whose rows name their subject in a later column
+            // (`| skip | `floor_taken` | … |`) defines it there too.
+            for key in row_subjects(&s.body) {
+                defined.entry(key).or_insert(i);
+            }
         }
         let engine = SearchEngineBuilder::<usize>::with_documents(Language::English, documents).build();
         let tokenizer = bm25::DefaultTokenizer::new(Language::English);
@@ -457,12 +486,14 @@ impl KbAgent {
     /// names.
     fn ranked(&self, raw: &str) -> Ranked {
         let raw = &with_phrases(raw);
-        // A setting named in the question: the section defining it.
-        let defined = raw.split_whitespace().find_map(|word| {
+        // A setting named in the question, and the section defining it.
+        let setting = raw.split_whitespace().find_map(|word| {
             let w = word
                 .trim_matches(|c: char| !c.is_alphanumeric() && c != '_')
                 .to_lowercase();
-            w.contains('_').then(|| self.defined.get(&w).copied()).flatten()
+            w.contains('_')
+                .then(|| self.defined.get(&w).map(|&i| (i, w)))
+                .flatten()
         });
         let query = &query_of(raw);
         if std::env::var_os("TACTFUL_KB_DEBUG").is_some() {
@@ -509,10 +540,20 @@ impl KbAgent {
             .collect();
         docs.sort_by(|a, b| b.1.total_cmp(&a.1));
         docs.truncate(5);
+        // The defining section answers, unless the best section speaks of
+        // the setting too: then the question is about that use of it
+        // ("allowed_users on telegram" → the Telegram section).
+        let defined = setting.as_ref().and_then(|(i, key)| {
+            let best_names_it = docs
+                .first()
+                .is_some_and(|&(b, _)| self.sections[b].body.to_lowercase().contains(key.as_str()));
+            (!best_names_it).then_some(*i)
+        });
         Ranked {
             docs,
             chatter,
             defined,
+            names_setting: setting.is_some(),
             example,
         }
     }
@@ -544,7 +585,7 @@ impl KbAgent {
         let seen = gate::Seen {
             text: raw,
             question,
-            defined: r.defined.is_some(),
+            defined: r.names_setting,
             top: r.docs.first().map_or(0.0, |d| d.1),
             chatter: r.chatter,
         };
@@ -559,8 +600,9 @@ impl KbAgent {
     }
 
     /// What the search made of `text`, as `scripts/guide-train.py` reads
-    /// it (`KB_EXPORT=1` in the kb tests): the gate's inputs and the five
-    /// best sections as `file#heading`.
+    /// it (`KB_EXPORT=1` in the kb tests): the gate's inputs, the five
+    /// best sections as `file#heading`, and the section an answer would
+    /// quote (`pick`: the one defining a setting it names, else the best).
     #[doc(hidden)]
     pub fn export(&self, text: &str) -> serde_json::Value {
         let r = self.ranked(text);
@@ -574,7 +616,8 @@ impl KbAgent {
             "top": top,
             "chatter": r.chatter,
             "q": talk::is_question(text),
-            "defined": r.defined.is_some(),
+            "defined": r.names_setting,
+            "pick": r.defined.or(r.docs.first().map(|d| d.0)).map(|i| self.sections[i].name()),
             "example": r.example,
         })
     }

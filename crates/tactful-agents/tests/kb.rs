@@ -260,7 +260,8 @@ fn the_labelled_set_meets_its_precision_and_recall() {
 /// A kb without example questions (what an operator has until they
 /// write some) keeps what it did before them, though the gate is now
 /// trained on scores that include the examples' share: the labelled set's
-/// goal, and the dev set's figure of before (72.1 %).
+/// goal, and on the dev set no less than before them (72.1 %; 74.3 % with
+/// the table rows' subjects).
 #[test]
 fn a_kb_without_questions_answers_as_well_as_before_them() {
     let plain = KbAgent::new(&docs(), DEFAULT_MIN_SCORE);
@@ -271,7 +272,7 @@ fn a_kb_without_questions_answers_as_well_as_before_them() {
         s.quiet(),
         s.recall()
     );
-    score_of(&plain, "dev.jsonl", false).holds(0.97, 0.72);
+    score_of(&plain, "dev.jsonl", false).holds(0.97, 0.74);
 }
 
 /// The development set (`tests/guide/dev.jsonl`): written like the frozen
@@ -291,7 +292,7 @@ fn the_dev_set_is_answered_no_worse_than_today() {
             println!("  {m}");
         }
     }
-    s.holds(0.97, 0.85);
+    s.holds(0.97, 0.90);
 }
 
 /// The frozen set (`tests/guide/frozen.jsonl`): written by someone who saw
@@ -299,32 +300,44 @@ fn the_dev_set_is_answered_no_worse_than_today() {
 /// figure says how the Guide does on questions nobody tuned it for. Its
 /// misses are not printed, so nobody tunes on them by accident:
 /// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
-/// The chatter bound is the goal (95 %); the questions' is just under
-/// today's figure (the goal is 85 %).
+/// The bounds are the goal: 95 % of chatter left alone, 85 % of questions
+/// answered from a right section.
 #[test]
 fn the_frozen_set_says_how_the_guide_generalises() {
     let s = score("frozen.jsonl");
-    s.holds(0.95, 0.83);
+    s.holds(0.95, 0.85);
 }
 
 /// A second set written the same way (2026-11-28), after the example
 /// questions (`docs/questions.toml`) were: its writer saw neither them nor
-/// the Guide's code, sets or scores; measured once the Guide was settled.
-/// Never tuned on; its misses are not printed:
+/// the Guide's code, sets or scores. Never tuned on (BENCHMARKS.md says
+/// when it was measured); its misses are not printed; the bounds are the
+/// goal:
 /// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
 #[test]
 fn the_second_frozen_set_says_it_again() {
     let s = score("frozen2.jsonl");
-    s.holds(0.95, 0.80);
+    s.holds(0.95, 0.85);
 }
 
 /// A third set written the same way (2026-11-28), after the third batch
 /// of example questions, by someone who saw neither them nor anything of
-/// the Guide's; measured once, with the Guide settled. Never tuned on; its
-/// misses are not printed.
+/// the Guide's. Never tuned on (BENCHMARKS.md says when it was measured);
+/// its misses are not printed; the bounds are the goal.
 #[test]
 fn the_third_frozen_set_says_it_once_more() {
-    score("frozen3.jsonl").holds(0.95, 0.0);
+    score("frozen3.jsonl").holds(0.95, 0.85);
+}
+
+/// A fourth set written the same way (2026-11-28), after the Guide was
+/// settled (its last change chosen on the dev set), by someone who saw
+/// nothing of the Guide's; measured once before this test was written.
+/// Never tuned on; its misses are not printed. It misses the goal (95 %
+/// and 85 %): the bounds are just under its figures (94.1 % and 81.8 %),
+/// so a change that loses ground fails.
+#[test]
+fn the_fourth_frozen_set_says_it_untouched() {
+    score("frozen4.jsonl").holds(0.94, 0.81);
 }
 
 /// "good thanks! lunch at noon?" then "what is ambient mode?" in one batch:

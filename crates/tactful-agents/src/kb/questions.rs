@@ -9,8 +9,8 @@
 //! people use for each help article): a line close to an example is about
 //! that example's section. The examples are indexed on their own (BM25
 //! again: an example is a sentence, a section a page, and their scores do
-//! not mix in one index), and each section's score gains its closest
-//! example's, times [`WEIGHT`].
+//! not mix in one index), and each section's score gains its two closest
+//! examples', times [`WEIGHT`].
 
 use std::collections::BTreeMap;
 
@@ -45,9 +45,9 @@ pub enum QuestionsError {
     Sections(Vec<String>),
 }
 
-/// How much of a section's closest example's score its own score gains:
-/// chosen on the sets the Guide is tuned on (`tests/guide/dev.jsonl`,
-/// `labelled.jsonl`; 0.55 to 0.85 do about as well), see `BENCHMARKS.md`.
+/// How much of its two closest examples' scores a section's own score
+/// gains: chosen on the sets the Guide is tuned on (`tests/guide/dev.jsonl`,
+/// `labelled.jsonl`; 0.7 to 0.9 do as well), see `BENCHMARKS.md`.
 pub(super) const WEIGHT: f32 = 0.7;
 
 /// Reads example questions written as TOML, each section's name a key and
@@ -140,12 +140,23 @@ impl Questions {
         Questions { engine, section }
     }
 
-    /// Each section's closest example's score for `query` (searchable
-    /// text), into `best` (indexed by section).
-    pub(super) fn closest(&self, query: &str, best: &mut [f32]) {
+    /// Each section's two closest examples' scores for `query`
+    /// (searchable text), summed into `near` (indexed by section): a
+    /// section two examples point to is a surer answer than one a single
+    /// example happens to share words with.
+    pub(super) fn closest(&self, query: &str, near: &mut [f32]) {
+        let mut two = vec![(0.0f32, 0.0f32); near.len()];
         for h in self.engine.search(query, self.section.len()) {
-            let s = self.section[h.document.id];
-            best[s] = best[s].max(h.score);
+            let (first, second) = &mut two[self.section[h.document.id]];
+            if h.score > *first {
+                *second = *first;
+                *first = h.score;
+            } else if h.score > *second {
+                *second = h.score;
+            }
+        }
+        for (n, (first, second)) in near.iter_mut().zip(two) {
+            *n = first + second;
         }
     }
 }
