@@ -91,6 +91,8 @@ struct Ranked {
     /// The best of the sections' two closest examples' summed scores (0
     /// without examples).
     example: f32,
+    /// How close the line comes to team-room chatter ([`talk::near_chatter`]).
+    near_chatter: f32,
 }
 
 /// A knowledge-base agent.
@@ -555,6 +557,7 @@ impl KbAgent {
             defined,
             names_setting: setting.is_some(),
             example,
+            near_chatter: talk::near_chatter(query),
         }
     }
 
@@ -588,6 +591,8 @@ impl KbAgent {
             defined: r.names_setting,
             top: r.docs.first().map_or(0.0, |d| d.1),
             chatter: r.chatter,
+            near_chatter: r.near_chatter,
+            examples: self.questions.is_some(),
         };
         match gate::answers(&seen) {
             Some(false) => None,
@@ -619,6 +624,8 @@ impl KbAgent {
             "defined": r.names_setting,
             "pick": r.defined.or(r.docs.first().map(|d| d.0)).map(|i| self.sections[i].name()),
             "example": r.example,
+            "near_chatter": r.near_chatter,
+            "examples": self.questions.is_some(),
         })
     }
 

@@ -7,6 +7,10 @@
 //! pseudo-sections of everyday chat (below), and a documentation section
 //! answers only when it beats the best of those by a margin.
 
+use std::sync::LazyLock;
+
+use super::questions::{KbQuestions, Questions};
+
 /// How many times the best documentation section must outscore the best
 /// small-talk section.
 pub(super) const MARGIN_OVER_CHATTER: f32 = 1.6;
@@ -47,6 +51,35 @@ pub(super) fn is_question(text: &str) -> bool {
             "a" | "an" | "nice" | "cool" | "great" | "lovely" | "fun" | "sweet"
         );
     OPENERS.contains(&first.as_str()) && !exclaims && t.split_whitespace().count() >= 3
+}
+
+/// Lines of a software team's room that are not about the docs, one a line
+/// (`chatter.txt`: work talk that reuses the docs' words for other things,
+/// "sent SIGHUP to haproxy", "github's rate limit is 5000 an hour", and
+/// everyday talk), written for this purpose from the docs alone, never
+/// from the Guide's test sets. Indexed apart like example questions: how
+/// close a line comes to one of them is an input of the gate.
+const CHATTER_LINES: &str = include_str!("chatter.txt");
+
+/// How close `query` (searchable text) comes to team-room chatter: its two
+/// closest [`CHATTER_LINES`]' BM25 scores, summed.
+pub(super) fn near_chatter(query: &str) -> f32 {
+    static INDEX: LazyLock<Questions> = LazyLock::new(|| {
+        let lines = KbQuestions {
+            section: String::new(),
+            asks: CHATTER_LINES
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            line: 0,
+        };
+        Questions::new(&[lines], &[0])
+    });
+    let mut near = [0.0f32];
+    INDEX.closest(query, &mut near);
+    near[0]
 }
 
 /// Everyday talk, indexed beside the docs so that chatter finds its own
