@@ -10,9 +10,9 @@ dev2.jsonl, never from the frozen ones. Plain Python, no packages: about a
 thousand lines of data.
 
 Usage (from the repository root):
-  KB_EXPORT=1 cargo test -p tactful-agents --test kb set -- --test-threads=1 --nocapture \\
-    2>&1 | sed -n 's/^EXPORT //p' > /tmp/kb-export.jsonl
-  scripts/guide-train.py /tmp/kb-export.jsonl          # writes gate.json
+  rm -f /tmp/kb-export.jsonl
+  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test kb set
+  scripts/guide-train.py /tmp/kb-export.jsonl          # writes gate.json and gate-examples.json
   scripts/guide-train.py /tmp/kb-export.jsonl --cv     # 5-fold estimate only
 
 The features must match kb/gate.rs's `features` exactly.

@@ -17,6 +17,7 @@
 mod gate;
 mod grounded;
 mod questions;
+mod settings;
 mod talk;
 
 pub use grounded::GroundedAgent;
@@ -91,16 +92,15 @@ struct Ranked {
     /// The best of the sections' two closest examples' summed scores (0
     /// without examples).
     example: f32,
-    /// How close the line comes to team-room chatter ([`talk::near_chatter`]).
-    near_chatter: f32,
+    /// The line as searched (phrases added, mentions out).
+    query: String,
 }
 
 /// A knowledge-base agent.
 pub struct KbAgent {
     sections: Vec<Section>,
-    /// Setting names (`max_speakers`, `allowed_users`) and the section
-    /// whose table defines each.
-    defined: std::collections::HashMap<String, usize>,
+    /// Settings the docs define, and which section speaks of which.
+    settings: settings::Settings,
     /// Each section's heading as search terms (stemmed, stop words out).
     headings: Vec<std::collections::HashSet<String>>,
     tokenizer: bm25::DefaultTokenizer,
@@ -257,48 +257,6 @@ fn more_of(body: &str, shown: &str) -> Option<String> {
     (!more.is_empty()).then_some(more)
 }
 
-/// The paragraphs and table rows of a section's prose (code left out), as
-/// they read: a row `| key | default | meaning |` becomes
-/// `key (default): meaning`.
-fn passages(body: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for p in outside_code(body) {
-        if p.starts_with('|') {
-            for row in p.lines().skip(2) {
-                let cells: Vec<&str> = row.trim().trim_matches('|').split('|').map(str::trim).collect();
-                match cells.as_slice() {
-                    [key, default, meaning] => out.push(format!("{key} ({default}): {meaning}")),
-                    [key, meaning] => out.push(format!("{key}: {meaning}")),
-                    _ => out.push(cells.join(" ")),
-                }
-            }
-        } else if !p.is_empty() {
-            out.push(p.split_whitespace().collect::<Vec<_>>().join(" "));
-        }
-    }
-    out
-}
-
-/// The identifier each table row of a section's prose is about: its first
-/// cell that is one backticked word (`not_addressed`), lowercased.
-fn row_subjects(body: &str) -> Vec<String> {
-    outside_code(body)
-        .filter(|p| p.starts_with('|'))
-        .flat_map(|p| p.lines().skip(2))
-        .filter_map(|row| {
-            row.trim()
-                .trim_matches('|')
-                .split('|')
-                .map(str::trim)
-                .find_map(|cell| {
-                    let word = cell.strip_prefix('`')?.strip_suffix('`')?;
-                    (!word.is_empty() && word.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.'))
-                        .then(|| word.to_lowercase())
-                })
-        })
-        .collect()
-}
-
 /// Words people use for what the docs call otherwise, added to a query.
 const SYNONYMS: &[(&str, &str)] = &[
     ("bot", "persona"),
@@ -389,30 +347,16 @@ impl KbAgent {
             body: (*t).to_owned(),
         }));
         let mut documents = Vec::new();
-        let mut defined = std::collections::HashMap::new();
         for (i, s) in sections.iter().enumerate() {
             // The heading says what the section is about: it counts thrice.
             let whole = format!("{h}\n{h}\n{h}\n{}", s.body, h = s.heading);
             documents.push(bm25::Document::new(i, searchable(&whole)));
-            if s.source.is_empty() {
-                continue;
-            }
-            // A setting's row defines it: `what is max_speakers?` is about
-            // the section whose table has that key (the first such).
-            for passage in passages(&s.body) {
-                if let Some(key) = passage.split_once(' ').map(|(k, _)| k.trim_matches('`'))
-                    && passage.starts_with('`')
-                    && !key.is_empty()
-                {
-                    defined.entry(key.to_lowercase()).or_insert(i);
-                }
-            }
-            // A table whose rows name their subject in a later column
-            // (`| skip | `floor_taken` | … |`) defines it there too.
-            for key in row_subjects(&s.body) {
-                defined.entry(key).or_insert(i);
-            }
         }
+        let settings = settings::Settings::new(
+            sections
+                .iter()
+                .map(|s| (!s.source.is_empty()).then_some(s.body.as_str())),
+        );
         let engine = SearchEngineBuilder::<usize>::with_documents(Language::English, documents).build();
         let tokenizer = bm25::DefaultTokenizer::new(Language::English);
         let headings = sections
@@ -446,7 +390,7 @@ impl KbAgent {
         KbAgent {
             refers,
             sections,
-            defined,
+            settings,
             headings,
             tokenizer,
             engine,
@@ -489,14 +433,7 @@ impl KbAgent {
     fn ranked(&self, raw: &str) -> Ranked {
         let raw = &with_phrases(raw);
         // A setting named in the question, and the section defining it.
-        let setting = raw.split_whitespace().find_map(|word| {
-            let w = word
-                .trim_matches(|c: char| !c.is_alphanumeric() && c != '_')
-                .to_lowercase();
-            w.contains('_')
-                .then(|| self.defined.get(&w).map(|&i| (i, w)))
-                .flatten()
-        });
+        let setting = self.settings.named(raw);
         let query = &query_of(raw);
         if std::env::var_os("TACTFUL_KB_DEBUG").is_some() {
             for h in self.engine.search(query, 2) {
@@ -542,22 +479,16 @@ impl KbAgent {
             .collect();
         docs.sort_by(|a, b| b.1.total_cmp(&a.1));
         docs.truncate(5);
-        // The defining section answers, unless the best section speaks of
-        // the setting too: then the question is about that use of it
-        // ("allowed_users on telegram" → the Telegram section).
-        let defined = setting.as_ref().and_then(|(i, key)| {
-            let best_names_it = docs
-                .first()
-                .is_some_and(|&(b, _)| self.sections[b].body.to_lowercase().contains(key.as_str()));
-            (!best_names_it).then_some(*i)
-        });
+        let defined = setting
+            .as_ref()
+            .and_then(|(i, key)| self.settings.answering(*i, key, docs.first().map(|d| d.0)));
         Ranked {
             docs,
             chatter,
             defined,
             names_setting: setting.is_some(),
             example,
-            near_chatter: talk::near_chatter(query),
+            query: query.clone(),
         }
     }
 
@@ -591,7 +522,7 @@ impl KbAgent {
             defined: r.names_setting,
             top: r.docs.first().map_or(0.0, |d| d.1),
             chatter: r.chatter,
-            near_chatter: r.near_chatter,
+            near_chatter: talk::near_chatter(&r.query),
             examples: self.questions.is_some(),
         };
         match gate::answers(&seen) {
@@ -605,7 +536,7 @@ impl KbAgent {
     }
 
     /// What the search made of `text`, as `scripts/guide-train.py` reads
-    /// it (`KB_EXPORT=1` in the kb tests): the gate's inputs, the five
+    /// it (`KB_EXPORT=<file>` in the kb tests): the gate's inputs, the five
     /// best sections as `file#heading`, and the section an answer would
     /// quote (`pick`: the one defining a setting it names, else the best).
     #[doc(hidden)]
@@ -624,7 +555,7 @@ impl KbAgent {
             "defined": r.names_setting,
             "pick": r.defined.or(r.docs.first().map(|d| d.0)).map(|i| self.sections[i].name()),
             "example": r.example,
-            "near_chatter": r.near_chatter,
+            "near_chatter": talk::near_chatter(&r.query),
             "examples": self.questions.is_some(),
         })
     }
