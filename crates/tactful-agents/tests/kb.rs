@@ -329,14 +329,15 @@ fn the_second_dev_set_is_answered_no_worse_than_today() {
 /// Guide does on questions nobody tuned it for. Their misses are not
 /// printed, so nobody tunes on them by accident:
 /// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
-/// `BENCHMARKS.md` says when each was written and measured (`frozen5`
+/// `BENCHMARKS.md` says when each was written and measured (`frozen6`
 /// last, once, after the last change).
-const FROZEN: [&str; 5] = [
+const FROZEN: [&str; 6] = [
     "frozen.jsonl",
     "frozen2.jsonl",
     "frozen3.jsonl",
     "frozen4.jsonl",
     "frozen5.jsonl",
+    "frozen6.jsonl",
 ];
 
 /// The goal, on all the frozen sets' lines together: 95 % of chatter left
@@ -370,7 +371,7 @@ fn the_frozen_sets_together_meet_the_goal() {
         all.questions,
         all.recall() * 100.0
     );
-    all.holds(0.95, 0.84);
+    all.holds(0.95, 0.85);
 }
 
 /// The example questions and the chatter lines the Guide is built with
