@@ -89,11 +89,16 @@ struct Ranked {
     defined: Option<usize>,
     /// Whether the line names a setting some section defines.
     names_setting: bool,
-    /// The best of the sections' two closest examples' summed scores (0
-    /// without examples).
-    example: f32,
     /// The line as searched (phrases added, mentions out).
     query: String,
+}
+
+impl Ranked {
+    /// The section an answer quotes: the one defining a setting the line
+    /// names, else the best.
+    fn pick(&self) -> Option<usize> {
+        self.defined.or(self.docs.first().map(|d| d.0))
+    }
 }
 
 /// A knowledge-base agent.
@@ -460,13 +465,11 @@ impl KbAgent {
                 scores[i] += HEADING_BONUS;
             }
         }
-        let mut example = 0.0f32;
         if let Some(q) = &self.questions {
             let mut closest = vec![0.0f32; scores.len()];
             q.closest(query, &mut closest);
             for (score, near) in scores.iter_mut().zip(&closest) {
                 *score += questions::WEIGHT * near;
-                example = example.max(*near);
             }
         }
         let chatter = (0..scores.len())
@@ -487,7 +490,6 @@ impl KbAgent {
             chatter,
             defined,
             names_setting: setting.is_some(),
-            example,
             query: query.clone(),
         }
     }
@@ -527,10 +529,7 @@ impl KbAgent {
         };
         match gate::answers(&seen) {
             Some(false) => None,
-            Some(true) => r
-                .defined
-                .or(r.docs.first().map(|d| d.0))
-                .map(|i| &self.sections[i]),
+            Some(true) => r.pick().map(|i| &self.sections[i]),
             None => question.then(|| self.clear_best(&r)).flatten().map(|(_, s)| s),
         }
     }
@@ -553,8 +552,7 @@ impl KbAgent {
             "chatter": r.chatter,
             "q": talk::is_question(text),
             "defined": r.names_setting,
-            "pick": r.defined.or(r.docs.first().map(|d| d.0)).map(|i| self.sections[i].name()),
-            "example": r.example,
+            "pick": r.pick().map(|i| self.sections[i].name()),
             "near_chatter": talk::near_chatter(&r.query),
             "examples": self.questions.is_some(),
         })

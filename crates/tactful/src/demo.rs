@@ -84,7 +84,7 @@ pub fn config(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     let mut c = Config::parse(DEMO_TOML, Path::new("(built-in demo config)"), &|_| None)?;
-    c.agents.insert("docs".to_owned(), guide(None)?);
+    let mut answer_with = None;
     if let Some(key) = env("OPENAI_API_KEY").filter(|k| !k.trim().is_empty()) {
         let model = AgentConfig::OpenAi(OpenAiConfig {
             base_url: env("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
@@ -97,10 +97,10 @@ pub fn config(
         });
         // Guide keeps the docs: the model answers with the sections its
         // search finds before it, and cites them.
-        c.agents
-            .insert("docs".to_owned(), guide(Some(Box::new(model.clone())))?);
+        answer_with = Some(Box::new(model.clone()));
         c.agents.insert("host".to_owned(), model);
     }
+    c.agents.insert("docs".to_owned(), guide(answer_with)?);
     if let (Some(addr), Some(web)) = (listen, c.platforms.web.as_mut()) {
         web.listen = addr;
     }

@@ -28,6 +28,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tactful_agents::Agent;
+use tactful_agents::kb::{KbDoc, KbQuestions};
 use tactful_runtime::{PlatformSlot, RuntimeHandle};
 use tactful_web::WebPlatform;
 
@@ -87,18 +88,21 @@ pub struct Reloader {
     /// What each kb agent read from files beside the config (its
     /// documents, its example questions): a change there rebuilds it
     /// though its table did not change.
-    kb_read: BTreeMap<String, String>,
+    kb_read: BTreeMap<String, KbRead>,
     service: Running,
 }
 
-/// What each kb agent of `c` read from its files, as a fingerprint to
-/// compare (the whole text: a few hundred kilobytes at most, compared
-/// once a reload).
-fn kb_read(c: &Config) -> BTreeMap<String, String> {
+/// A kb agent's documents and example questions, as read from its files.
+type KbRead = (Vec<KbDoc>, Vec<KbQuestions>);
+
+/// What each kb agent of `c` read from its files.
+fn kb_read(c: &Config) -> BTreeMap<String, KbRead> {
     c.agents
         .iter()
         .filter_map(|(name, a)| match a {
-            AgentConfig::Kb { docs, questions, .. } => Some((name.clone(), format!("{docs:?}{questions:?}"))),
+            AgentConfig::Kb { docs, questions, .. } => {
+                Some((name.clone(), (docs.clone(), questions.clone())))
+            }
             _ => None,
         })
         .collect()
@@ -272,7 +276,7 @@ impl Reloader {
         &self,
         config: &Config,
         new: &toml::Table,
-        read: &BTreeMap<String, String>,
+        read: &BTreeMap<String, KbRead>,
     ) -> (HashMap<String, Arc<dyn Agent>>, Vec<String>) {
         let table = |t: &toml::Table, k: &str| t.get("agents").and_then(|a| a.get(k)).cloned();
         let mut rebuilt = Vec::new();
