@@ -12,14 +12,15 @@
 //! supplies them: ids are `i<start>-<n>` (unique across restarts), mentions
 //! are the personas' nicks found in the text ([`text::mentioned`]), and a
 //! reply is a `nick: ` prefix. Long text is cut into lines that fit a
-//! 512-byte IRC line, sent `send_interval` apart so flood control never
-//! kicks in.
+//! 512-byte IRC line, each a part of its own, sent `send_interval` apart
+//! so flood control never kicks in (`send`).
 //!
 //! Room ids are `irc:#channel` for channels and `irc:dm:<persona>:<nick>`
 //! for private conversations; people are `irc:<nick>` (for
 //! `allowed_users`), shown by their nick.
 
 pub mod config;
+mod send;
 pub mod text;
 
 use std::collections::HashMap;
@@ -34,9 +35,7 @@ use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
 use tactful_runtime::Account;
 use tactful_runtime::RoomScheme;
 use tactful_runtime::account::Backoff;
-use tactful_runtime::{
-    Capabilities, Connected, Held, OutMessage, Platform, PlatformError, RuntimeHandle, wall_clock,
-};
+use tactful_runtime::{Connected, Held, PlatformError, RuntimeHandle, wall_clock};
 
 /// What people see when a persona leaves because tactful stops.
 const QUIT_MESSAGE: &str = "tactful is stopping; back soon";
@@ -87,7 +86,7 @@ pub struct IrcSettings {
     pub tls: bool,
     /// Channels every persona joins.
     pub channels: Vec<String>,
-    /// The pause between two lines of one reply.
+    /// The least pause between two lines one persona sends.
     pub send_interval: Duration,
     /// The personas present, first one listening for the channels.
     pub personas: Vec<IrcPersona>,
@@ -150,12 +149,14 @@ struct Shared {
     runtime: Mutex<Option<RuntimeHandle>>,
     epoch: u64,
     next: AtomicU64,
-    /// Set by [`Platform::close`]: connections that end are not made again.
+    /// Set by [`tactful_runtime::Platform::close`]: connections that end are not made again.
     closing: AtomicBool,
     /// Woken whenever a connection ends.
     ended: tokio::sync::Notify,
     /// Woken whenever a connection is registered.
     connected: tokio::sync::Notify,
+    /// Per persona: when its connection may send its next line.
+    pace: send::Pace,
 }
 
 /// The IRC platform: a [`Platform`] for the runtime and the connections.
@@ -185,6 +186,7 @@ impl IrcPlatform {
                 closing: AtomicBool::new(false),
                 ended: tokio::sync::Notify::new(),
                 connected: tokio::sync::Notify::new(),
+                pace: send::Pace::default(),
             }),
         }
     }
@@ -598,82 +600,6 @@ impl Connected for IrcPlatform {
             })
             .await;
             vec![probe]
-        })
-    }
-}
-
-impl Platform for IrcPlatform {
-    fn close(&self) -> BoxFuture<'_, ()> {
-        Box::pin(async move {
-            let shared = &self.shared;
-            shared.closing.store(true, Ordering::SeqCst);
-            let senders: Vec<_> = match shared.live.lock() {
-                Ok(live) => live.values().map(|(s, _)| s.clone()).collect(),
-                Err(_) => return,
-            };
-            for sender in senders {
-                if let Err(e) = sender.send_quit(QUIT_MESSAGE) {
-                    tracing::debug!("IRC QUIT not sent: {e}");
-                }
-            }
-            // The server answers QUIT by closing the connection; wait for
-            // that (briefly: a server that does not must not hold us up).
-            let all_closed = async {
-                loop {
-                    let ended = shared.ended.notified();
-                    if shared.live.lock().map_or(true, |l| l.is_empty()) {
-                        return;
-                    }
-                    ended.await;
-                }
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(3), all_closed).await;
-        })
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            can_edit: false,
-            can_delete: false,
-            native_replies: false,
-            max_message_chars: 2000,
-            // Silence on an addressed message is a notice instead.
-            reactions: false,
-            // A line sent twice is said twice.
-            deduplicates_sends: false,
-            rooms: Some(ROOMS),
-        }
-    }
-
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
-        Box::pin(async move {
-            let shared = &self.shared;
-            let target = match target_of(msg.room) {
-                Some(Target::Channel(c)) => c,
-                Some(Target::Private(nick)) => nick,
-                None => return Err(PlatformError(format!("{} is not an IRC room", msg.room))),
-            };
-            let sender = shared.sender_of(msg.persona).await?;
-            // No native replies: address the original author by nick, in a
-            // channel; in a private conversation there is only one person.
-            let prefix = msg
-                .reply_to
-                .filter(|_| !msg.room.as_str().starts_with("irc:dm:"))
-                .and_then(author_of)
-                .map(|nick| format!("{nick}: "))
-                .unwrap_or_default();
-            // IRC shows no Markdown: `**mode**` would arrive with its stars.
-            let plain = tactful_runtime::markdown_plain(msg.text);
-            let lines = text::split_lines(&format!("{prefix}{plain}"), text::max_text_bytes(&target));
-            for (n, line) in lines.iter().enumerate() {
-                if n > 0 {
-                    tokio::time::sleep(shared.settings.send_interval).await;
-                }
-                sender
-                    .send_privmsg(&target, line)
-                    .map_err(|e| PlatformError(format!("IRC send to {target} failed: {e}")))?;
-            }
-            Ok(shared.new_id())
         })
     }
 }

@@ -10,8 +10,8 @@
 //! - on a platform with native replies the placeholder is posted as a reply
 //!   to the person's message that started the turn (not in a DM), so the
 //!   answer grows where it will stay, under its quote;
-//! - the final reply is split to the platform's limit with code fences kept
-//!   balanced; when it answers the message its placeholder already replies
+//! - the final reply is cut into parts by the platform ([`Platform::parts`]:
+//!   its limit with code fences kept balanced, or IRC's lines); when it answers the message its placeholder already replies
 //!   to (or none), the placeholder becomes it; with another `reply_to` it is
 //!   sent as a reply first and the placeholder deleted after, so a failed
 //!   send never loses the text;
@@ -31,7 +31,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tactful_core::delivery::{EditThrottle, Visible, split_message, visible};
+use tactful_core::delivery::{EditThrottle, Visible, visible};
 use tactful_core::{MsgId, Outgoing, PersonaId, RoomId, ThreadId, TurnId};
 
 use tactful_store::{Op, Placeholder as Recorded};
@@ -541,7 +541,6 @@ impl RoomDelivery {
     }
 
     async fn send(&mut self, out: Outgoing, resume: Option<Resume>) -> Option<(MsgId, MsgId)> {
-        let caps = self.platform.capabilities();
         let resume = resume.unwrap_or_default();
         // A placeholder from before a restart is where its record says,
         // else where the reply goes.
@@ -567,7 +566,12 @@ impl RoomDelivery {
             answering: answering.as_ref(),
             shown: &shown,
         };
-        let parts = split_message(&out.text, caps.max_message_chars);
+        let mut parts = self.platform.parts(&out.room, out.reply_to.as_ref(), &out.text);
+        if parts.is_empty() {
+            // A text the platform shows as nothing still ends its turn
+            // (and fills or removes its placeholder) as one empty part.
+            parts.push(String::new());
+        }
         let mut first_id = resume.first_id.clone();
         if resume.parts_done == 0 {
             first_id = self.send_first(&out, &parts[0], held).await;

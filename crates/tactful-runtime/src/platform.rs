@@ -325,7 +325,23 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
             .is_none_or(|scheme| scheme.native(room).is_some())
     }
 
-    /// Posts a message; returns its platform id.
+    /// Cuts a reply into the parts the delivery path sends one by one,
+    /// recording each before the next goes, so that a crash sends again
+    /// at most the part in flight. `reply_to` is what the first part will
+    /// answer. The default cuts the Markdown to
+    /// [`Capabilities::max_message_chars`] with code fences balanced, and
+    /// [`Platform::send`] renders each part. A platform whose `send` would
+    /// post one part as several messages of its own (IRC's lines) cuts
+    /// here instead, one message per part, in the form its `send` posts
+    /// as it is: otherwise a crash in the middle of a 40-line answer sends
+    /// the lines before it again.
+    fn parts(&self, room: &RoomId, reply_to: Option<&MsgId>, text: &str) -> Vec<String> {
+        let _ = (room, reply_to);
+        tactful_core::delivery::split_message(text, self.capabilities().max_message_chars)
+    }
+
+    /// Posts a message, one part as [`Platform::parts`] cut it; returns
+    /// its platform id.
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;
 
     /// Replaces the text of a message this persona posted, in `thread`

@@ -203,6 +203,10 @@ impl Platform for PlatformSlot {
         Box::pin(async move { p.react(persona, room, thread, msg, emoji).await })
     }
 
+    fn parts(&self, room: &RoomId, reply_to: Option<&MsgId>, text: &str) -> Vec<String> {
+        self.current().parts(room, reply_to, text)
+    }
+
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
         let p = self.current();
         Box::pin(async move { p.send(msg).await })

@@ -675,3 +675,71 @@ async fn a_placeholder_another_process_posted_in_a_thread_is_edited_and_deleted_
     // hold it.
     assert!(taker.edit(&docs, &room, None, &first, "again").await.is_err());
 }
+
+/// An eight-part answer, the process killed with `kill -9` while Discord
+/// has shown its third part but not yet answered the call (the worst
+/// moment), then started again on the same store: the answer is
+/// finished, nothing is lost, and only that part can be shown twice
+/// (twilight's request carries no nonce tactful could enforce).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
+    use common::split;
+    let double = Double::start(bots()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let cfg = config(&double, free_port())
+        .replace(
+            r#"path = ":memory:""#,
+            &format!("path = {:?}", store.display().to_string()),
+        )
+        .replace(
+            r#"{ when = "", reply = "docs answers"#,
+            &format!(
+                "{{ when = \"story\", reply = \"{}\" }},\n  {{ when = \"\", reply = \"docs answers",
+                split::story(split::LINES)
+            ),
+        );
+    let in_flight = split::marker(50);
+    double.stall_create_with(&in_flight);
+    let first = start_tactful(dir.path(), &cfg);
+    double
+        .wait_until("docs through the gateway handshake", |_| double.connected(DOCS))
+        .await;
+    let mut m = message(
+        double.id(),
+        CHANNEL,
+        Some(GUILD),
+        alice(),
+        "<@7001> the story please",
+    );
+    m.mentions = vec![mention(&user(DOCS_BOT, "docs-bot", true))];
+    let q = double.post(&[DOCS, CHEF], m);
+    double
+        .wait_until("the third part shown", |v| {
+            v.messages.iter().any(|m| m.content.contains(&in_flight))
+        })
+        .await;
+    drop(first); // SIGKILL
+    let posts = || -> Vec<String> {
+        double
+            .bot_messages(CHANNEL)
+            .into_iter()
+            .filter(|m| m.token.as_deref() == Some(DOCS) && !m.deleted)
+            .map(|m| m.content)
+            .collect()
+    };
+    assert!(!split::finished(&posts(), split::LINES), "killed before the end");
+    let _second = start_tactful(dir.path(), &cfg);
+    let last = split::marker(split::LINES - 1);
+    double
+        .wait_until("the answer finished", |v| {
+            v.messages.iter().any(|m| m.content.contains(&last))
+        })
+        .await;
+    split::once_but_the_part_in_flight(&posts(), split::LINES);
+    assert_eq!(
+        answers(&double, CHANNEL, q).len(),
+        1,
+        "the first part answers the question"
+    );
+}

@@ -319,3 +319,87 @@ fn doctor_is_welcomed_by_a_real_server_and_names_one_that_is_not_there() {
         "{table}"
     );
 }
+
+/// A 40-line answer, the process killed with `kill -9` once a person has
+/// seen its 10th line, then started again on the same store: the answer
+/// is finished, no line is lost and at most the one line in flight at the
+/// kill is said twice. (Each line is a part of its own, recorded before
+/// the next goes; when a reply's lines went out inside one send, all ten
+/// were said again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_answer_cut_by_a_kill_is_finished_without_saying_its_lines_twice() {
+    const LINES: usize = 40;
+    const KILL_AFTER: usize = 10;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some((_server, port)) = start_ngircd(dir.path()) else {
+        return;
+    };
+    let story: String = (0..LINES).map(|n| format!("L{n:02} of the story\\n")).collect();
+    let config = format!(
+        r##"
+[store]
+path = "state.db"
+
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "docs"
+
+[agents.docs]
+kind = "script"
+rules = [{{ when = "(?i)story", reply = "[[reply_to:{{msg_id}}]]\n{story}" }}]
+
+[rooms.default]
+mode = "mention"
+
+[platforms.irc]
+server = "127.0.0.1"
+port = {port}
+channels = ["#tactful"]
+send_interval_ms = 50
+"##
+    );
+    let first = start_tactful(dir.path(), &config);
+    let mut alice = Person::connect(port, "alice").await;
+    join_with(&mut alice, "#tactful", &["docs"]).await;
+    alice.send("PRIVMSG #tactful :docs: tell me the story").await;
+    let mut heard = Vec::new();
+    while heard.len() < KILL_AFTER {
+        heard.push(alice.said_by("docs", "#tactful").await.0);
+    }
+    let mut process = first.process;
+    process.kill().expect("kill -9");
+    process.wait().expect("reaped");
+    assert!(heard[0].starts_with("alice: L00"), "{heard:?}");
+
+    // Started again on the same store: it rejoins and finishes the answer.
+    let _second = start_tactful(dir.path(), &config);
+    loop {
+        let (text, _) = alice.said_by("docs", "#tactful").await;
+        let last = text.starts_with(&format!("L{:02}", LINES - 1));
+        heard.push(text);
+        if last {
+            break;
+        }
+    }
+    let line_of = |text: &str| {
+        let n = text.trim_start_matches("alice: ");
+        n[1..3]
+            .parse::<usize>()
+            .unwrap_or_else(|_| panic!("a story line: {text}"))
+    };
+    let mut times = [0usize; LINES];
+    for text in &heard {
+        times[line_of(text)] += 1;
+    }
+    assert!(times.iter().all(|&n| n >= 1), "no line lost: {heard:#?}");
+    let doubled = times.iter().filter(|&&n| n > 1).count();
+    assert!(
+        doubled <= 1 && times.iter().all(|&n| n <= 2),
+        "at most the line in flight said twice, {doubled} were: {heard:#?}"
+    );
+    // Nothing after the end: the next thing docs says answers a new question.
+    alice.send("PRIVMSG #tactful :docs: the story once more").await;
+    let (text, _) = alice.said_by("docs", "#tactful").await;
+    assert!(text.starts_with("alice: L00"), "{text}");
+}

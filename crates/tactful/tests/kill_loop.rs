@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
-use common::{Socket, enter, get, spawn};
+use common::{Socket, enter, event, get, say, spawn, split};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message as Ws;
@@ -275,5 +275,68 @@ async fn killed_eight_times_under_traffic_nothing_is_lost_or_doubled() {
     assert_eq!(doubled_lines, 0, "reply lines shown twice");
     assert!(unanswered.is_empty(), "replies missing for {unanswered:?}");
     assert_eq!(placeholders, 0, "placeholders left on screen");
+    svc.stop().await;
+}
+
+/// A four-part answer in the web room, the process killed with `kill -9`
+/// as soon as a person sees its third part, then started again on the
+/// same store: the answer is finished and no part is shown twice (the web
+/// room keys each part, so even the one in flight is posted once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = dir.path().join("tactful.toml");
+    let config = config().replace(
+        r#"rules = [{ when = "", reply"#,
+        &format!(
+            "rules = [{{ when = \"story\", reply = \"{}\" }}, {{ when = \"\", reply",
+            split::story(split::LINES)
+        ),
+    );
+    std::fs::write(&cfg, config).expect("config");
+    let cfg = cfg.to_str().expect("utf-8").to_owned();
+    let svc = spawn(&["run", "-c", &cfg]);
+    let mut ws = enter(&svc.ws_url, "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "@Docs the story please", "mentions": ["docs"] }),
+    )
+    .await;
+    let second = split::marker(100);
+    event(&mut ws, |v| v.to_string().contains(&second)).await;
+    let mut child = svc.child;
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+
+    let svc = spawn(&["run", "-c", &cfg]);
+    let mut reader = enter(&svc.ws_url, "Reader").await;
+    let last = split::marker(split::LINES - 1);
+    // The room's history once it holds the end: read at once, or again
+    // when the end is posted live.
+    let posts: Vec<String> = loop {
+        let v = event(&mut reader, |v| {
+            v["type"] == "history" || v.to_string().contains(&last)
+        })
+        .await;
+        if v["type"] != "history" {
+            say(&mut reader, json!({ "type": "join", "room": "lobby" })).await;
+            continue;
+        }
+        let posts: Vec<String> = v["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["sender"]["bot"] == true)
+            .filter_map(|m| m["text"].as_str().map(str::to_owned))
+            .collect();
+        if split::finished(&posts, split::LINES) {
+            break posts;
+        }
+    };
+    assert!(posts.iter().any(|p| p.contains(&last)), "finished: {posts:#?}");
+    split::once_but_the_part_in_flight(&posts, split::LINES);
+    let shown: BTreeSet<&String> = posts.iter().collect();
+    assert_eq!(shown.len(), posts.len(), "the web room shows no part twice");
+    assert!(!posts.iter().any(|p| p == "…"), "no placeholder left");
     svc.stop().await;
 }

@@ -384,3 +384,79 @@ fn personas_behave_in_a_real_matrix_room() {
     assert!(!table.contains("pw-"), "{table}");
     drop(tactful);
 }
+
+/// A four-message answer on a real Synapse, the process killed with
+/// `kill -9` as soon as a person sees its second message, then started
+/// again on the same store: the answer is finished, nothing is lost, and
+/// no message is shown twice (each part's transaction id is its key, so
+/// even the one in flight is one event).
+#[test]
+fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
+    use common::split;
+    let Some(venv) = venv() else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let synapse = Synapse::start(venv.clone(), dir.path());
+    let mut people = Humans::start(&venv, &synapse.url());
+    for user in ["alice", "helper"] {
+        people.register(user);
+    }
+    people.login("alice");
+    let room =
+        people.call(json!({"op": "create", "as": "alice", "invite": [mxid("helper")], "name": "story"}));
+    let room = room.as_str().expect("room id").to_owned();
+    let store = dir.path().join("tactful.db");
+    let config = format!(
+        r##"
+[store]
+path = "{store}"
+
+[platforms.matrix]
+homeserver = "{homeserver}"
+invites_from = ["{SERVER}"]
+
+[[persona]]
+id = "helper"
+agent = "helper"
+matrix = {{ user_id = "{id}", password = "{pw}" }}
+
+[agents.helper]
+kind = "script"
+rules = [{{ when = "(?i)story", reply = "{story}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+max_reply_chars = 100000
+"##,
+        store = store.display(),
+        homeserver = synapse.url(),
+        id = mxid("helper"),
+        pw = password("helper"),
+        story = split::story(split::LONG),
+    );
+    let first = start_tactful(dir.path(), &config);
+    people.wait_members("alice", &room, &["helper"]);
+    people.send("alice", &room, "helper, the story please", &["helper"]);
+    let second = split::marker(250);
+    let bodies = |m: &[Value]| -> Vec<String> {
+        shown_by(m, "helper")
+            .iter()
+            .filter_map(|r| r["body"].as_str().map(str::to_owned))
+            .collect()
+    };
+    people.wait_messages("alice", &room, "the second message", |m| {
+        bodies(m).iter().any(|b| b.contains(&second))
+    });
+    drop(first); // SIGKILL
+    let _second = start_tactful(dir.path(), &config);
+    let m = people.wait_messages("alice", &room, "the answer finished", |m| {
+        split::finished(&bodies(m), split::LONG)
+    });
+    let posts = bodies(&m);
+    split::once_but_the_part_in_flight(&posts, split::LONG);
+    let mut shown = posts.clone();
+    shown.dedup();
+    assert_eq!(shown.len(), posts.len(), "no message shown twice: {posts:#?}");
+}

@@ -745,3 +745,64 @@ async fn saved_thread(store: &Path, parent: &str) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A four-part answer, the process killed with `kill -9` while Slack has
+/// shown its third part but not yet answered `chat.postMessage` (the
+/// worst moment), then started again on the same store: the answer is
+/// finished in its thread, nothing is lost, and only that part can be
+/// shown twice (`chat.postMessage` takes no idempotency key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
+    use common::split;
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let cfg = config(&double, free_port(), &store.display().to_string()).replace(
+        r#"{ when = "", reply = "docs answers"#,
+        &format!(
+            "{{ when = \"story\", reply = \"{}\" }},\n  {{ when = \"\", reply = \"docs answers",
+            split::story(split::LINES)
+        ),
+    );
+    let in_flight = split::marker(100);
+    double.stall_post_with(&in_flight);
+    let first = start_tactful(dir.path(), &cfg);
+    both_live(&double).await;
+    let q = double.post(
+        &[DOCS, CHEF],
+        message(CHANNEL, ALICE, "<@U0DOCSBOT> the story please"),
+    );
+    double
+        .wait_until("the third part shown", |d| {
+            d.bot_messages(CHANNEL)
+                .iter()
+                .any(|m| m.text.contains(&in_flight))
+        })
+        .await;
+    drop(first); // SIGKILL
+    let posts = || -> Vec<Shown> {
+        double
+            .bot_messages(CHANNEL)
+            .into_iter()
+            .filter(|m| m.token.as_deref() == Some(DOCS_BOT) && !m.deleted)
+            .collect()
+    };
+    let texts = |posts: &[Shown]| posts.iter().map(|m| m.text.clone()).collect::<Vec<_>>();
+    assert!(
+        !split::finished(&texts(&posts()), split::LINES),
+        "killed before the end"
+    );
+    let _second = start_tactful(dir.path(), &cfg);
+    let last = split::marker(split::LINES - 1);
+    double
+        .wait_until("the answer finished", |d| {
+            d.bot_messages(CHANNEL).iter().any(|m| m.text.contains(&last))
+        })
+        .await;
+    let posts = posts();
+    split::once_but_the_part_in_flight(&texts(&posts), split::LINES);
+    assert!(
+        posts.iter().all(|m| m.thread_ts.as_deref() == Some(q.as_str())),
+        "every part in the question's thread: {posts:#?}"
+    );
+}

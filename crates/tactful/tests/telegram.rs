@@ -664,3 +664,63 @@ async fn a_store_that_cannot_write_holds_telegram_back_and_loses_nothing() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A four-part answer, the process killed with `kill -9` while Telegram
+/// has shown its third part but not yet answered the call (the worst
+/// moment), then started again on the same store: the answer is finished,
+/// nothing is lost, and only that part can be shown twice (the Bot API
+/// has no idempotency key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
+    use common::split;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let double = Double::start(bots()).await;
+    let cfg = config(&double.url, &store, free_port()).replace(
+        r#"{ when = "", reply = "docs answers"#,
+        &format!(
+            "{{ when = \"story\", reply = \"{}\" }},\n  {{ when = \"\", reply = \"docs answers",
+            split::story(split::LINES)
+        ),
+    );
+    let in_flight = split::marker(100);
+    double.stall_send_with(&in_flight);
+    let first = start_tactful(dir.path(), &cfg);
+    polling(&double).await;
+    let q = double.post(
+        &[DOCS, CHEF],
+        group(TEAM),
+        alice(),
+        json!({"text": "@docs_bot the story please", "entities": mention(0, 9)}),
+    );
+    double
+        .wait_until("the third part shown", |_, messages| {
+            messages.iter().any(|m| m.text.contains(&in_flight))
+        })
+        .await;
+    drop(first); // SIGKILL
+    let posts = || -> Vec<String> {
+        double
+            .bot_messages(TEAM)
+            .into_iter()
+            .filter(|m| m.token.as_deref() == Some(DOCS))
+            .map(|m| m.text)
+            .collect()
+    };
+    assert!(!split::finished(&posts(), split::LINES), "killed before the end");
+    let _second = start_tactful(dir.path(), &cfg);
+    double
+        .wait_until("the answer finished", |_, messages| {
+            messages
+                .iter()
+                .any(|m| m.text.contains(&split::marker(split::LINES - 1)))
+        })
+        .await;
+    let posts = posts();
+    split::once_but_the_part_in_flight(&posts, split::LINES);
+    assert_eq!(
+        answers(&double, TEAM, q).len(),
+        1,
+        "the first part answers the question"
+    );
+}

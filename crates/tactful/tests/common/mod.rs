@@ -2,6 +2,7 @@
 #![allow(dead_code)] // each test file uses some of these
 
 pub mod model;
+pub mod split;
 pub mod sse;
 
 use std::io::{BufRead, BufReader, Read};

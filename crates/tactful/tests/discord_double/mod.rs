@@ -103,6 +103,9 @@ struct Inner {
     fail_auth: HashSet<String>,
     /// Bots whose application does not have the Message Content intent on.
     no_message_content: HashSet<String>,
+    /// A message created with this in its content is shown and never
+    /// answered (once): it reached Discord, the bot does not know it.
+    stall: Option<String>,
     /// REST requests that came under `/discord-proxy` and at the root.
     via_path: u32,
     via_root: u32,
@@ -435,6 +438,13 @@ impl Double {
         self.with(|s| s.no_message_content.insert(token.to_owned()));
     }
 
+    /// The next message created with `marker` in its content is shown to
+    /// the channel and never answered, as if the connection died on the
+    /// way back.
+    pub fn stall_create_with(&self, marker: &str) {
+        self.with(|s| s.stall = Some(marker.to_owned()));
+    }
+
     /// This bot's next request is refused with a 401 (a token that comes
     /// back: a proxy restarting, an outage).
     pub fn fail_auth_once(&self, token: &str) {
@@ -619,6 +629,17 @@ async fn create(
         id
     };
     log(&shared, token, "POST", path, body.clone(), 200);
+    let stalled = {
+        let mut s = shared.inner.lock().expect("double state");
+        let content = body["content"].as_str().unwrap_or_default();
+        s.stall
+            .take_if(|marker| content.contains(marker.as_str()))
+            .is_some()
+    };
+    if stalled {
+        shared.changed.notify_waiters();
+        return std::future::pending().await;
+    }
     let guild = (channel != DM).then_some(GUILD);
     let mut m = message(
         id,

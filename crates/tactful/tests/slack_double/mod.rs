@@ -115,6 +115,11 @@ struct Inner {
     bot_users: HashSet<String>,
     /// How long `users.info` takes to answer.
     users_info_delay: Duration,
+    /// A `chat.postMessage` whose text holds this is shown and never
+    /// answered (once): it reached Slack, the app does not know it.
+    stall: Option<String>,
+    /// The answer being made is the stalled one.
+    stalled: bool,
 }
 
 impl Inner {
@@ -471,6 +476,13 @@ impl Double {
         self.with(|s| s.sockets[app].live.is_some())
     }
 
+    /// The next `chat.postMessage` with `marker` in its text is shown
+    /// to the channel and never answered, as if the connection died on
+    /// the way back.
+    pub fn stall_post_with(&self, marker: &str) {
+        self.with(|s| s.stall = Some(marker.to_owned()));
+    }
+
     /// The next `chat.postMessage` with `token` is refused with a 429.
     pub fn flood_next_post(&self, token: &str) {
         self.with(|s| s.flood.insert(token.to_owned()));
@@ -571,14 +583,21 @@ async fn web_api(
         let mut s = shared.inner.lock().expect("double state");
         answer(&mut s, &shared.url, &method, &token, &args)
     };
-    shared.inner.lock().expect("double state").calls.push(Call {
-        token,
-        method,
-        body: args,
-        status: status.as_u16(),
-        at: Instant::now(),
-    });
+    let stalled = {
+        let mut s = shared.inner.lock().expect("double state");
+        s.calls.push(Call {
+            token,
+            method,
+            body: args,
+            status: status.as_u16(),
+            at: Instant::now(),
+        });
+        std::mem::take(&mut s.stalled)
+    };
     shared.changed.notify_waiters();
+    if stalled {
+        return std::future::pending().await;
+    }
     if status == StatusCode::TOO_MANY_REQUESTS {
         return (status, [("retry-after", "1")], axum::Json(answer)).into_response();
     }
@@ -650,6 +669,9 @@ fn answer(s: &mut Inner, url: &str, method: &str, token: &str, args: &Value) -> 
             {
                 // Slack wants a thread's parent here, never a reply.
                 return (StatusCode::OK, failed("invalid_thread_ts"));
+            }
+            if s.stall.take_if(|m| text.contains(m.as_str())).is_some() {
+                s.stalled = true;
             }
             let ts = s.ts();
             s.messages.push(Shown {

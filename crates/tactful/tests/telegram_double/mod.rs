@@ -71,6 +71,12 @@ struct Inner {
     calls: Vec<Call>,
     flood: HashSet<String>,
     reject_html: Option<String>,
+    /// A `sendMessage` whose text holds this is shown and never answered
+    /// (once): the moment a message reached Telegram but the bot does
+    /// not know it yet.
+    stall: Option<String>,
+    /// The answer being made is the stalled one.
+    stalled: bool,
     messages: Vec<Shown>,
     /// Where each (chat, message id) is in `messages`: a benchmark's
     /// hundred thousand messages are found without a scan.
@@ -224,6 +230,12 @@ impl Double {
     }
 
     /// HTML texts containing `marker` are refused as unparsable.
+    /// The next `sendMessage` holding `marker` is shown to the chat and
+    /// never answered, as if the connection died on the way back.
+    pub fn stall_send_with(&self, marker: &str) {
+        self.with(|s| s.stall = Some(marker.to_owned()));
+    }
+
     pub fn reject_html_with(&self, marker: &str) {
         self.with(|s| s.reject_html = Some(marker.to_owned()));
     }
@@ -303,14 +315,21 @@ async fn handle(
     .map_or(method, str::to_owned);
     let response = answer(&shared, &token, &method, &body).await;
     let status = response.status().as_u16();
-    shared.inner.lock().expect("double state").calls.push(Call {
-        token,
-        method,
-        body,
-        status,
-        at: Instant::now(),
-    });
+    let stalled = {
+        let mut s = shared.inner.lock().expect("double state");
+        s.calls.push(Call {
+            token,
+            method,
+            body,
+            status,
+            at: Instant::now(),
+        });
+        std::mem::take(&mut s.stalled)
+    };
     shared.changed.notify_waiters();
+    if stalled {
+        return std::future::pending().await;
+    }
     response
 }
 
@@ -368,6 +387,10 @@ async fn answer(shared: &Shared, token: &str, method: &str, body: &Value) -> Res
                 deleted: false,
                 reactions: Vec::new(),
             });
+            if s.stall.as_ref().is_some_and(|m| text.contains(m.as_str())) {
+                s.stall = None;
+                s.stalled = true;
+            }
             let mut msg =
                 json!({"message_id": id, "date": now_secs(), "chat": chat, "from": me, "text": text});
             if let Some(t) = thread {
