@@ -578,6 +578,7 @@ impl Engine {
         let is_dm = room.is_dm;
         let from = room.members[p.0 as usize].window_from;
         let (history, window_from, trigger_at) = room.snapshot(&triggers, self.limits.max_turns, from);
+        let history = history.iter().map(|e| room.canonical(e)).collect();
         let room_bots = self
             .personas
             .iter()
@@ -623,7 +624,7 @@ impl Engine {
             thread: first.thread.clone(),
             is_dm,
             silence_token: silence_allowed.then(|| policy.silence_token.clone()),
-            triggers: triggers.clone(),
+            triggers: triggers.iter().map(|e| room.canonical(e)).collect(),
             history,
             trigger_at,
             max_chars: self.limits.max_chars,

@@ -208,6 +208,41 @@ fn a_platform_id_for_a_sent_reply_is_an_alias() {
         matches!(&out[0], Output::Decision(d) if d.reason == Reason::ReplyToMe),
         "{out:?}"
     );
+    // The agent is shown the reply as replay shows it: to `docs:1`, the
+    // answer in its history, not to an id it has never seen (a `kb`
+    // agent's "say more" looks its answer up so).
+    let request = out
+        .iter()
+        .find_map(|o| match o {
+            Output::CallAgent(r) => Some(r),
+            _ => None,
+        })
+        .expect("a turn");
+    assert_eq!(request.triggers[0].reply_to, Some("docs:1".into()));
+    assert!(request.history.iter().any(|h| h.id.as_str() == "docs:1"));
+    let t = request.turn;
+    e.handle_agent_result(Timestamp(4), t, AgentResult::Output("more".into()));
+    drain(&mut e);
+    // Later turns show the history's replies the same way; the room keeps
+    // what it was told.
+    e.handle_message(
+        Timestamp(5),
+        Message::new("q2", "room", "alice", "@docs and then?", Timestamp(5)),
+    );
+    let out = drain(&mut e);
+    let request = out
+        .iter()
+        .find_map(|o| match o {
+            Output::CallAgent(r) => Some(r),
+            _ => None,
+        })
+        .expect("a turn");
+    let follow_up = request
+        .history
+        .iter()
+        .find(|h| h.id.as_str() == "r")
+        .expect("in history");
+    assert_eq!(follow_up.reply_to, Some("docs:1".into()));
 }
 
 /// One output answering several messages of the room separately: one

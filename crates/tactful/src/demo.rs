@@ -68,7 +68,9 @@ pub fn printable() -> String {
     let text = DEMO_TOML
         .replace(
             "paths = []      # filled with the documentation built into the binary",
-            "paths = [\"README.md\", \"docs\"]   # Markdown files, or folders of them, beside this file",
+            // The documents the demo has built in, and no others: in
+            // tactful's checkout the printed config decides as the demo.
+            "paths = [\"README.md\", \"docs/faq.md\", \"docs/config.md\", \"docs/replay.md\"]   # Markdown files, or folders of them, beside this file",
         )
         .replace(
             "# questions: the example questions built in, docs/questions.toml",

@@ -217,6 +217,23 @@ impl Room {
         Err(())
     }
 
+    /// `e` as an agent is shown it: the message it replies to named by
+    /// the transcript's own id. A person replies to the id the platform
+    /// gave a persona's answer (`w7`, known to the engine as an alias of
+    /// `guide:1`); an agent reading the history must find the answer by
+    /// that reply (a `kb` agent's "say more"), and `tactful replay`, where
+    /// no platform ids exist, shows the same request. Only what the
+    /// request carries changes; the room keeps what it was told.
+    pub(super) fn canonical(&self, e: &Arc<Entry>) -> Arc<Entry> {
+        match e.reply_to.as_ref().and_then(|r| self.history.get(r.as_str())) {
+            Some(to) if e.reply_to.as_ref() != Some(&to.id) => Arc::new(Entry {
+                reply_to: Some(to.id.clone()),
+                ..(**e).clone()
+            }),
+            _ => e.clone(),
+        }
+    }
+
     /// The history a turn about `triggers` sees (the retained messages up
     /// to the last trigger, triggers excluded, at most `max_turns` of
     /// them), and the place it starts at, for the persona's next turn
