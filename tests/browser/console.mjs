@@ -9,8 +9,10 @@
 // down to its flush, a hook stopping a reply.
 // Then a policy edit (mention → all) applies on the next message and
 // survives a restart, a dry run shows what would change, a bad edit gets
-// `tactful check`'s words, and a wrong token or another site's page is
-// refused. Exits 0 when every check passes.
+// `tactful check`'s words, an empty one is refused (use Revert), a draft
+// outlives the page's refreshes, Apply takes only the text tried and shows
+// the difference, and a wrong token or another site's page is refused.
+// Exits 0 when every check passes.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { WAIT, launch, person as join_, report, send, start as startTactful, stop } from "./harness.mjs";
@@ -83,11 +85,24 @@ try {
   check(await eventually(async () => !(await con.locator("#rows").innerText()).includes("docs")), "the persona filter hides the others");
   await con.selectOption("#persona", "");
 
-  // A bad edit: refused with check's words, nothing applied.
+  // A bad edit: refused with check's words when tried, and never applicable.
   await con.locator("#policy-box summary").click();
+  check(await con.isDisabled("#apply"), "Apply waits for a Try");
   await con.fill("#policy", 'mode = "shout"\n');
-  await con.click("#apply");
+  await con.click("#try");
   check(await eventually(async () => (await con.locator("#policy-status").innerText()).includes("console:1:8: unknown variant `shout`")), "an invalid edit is refused with the config check's message");
+  check(await con.isDisabled("#apply"), "a refused edit cannot be applied");
+
+  // An empty policy is refused, on the page and by the API: Revert is the way back.
+  await con.fill("#policy", "");
+  await con.click("#try");
+  check(await eventually(async () => (await con.locator("#policy-status").innerText()).includes("use Revert")), "an empty policy is refused: use Revert");
+  check(await con.isDisabled("#apply"), "an empty policy cannot be applied");
+  const emptyPut = await con.evaluate(async (t) => {
+    const r = await fetch("/console/api/policy?room=lobby", { method: "PUT", headers: { "Authorization": "Bearer " + t }, body: "" });
+    return { status: r.status, body: await r.json() };
+  }, token);
+  check(emptyPut.status === 400 && /use Revert/.test(emptyPut.body.error), "the API refuses an empty policy with JSON saying to use Revert");
 
   // Try before applying: the chatter would now be answered.
   await con.fill("#policy", 'mode = "all"\n');
@@ -95,11 +110,26 @@ try {
   check(await eventually(async () => /decisions would change/.test(await con.locator("#policy-status").innerText())), "the dry run says what would change");
   check(await eventually(async () => /how is everyone — docs: \w+ · \w+ → reply · /.test(await con.locator("#tried").innerText())), "the dry run lists a decision that would change");
   check((await con.locator("#effective").innerText()).includes("docs: mention"), "a dry run applies nothing");
+  check((await con.locator("#diff").innerText()).includes('+ mode = "all"'), "the dry run shows the difference Apply would make");
 
-  // Applied: the next message is answered, without a restart.
+  // The draft outlives the refreshes that follow: a message in the room
+  // has the page read everything again while the box has no focus.
+  await send(alice, "is my draft kept?");
+  check(await eventually(async () => (await con.locator("#rows").innerText()).includes("is my draft kept?")), "the page read the room again");
+  await new Promise((r) => setTimeout(r, 1500));
+  check((await con.inputValue("#policy")) === 'mode = "all"\n', "a draft survives the refresh after Try");
+  check(!(await con.isDisabled("#apply")), "what was tried can be applied");
+
+  // Changed after Try: Apply waits for another Try; back to the tried text, it may apply it.
+  await con.fill("#policy", 'mode = "all"\n# one more thought\n');
+  check(await con.isDisabled("#apply"), "Apply waits for a Try of the text as it is");
+  check((await con.locator("#apply-hint").innerText()).includes("try it again"), "the page says why Apply waits");
   await con.fill("#policy", 'mode = "all"\n');
+
+  // Applied: exactly what was tried; the next message is answered, without a restart.
   await con.click("#apply");
   check(await eventually(async () => (await con.locator("#policy-status").innerText()) === "applied"), "the edit is applied");
+  check((await con.locator("#diff").innerText()).includes('applied:\n+ mode = "all"'), "Apply shows the difference it made");
   const before = await botSaid(alice, "hi there").count();
   await send(alice, "anyone around?");
   check(await eventually(async () => (await botSaid(alice, "hi there").count()) > before), "mention → all takes effect on the next message");

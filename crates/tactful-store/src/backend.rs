@@ -12,7 +12,7 @@ use tactful_core::{Message, MsgId, RoomId};
 
 use crate::calls::{CallRow, CostRow};
 use crate::load::{Placeholder, Unsent};
-use crate::read::{DecisionRow, RoomSummary};
+use crate::read::{DecisionRow, PartitionOwner, RoomSummary};
 use crate::{Op, ShownMessage, StoreError};
 
 /// A message row as a restart reads it: where it stands in its room, the
@@ -117,4 +117,9 @@ pub(crate) trait ReadBackend: Send {
     fn people_messages(&self, since: i64) -> Result<Vec<(String, u64)>, StoreError>;
     /// The shown message `id` of `room`, as the web room keeps it.
     fn shown_message(&self, room: &str, id: &str) -> Result<Option<ShownMessage>, StoreError>;
+    /// Who holds each room partition's lease now; none where there are no
+    /// leases (SQLite).
+    fn owners(&self) -> Result<Vec<PartitionOwner>, StoreError> {
+        Ok(Vec::new())
+    }
 }

@@ -53,7 +53,7 @@ pub use postgres::cluster::{
     Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, InboxWake, Lease, Member, Notification, PARTITIONS,
     SPEND_CHANNEL, Waiting, account_key, connection_partition, listen, partition_key, partition_of,
 };
-pub use read::{DecisionRow, MAX_PAGE, Reader, RoomSummary};
+pub use read::{DecisionRow, MAX_PAGE, PartitionOwner, Reader, RoomSummary};
 pub use shown::ShownMessage;
 
 use backend::Backend;

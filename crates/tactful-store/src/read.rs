@@ -52,6 +52,21 @@ pub struct DecisionRow {
     pub turn: Option<i64>,
 }
 
+/// Which process holds a room partition's lease now (several processes on
+/// one PostgreSQL database): the console shows it as the owner of each
+/// room in the partition ([`crate::partition_of`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PartitionOwner {
+    /// The partition.
+    #[serde(skip)]
+    pub partition: u32,
+    /// The process, as it said itself when it joined (host and pid).
+    pub process: String,
+    /// Since when it holds the lease (Unix milliseconds, the database's
+    /// clock); `None` for a lease taken before tactful noted it.
+    pub since: Option<u64>,
+}
+
 /// A read-only view of a store.
 pub struct Reader {
     inner: Box<dyn ReadBackend>,
@@ -88,6 +103,13 @@ impl Reader {
     /// Whether the store has anything of `room`.
     pub fn has_room(&self, room: &str) -> Result<bool, StoreError> {
         self.inner.has_room(room)
+    }
+
+    /// Who holds each room partition now, when several processes share
+    /// the store; empty when none does (SQLite: one process owns every
+    /// room, so there is nothing to say).
+    pub fn owners(&self) -> Result<Vec<PartitionOwner>, StoreError> {
+        self.inner.owners()
     }
 
     /// `room`'s decisions, newest first: at most `limit` (capped at

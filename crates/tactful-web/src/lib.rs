@@ -14,8 +14,11 @@
 //! - `{"type":"say","room":"lobby","text":"@Docs hi","mentions":["docs"],"reply_to":"w3"}`
 //!
 //! server → client
-//! - `{"type":"welcome","you":{"id","name"},"key"}` (the key the browser
-//!   keeps: a second tab, a reconnect or a reload shows it in `hello`)
+//! - `{"type":"welcome","you":{"id","name"},"key","console"}` (the key the
+//!   browser keeps: a second tab, a reconnect or a reload shows it in
+//!   `hello`; `console`: where this listener serves the operator console,
+//!   `null` where it serves none, so the page links to it only when it is
+//!   there)
 //! - `{"type":"history","room","members":[...],"messages":[...]}` (again,
 //!   with `"resync":true,"missed":N`, to a client that fell behind)
 //! - `{"type":"message","room","message":{"id","sender":{"id","name","bot"},"text","reply_to","quote","time"}}`
@@ -146,6 +149,9 @@ struct Shared {
     /// received them, and its announcement is on its way), shown with
     /// them; the oldest are dropped past [`others::EARLY_NOTES`].
     early: Mutex<std::collections::VecDeque<why::Note>>,
+    /// Where this listener serves the operator console (`tactful demo`),
+    /// told to the page: it links there, and nowhere when unset.
+    console: OnceLock<String>,
 }
 
 /// The personas as the room shows them.
@@ -292,8 +298,18 @@ impl WebPlatform {
                 policies: std::sync::RwLock::new(Arc::new(PolicyTable::default())),
                 shared_store: std::sync::atomic::AtomicBool::new(false),
                 early: Mutex::new(std::collections::VecDeque::new()),
+                console: OnceLock::new(),
             }),
         })
+    }
+
+    /// Says that the operator console is served at `path` on this room's
+    /// own listener (`tactful demo`): the page links to it. Without it the
+    /// page shows no link (with `tactful run` the console is on
+    /// `[server] listen`, which people in the room need not reach). The
+    /// first call counts.
+    pub fn link_console(&self, path: &str) {
+        let _ = self.shared.console.set(path.to_owned());
     }
 
     /// Shows `history` (oldest first, as the store kept it) to people who

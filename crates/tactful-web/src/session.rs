@@ -248,7 +248,12 @@ impl Conn {
             name: name.clone(),
             bot: false,
         });
-        json!({ "type": "welcome", "you": { "id": id, "name": name }, "key": key })
+        json!({
+            "type": "welcome",
+            "you": { "id": id, "name": name },
+            "key": key,
+            "console": self.shared.console.get(),
+        })
     }
 
     /// The `history` event of `room` (with `missed` on a resync).

@@ -9,7 +9,8 @@
 //! `server.console_token` set, the token must come as
 //! `Authorization: Bearer <token>` (or `?token=`), compared in constant
 //! time. The page itself holds nothing secret and is served to anyone who
-//! can reach the listener; it asks for the token.
+//! can reach the listener; it asks for the token. Every error is
+//! `{"error": …}` JSON, axum's own included ([`errors`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,11 +25,14 @@ use subtle::ConstantTimeEq;
 use tactful_runtime::wall_clock;
 use tactful_store::Reader;
 
-use crate::live_policies::{AUDIT_KEY, AuditEntry, LivePolicies};
+use crate::live_policies::LivePolicies;
 
 mod costs;
 pub mod elsewhere;
+mod errors;
 mod feed;
+mod policy;
+pub mod room_ids;
 
 pub use feed::Feed;
 
@@ -55,6 +59,9 @@ pub struct Console {
     feed: Feed,
     live_slots: Arc<tokio::sync::Semaphore>,
     reloader: Option<crate::reload::SharedReloader>,
+    /// Several processes share the store: the rooms listing says which
+    /// owns each room.
+    owners: bool,
 }
 
 impl Console {
@@ -80,7 +87,15 @@ impl Console {
             feed,
             live_slots: Arc::new(tokio::sync::Semaphore::new(MAX_LIVE)),
             reloader: None,
+            owners: false,
         }
+    }
+
+    /// Says in the rooms listing which process owns each room, and since
+    /// when (several processes sharing a PostgreSQL store, `[cluster]`).
+    pub fn with_owners(mut self) -> Console {
+        self.owners = true;
+        self
     }
 
     /// Lets `POST /console/api/reload` reload the config file, with the
@@ -94,19 +109,42 @@ impl Console {
     pub fn routes(self) -> Router {
         Router::new()
             .route("/console", get(page))
-            .route("/console/api/rooms", get(rooms))
-            .route("/console/api/decisions", get(decisions))
-            .route("/console/api/calls", get(calls))
-            .route("/console/api/costs", get(costs))
-            .route("/console/api/live", get(live))
+            // Each path says which methods it takes when asked with
+            // another (axum's own 405 names them only after every layer,
+            // so the JSON layer below could not).
+            .route("/console/api/rooms", get(rooms).fallback(errors::takes("GET")))
+            .route(
+                "/console/api/decisions",
+                get(decisions).fallback(errors::takes("GET")),
+            )
+            .route("/console/api/calls", get(calls).fallback(errors::takes("GET")))
+            .route("/console/api/costs", get(costs).fallback(errors::takes("GET")))
+            .route("/console/api/live", get(live).fallback(errors::takes("GET")))
             .route(
                 "/console/api/policy",
-                get(policy).put(set_policy).delete(revert_policy),
+                get(policy::policy)
+                    .put(policy::set_policy)
+                    .delete(policy::revert_policy)
+                    .fallback(errors::takes("GET, PUT, DELETE")),
             )
-            .route("/console/api/audit", get(audit))
-            .route("/console/api/dry-run", axum::routing::post(dry_run))
-            .route("/console/api/reload", axum::routing::post(reload))
+            .route(
+                "/console/api/audit",
+                get(policy::audit).fallback(errors::takes("GET")),
+            )
+            .route(
+                "/console/api/dry-run",
+                axum::routing::post(policy::dry_run).fallback(errors::takes("POST")),
+            )
+            .route(
+                "/console/api/reload",
+                axum::routing::post(reload).fallback(errors::takes("POST")),
+            )
+            .route(
+                "/console/api/{*rest}",
+                axum::routing::any(errors::no_such_endpoint),
+            )
             .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+            .layer(axum::middleware::map_response(errors::as_json))
             .with_state(self)
     }
 
@@ -289,10 +327,34 @@ fn no_room(room: &str) -> ApiError {
     error(StatusCode::NOT_FOUND, &format!("no room {room:?} in the store"))
 }
 
+/// The rooms the store has heard, the most recently active first; with
+/// several processes on the store, each with the process that owns it
+/// (`owner`: `{process, since}`, `null` while nobody holds its partition,
+/// as when its owner stopped and the lease has not moved yet).
 async fn rooms(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
     c.guard(&headers, &q)?;
-    let rooms = c.read(|r| r.rooms()).await?;
-    Ok(Json(json!({ "rooms": rooms })).into_response())
+    let owners = c.owners;
+    let (rooms, held) = c
+        .read(move |r| {
+            let held = if owners { Some(r.owners()?) } else { None };
+            Ok((r.rooms()?, held))
+        })
+        .await?;
+    let Some(held) = held else {
+        return Ok(Json(json!({ "rooms": rooms })).into_response());
+    };
+    let by_partition: HashMap<u32, &tactful_store::PartitionOwner> =
+        held.iter().map(|o| (o.partition, o)).collect();
+    let listed: Vec<serde_json::Value> = rooms
+        .iter()
+        .map(|r| {
+            let mut v = json!(r);
+            let part = tactful_store::partition_of(&tactful_core::RoomId::new(r.room.as_str()));
+            v["owner"] = json!(by_partition.get(&part));
+            v
+        })
+        .collect();
+    Ok(Json(json!({ "rooms": listed })).into_response())
 }
 
 async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
@@ -302,146 +364,6 @@ async fn decisions(State(c): State<Console>, headers: HeaderMap, Query(q): Param
         .await?;
     let next = rows.last().map(|d| d.seq).filter(|_| full);
     Ok(Json(json!({ "room": room, "decisions": rows, "next_before": next })).into_response())
-}
-
-/// The room's policy: the console's layer (TOML, `null` when none) and,
-/// per persona, what runs.
-async fn policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
-    c.guard(&headers, &q)?;
-    let room = room_of(&q)?;
-    let table = c.live.table();
-    let id = tactful_core::RoomId::new(room.as_str());
-    let personas: serde_json::Map<String, serde_json::Value> = c.live.with_config(|config| {
-        config
-            .engine
-            .personas
-            .iter()
-            .map(|p| {
-                let r = table.resolve(&id, &p.id);
-                let value = json!({
-                    "mode": r.mode.as_str(),
-                    "allow_silence": r.allow_silence,
-                    "rate_limit": r.rate_limit.map(|l| format!("{}/{} s", l.replies, l.per.as_secs())),
-                    "max_bot_turns": r.max_bot_turns,
-                    "reply_gate": r.reply_gate.as_ref().map(|g| g.agent.to_string()),
-                });
-                (p.id.to_string(), value)
-            })
-            .collect()
-    });
-    Ok(Json(json!({
-        "room": room,
-        "console": c.live.live_toml(&room),
-        "in_file": room == crate::config::DEFAULT_LAYER || table.rooms.contains_key(&id),
-        "effective": personas,
-    }))
-    .into_response())
-}
-
-/// Sets the room's console layer: the body is the keys of its
-/// `[rooms."<room>"]` table, in TOML.
-async fn set_policy(
-    State(c): State<Console>,
-    headers: HeaderMap,
-    Query(q): Params,
-    body: axum::body::Bytes,
-) -> Answer {
-    c.guard(&headers, &q)?;
-    let room = room_of(&q)?;
-    let toml = toml_of(&body)?;
-    let entry = c
-        .live
-        .set(&room, toml, WHO, wall_clock())
-        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?;
-    Ok(Json(json!({ "room": room, "console": toml, "audit": entry })).into_response())
-}
-
-/// Reverts the room to the file's policy.
-async fn revert_policy(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
-    c.guard(&headers, &q)?;
-    let room = room_of(&q)?;
-    Ok(match c.live.revert(&room, WHO, wall_clock()) {
-        Some(entry) => Json(json!({ "room": room, "reverted": true, "audit": entry })),
-        None => Json(json!({ "room": room, "reverted": false })),
-    }
-    .into_response())
-}
-
-/// Every change made in the console, newest first (500 at most).
-async fn audit(State(c): State<Console>, headers: HeaderMap, Query(q): Params) -> Answer {
-    c.guard(&headers, &q)?;
-    let rows = c
-        .read(|r| r.state_with_prefix(AUDIT_KEY, tactful_store::MAX_PAGE))
-        .await?;
-    let entries: Vec<AuditEntry> = rows
-        .iter()
-        .filter_map(|(_, v)| serde_json::from_str(v).ok())
-        .collect();
-    Ok(Json(json!({ "entries": entries })).into_response())
-}
-
-/// Replays the room's last `messages` (default 200, at most 500) under the
-/// proposed layer (the body, TOML as for `PUT /policy`) and the policy in
-/// force, and shows the decisions that would differ. A proposed default
-/// layer (`room=default`) is tried on the room `on` names.
-async fn dry_run(
-    State(c): State<Console>,
-    headers: HeaderMap,
-    Query(q): Params,
-    body: axum::body::Bytes,
-) -> Answer {
-    c.guard(&headers, &q)?;
-    let room = room_of(&q)?;
-    let n = match q.get("messages").map(|v| v.parse::<usize>()) {
-        None => 200,
-        Some(Ok(n)) if (1..=tactful_store::MAX_PAGE).contains(&n) => n,
-        Some(_) => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                &format!("`messages` is a number from 1 to {}", tactful_store::MAX_PAGE),
-            ));
-        }
-    };
-    let toml = toml_of(&body)?;
-    let layer = c
-        .live
-        .with_config(|config| config.live_room_layer(&room, toml))
-        .map_err(|e| error(StatusCode::BAD_REQUEST, &e.to_string()))?;
-    let now = c.live.table();
-    let mut proposed = now.clone();
-    // The default layer is tried on one room: `?on=<room>`.
-    let tried_on = if room == crate::config::DEFAULT_LAYER {
-        proposed.live_default = Some(layer);
-        q.get("on")
-            .filter(|r| !r.is_empty() && r.len() <= 512)
-            .cloned()
-            .ok_or_else(|| {
-                error(
-                    StatusCode::BAD_REQUEST,
-                    "a default layer is tried on one room: add `on=<room id>`",
-                )
-            })?
-    } else {
-        proposed
-            .live
-            .insert(tactful_core::RoomId::new(room.as_str()), layer);
-        room.clone()
-    };
-    let wanted = tried_on.clone();
-    let messages = c.read(move |r| r.recent_messages(&wanted, n)).await?;
-    if messages.is_empty() {
-        return Err(no_room(&tried_on));
-    }
-    let engine = c.live.with_config(|config| config.engine.clone());
-    let run = tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages))
-        .await
-        .map_err(|e| {
-            error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("the dry run failed: {e}"),
-            )
-        })?;
-    Ok(Json(json!({ "room": room, "tried_on": tried_on, "dry_run": run })).into_response())
 }
 
 /// The room's agent calls, newest first (paged like `/decisions`, by

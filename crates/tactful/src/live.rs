@@ -348,12 +348,19 @@ impl Service {
                 let store = config.store.is_kept().then(|| config.store.clone());
                 (store, w.auth_token.clone())
             });
+            if console.is_some() {
+                // The room's page links to it: here, and only here.
+                web.link_console("/console");
+            }
+            let sharing = config.cluster.is_some();
             let (addr, server) = web
                 .serve_with(|addr| {
                     console.map(|(store, token)| {
                         // The demo's config is built in: nothing to reload.
-                        crate::console::Console::new(addr, store, token, policies.clone(), feed.clone())
-                            .routes()
+                        let console =
+                            crate::console::Console::new(addr, store, token, policies.clone(), feed.clone());
+                        let console = if sharing { console.with_owners() } else { console };
+                        console.routes()
                     })
                 })
                 .await
@@ -398,8 +405,12 @@ impl Service {
                 let token = config.console_token.clone();
                 let live = policies.clone();
                 let reloading = reloader.clone();
+                let sharing = config.cluster.is_some();
                 let console = move |addr| {
-                    crate::console::Console::new(addr, store, token, live, feed).with_reloader(reloading)
+                    let console =
+                        crate::console::Console::new(addr, store, token, live, feed).with_reloader(reloading);
+                    // Several processes: the rooms listing says which owns each.
+                    if sharing { console.with_owners() } else { console }
                 };
                 Some(serve_metrics(listen, metrics.clone(), health, runtime.connections(), console).await?)
             }

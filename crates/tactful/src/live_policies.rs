@@ -8,17 +8,21 @@
 //! [`RuntimeHandle::set_policies`], so neither loses the other's. Each
 //! console layer is kept in the store as TOML (`console:policy:<room>`,
 //! empty once reverted) and each change is an audit entry
-//! (`console:audit:<time>:<n>`), both written in order with everything
-//! else by the store's one writer.
+//! (`console:audit:<time>:<n>`), both in one transaction of the store's
+//! one writer. A change is answered once that transaction is committed, so
+//! the audit read after the answer has it (it was once answered first, and
+//! an audit read at once missed the change one time in eight).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde::Serialize;
 use tactful_config::ConfigError;
 use tactful_core::policy::{PolicyTable, RoomLayer};
 use tactful_core::{RoomId, Timestamp};
 use tactful_runtime::RuntimeHandle;
+use tactful_store::Op;
 use tactful_web::WebPlatform;
 
 use crate::config::Config;
@@ -27,6 +31,27 @@ use crate::config::Config;
 pub const POLICY_KEY: &str = "console:policy:";
 /// The store key prefix of audit entries.
 pub const AUDIT_KEY: &str = "console:audit:";
+
+/// How long a change waits for the store to keep it before it is answered
+/// anyway, saying so.
+const KEEP_WAIT: Duration = Duration::from_secs(10);
+
+/// Why a change asked for in the console was not made, or is not yet kept.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The layer does not fit the running config: nothing changed.
+    #[error(transparent)]
+    Refused(#[from] ConfigError),
+    /// The store cannot write now: nothing changed (a change applied but
+    /// never kept would be lost at the next restart, unaudited).
+    #[error("the store cannot write right now ({0}); nothing was changed: try again shortly")]
+    StoreDown(String),
+    /// Applied, but the store has not said it kept the change.
+    #[error(
+        "applied, but the store has not kept it yet ({0}): the audit shows it once it has, and a restart before then loses it"
+    )]
+    NotKept(String),
+}
 
 /// One change made in the console.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -77,6 +102,9 @@ struct Inner {
 /// The running room policies; see the module docs.
 pub struct LivePolicies {
     inner: Mutex<Inner>,
+    /// One console change at a time, from its check until the store kept
+    /// it: the store gets the changes in the order they were made.
+    changes: tokio::sync::Mutex<()>,
     handle: RuntimeHandle,
     /// The web room, whose introductions say each persona's mode.
     web: Option<WebPlatform>,
@@ -123,6 +151,7 @@ impl LivePolicies {
                 live: layers.0,
                 seq: 0,
             }),
+            changes: tokio::sync::Mutex::new(()),
             handle,
             web,
         }
@@ -159,11 +188,20 @@ impl LivePolicies {
     }
 
     /// Sets `room`'s console layer to `toml`: checked like the file, then
-    /// applied at once, stored, and audited as `who`'s.
-    pub fn set(&self, room: &str, toml: &str, who: &str, now: Timestamp) -> Result<AuditEntry, ConfigError> {
-        let entry = {
+    /// applied at once, stored, and audited as `who`'s; resolves once the
+    /// store has kept the layer and its audit entry.
+    pub async fn set(
+        &self,
+        room: &str,
+        toml: &str,
+        who: &str,
+        now: Timestamp,
+    ) -> Result<AuditEntry, ChangeError> {
+        let _one = self.changes.lock().await;
+        let layer = self.with_config(|config| config.live_room_layer(room, toml))?;
+        self.writable()?;
+        let (entry, ops) = {
             let mut inner = self.lock();
-            let layer = inner.config.live_room_layer(room, toml)?;
             let old = inner
                 .live
                 .insert(RoomId::new(room), (toml.to_owned(), layer))
@@ -171,21 +209,70 @@ impl LivePolicies {
             self.record(&mut inner, room, old, Some(toml.to_owned()), who, now)
         };
         self.apply();
+        self.kept(ops).await?;
         Ok(entry)
     }
 
     /// Reverts `room` to the file's policy; `None` when the console had
-    /// set nothing there.
-    pub fn revert(&self, room: &str, who: &str, now: Timestamp) -> Option<AuditEntry> {
-        let entry = {
+    /// set nothing there. Resolves once the store has kept the change.
+    pub async fn revert(
+        &self,
+        room: &str,
+        who: &str,
+        now: Timestamp,
+    ) -> Result<Option<AuditEntry>, ChangeError> {
+        let _one = self.changes.lock().await;
+        if self.live_toml(room).is_none() {
+            return Ok(None);
+        }
+        self.writable()?;
+        let (entry, ops) = {
             let mut inner = self.lock();
-            let (old, _) = inner.live.remove(&RoomId::new(room))?;
+            let Some((old, _)) = inner.live.remove(&RoomId::new(room)) else {
+                return Ok(None);
+            };
             self.record(&mut inner, room, Some(old), None, who, now)
         };
         self.apply();
-        Some(entry)
+        self.kept(ops).await?;
+        Ok(Some(entry))
     }
 
+    /// Refuses a change while the store cannot write: applied, it would be
+    /// lost at the next restart, and never audited.
+    fn writable(&self) -> Result<(), ChangeError> {
+        match self.handle.saver() {
+            Some(saver) if !saver.health().is_ok() => Err(ChangeError::StoreDown(
+                saver
+                    .health()
+                    .error()
+                    .unwrap_or_else(|| "unknown error".to_owned()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Saves a change's `ops` and waits (at most [`KEEP_WAIT`]) until the
+    /// store has committed them: what the answer says is then what the
+    /// store, the audit and every other process read. Without a store
+    /// there is nothing to wait for.
+    async fn kept(&self, ops: Vec<Op>) -> Result<(), ChangeError> {
+        let Some(saver) = self.handle.saver() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(KEEP_WAIT, saver.save(ops)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(ChangeError::NotKept(e.to_string())),
+            Err(_) => Err(ChangeError::NotKept(format!(
+                "no answer within {} s",
+                KEEP_WAIT.as_secs()
+            ))),
+        }
+    }
+
+    /// The audit entry of a change and what keeps it: the room's layer
+    /// (announced to the other processes at commit) and the entry, to be
+    /// saved in one transaction.
     fn record(
         &self,
         inner: &mut Inner,
@@ -194,7 +281,7 @@ impl LivePolicies {
         new: Option<String>,
         who: &str,
         now: Timestamp,
-    ) -> AuditEntry {
+    ) -> (AuditEntry, Vec<Op>) {
         let entry = AuditEntry {
             at: now.as_millis(),
             who: who.to_owned(),
@@ -203,21 +290,23 @@ impl LivePolicies {
             new,
         };
         inner.seq += 1;
-        self.handle.save_shared(
-            format!("{POLICY_KEY}{room}"),
-            entry.new.clone().unwrap_or_default(),
-        );
-        self.handle.save_note(
-            format!("{AUDIT_KEY}{:020}:{:06}", entry.at, inner.seq),
-            serde_json::to_string(&entry).unwrap_or_default(),
-        );
+        let ops = vec![
+            Op::SharedState {
+                key: format!("{POLICY_KEY}{room}"),
+                value: entry.new.clone().unwrap_or_default(),
+            },
+            Op::PlatformState {
+                key: format!("{AUDIT_KEY}{:020}:{:06}", entry.at, inner.seq),
+                value: serde_json::to_string(&entry).unwrap_or_default(),
+            },
+        ];
         tracing::info!(
             room,
             who,
             reverted = entry.new.is_none(),
             "room policy set in the console"
         );
-        entry
+        (entry, ops)
     }
 
     /// The console layers as the store holds them now (`stored`: key →

@@ -214,7 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 if let Some(s) = at.server {
                     say(&format!(
-                        "tactful: health at http://{s}/healthz, metrics at http://{s}/metrics"
+                        "tactful: console at http://{s}/console, health at http://{s}/healthz, metrics at http://{s}/metrics"
                     ));
                 }
             }))?;

@@ -1,8 +1,9 @@
 //! The console with several processes on one PostgreSQL database (two
 //! `tactful run` processes, Telegram played by the Bot API double): a
 //! room policy set in the console of a process that does not own the room
-//! decides in its owner, and a console shows live what happens in rooms
-//! another process owns.
+//! decides in its owner, a console shows live what happens in rooms
+//! another process owns, and the rooms listing says which process owns
+//! each room and since when.
 
 #![cfg(feature = "telegram")]
 
@@ -207,4 +208,57 @@ async fn a_policy_set_in_one_consoles_applies_in_the_rooms_owner() {
         decided(third)
     );
     assert!(answers(&double, chat, third).is_empty());
+}
+
+/// The console says which process owns each room, and since when: the
+/// rooms listing of either process names the owner of the group's
+/// partition (`<host> pid N`), with the time it took the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_says_which_process_owns_each_room_and_since_when() {
+    let Some(schema) = Schema::new() else { return };
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as u64
+    };
+    let started = now_ms();
+    let double = Double::start(vec![bot()]).await;
+    let two = Two::start(&schema, &double);
+    let chat = GROUPS[1];
+    let room = format!("tg:{chat}");
+    let (at_owner, elsewhere) = two.consoles_of(&schema, &room);
+    let owner = two.pid_at(at_owner);
+    let id = mention(&double, chat, "who owns this room?");
+    wait_db("the question answered", || {
+        answers(&double, chat, id) == [format!("docs answers {id}")]
+    });
+    let auth = format!("Bearer {CONSOLE_TOKEN}");
+    for port in [at_owner, elsewhere] {
+        let (status, body) = common::http_request(
+            port,
+            "GET",
+            "/console/api/rooms",
+            &[("Authorization", auth.as_str())],
+            b"",
+        );
+        assert_eq!(status, 200, "{body}");
+        let listed: Value = serde_json::from_str(&body).expect("json");
+        let row = listed["rooms"]
+            .as_array()
+            .and_then(|rooms| rooms.iter().find(|r| r["room"] == room.as_str()))
+            .unwrap_or_else(|| panic!("{room} listed: {listed}"))
+            .clone();
+        assert!(
+            row["owner"]["process"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(&format!("pid {owner}"))),
+            "the owner named on the console at {port}: {row}"
+        );
+        let since = row["owner"]["since"].as_u64().unwrap_or_default();
+        assert!(
+            since + 2_000 >= started && since <= now_ms() + 2_000,
+            "since when, by the database's clock: {row}"
+        );
+    }
 }

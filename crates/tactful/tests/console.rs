@@ -1,7 +1,9 @@
 //! The operator console's API against a running `tactful run`: the token
 //! and the origin check, the rooms and their decisions read back from the
 //! store (with the text they were about, and after a restart too), and a
-//! clear 4xx for every kind of bad request.
+//! clear 4xx for every kind of bad request, always as `{"error": …}` JSON;
+//! a policy set only for a room tactful has heard of, and in the audit
+//! when its answer comes; the console's address in `tactful run`'s banner.
 
 mod common;
 
@@ -44,6 +46,50 @@ fn get(port: u16, path: &str) -> (u16, String) {
         &[("Authorization", &format!("Bearer {TOKEN}"))],
         b"",
     )
+}
+
+/// `method` on `path` with the token and `body`.
+fn call(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    request(
+        port,
+        method,
+        path,
+        &[("Authorization", &format!("Bearer {TOKEN}"))],
+        body,
+    )
+}
+
+/// Waits (30 s at most) until the console lists `room`: a message of it
+/// is in the store.
+fn wait_heard(server: u16, room: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, body) = get(server, "/console/api/rooms");
+        if status == 200
+            && json_of(&body)["rooms"]
+                .as_array()
+                .is_some_and(|rooms| rooms.iter().any(|r| r["room"] == room))
+        {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{room} heard: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The audit's entries, newest first.
+fn audit(server: u16) -> Vec<Value> {
+    let (status, body) = get(server, "/console/api/audit");
+    assert_eq!(status, 200, "{body}");
+    json_of(&body)["entries"].as_array().cloned().unwrap_or_default()
+}
+
+/// The `error` of an answer, which must be `{"error": …}` JSON.
+fn error_of(answer: &str) -> String {
+    json_of(answer)["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error in {answer}"))
+        .to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,6 +338,13 @@ async fn a_policy_set_in_the_console_applies_at_once_and_survives_a_restart() {
         l.contains(&format!("127.0.0.1:{server}/healthz"))
     });
     let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
+    // A policy is set for a room tactful has heard of.
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "good morning" }),
+    )
+    .await;
+    wait_heard(server, "lobby");
 
     // mention → all, for the lobby only.
     let (status, body) = request(
@@ -327,7 +380,7 @@ async fn a_policy_set_in_the_console_applies_at_once_and_survives_a_restart() {
     }
     let (status, _) = request(server, "PUT", "/console/api/policy", &h, b"mode = \"all\"\n");
     assert_eq!(status, 400, "no room");
-    let (status, _) = request(
+    let (status, answer) = request(
         server,
         "PUT",
         "/console/api/policy?room=lobby",
@@ -335,6 +388,7 @@ async fn a_policy_set_in_the_console_applies_at_once_and_survives_a_restart() {
         &vec![b'#'; 1 << 20],
     );
     assert_eq!(status, 413, "a 1 MB body is refused before it is read");
+    assert!(error_of(&answer).contains("64 KiB"), "{answer}");
     assert_eq!(
         json_of(&get(server, "/console/api/policy?room=lobby").1)["console"],
         "mode = \"all\"\n"
@@ -468,4 +522,201 @@ async fn the_default_layer_set_in_the_console_reaches_every_room() {
         json_of(&get(server, "/console/api/policy?room=default").1)["effective"]["docs"]["mode"],
         "mention"
     );
+}
+
+/// A change names a room tactful has heard of, as a platform names it: an
+/// id no platform can have (a control character, 300 characters,
+/// `@alice`, a space at its end, an unknown prefix) is 400, a room never
+/// heard of 404, an empty layer 400 (Revert is the way back); for none of
+/// them is anything stored or audited, whether set, reverted or tried. A
+/// room the file names is known before anyone speaks there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_is_set_only_for_a_room_tactful_has_heard_of() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let (web, server) = (free_port(), free_port());
+    let text = format!(
+        "{}\n[rooms.\"ops\"]\nmode = \"mention\"\n",
+        config(web, server, &store)
+    );
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &text, &[]);
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
+    let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "good morning" }),
+    )
+    .await;
+    wait_heard(server, "lobby");
+    // One process on SQLite: nothing to say about owners.
+    let rooms = json_of(&get(server, "/console/api/rooms").1);
+    assert!(rooms["rooms"][0].get("owner").is_none(), "{rooms}");
+
+    let all = b"mode = \"all\"\n";
+    let long = "x".repeat(300);
+    for (room, status, says) in [
+        ("lob%07by", 400, "control"),
+        (long.as_str(), 400, "256 bytes"),
+        ("%40alice", 400, "a person is not a room"),
+        ("lobby%20", 400, "space"),
+        ("web%3Alobby", 400, "no platform's room"),
+        ("looby", 404, "has not heard of"),
+        ("tg%3A-100123", 404, "has not heard of"),
+    ] {
+        for (method, path, body) in [
+            ("PUT", format!("/console/api/policy?room={room}"), &all[..]),
+            ("DELETE", format!("/console/api/policy?room={room}"), &b""[..]),
+            ("POST", format!("/console/api/dry-run?room={room}"), &all[..]),
+        ] {
+            let (got, answer) = call(server, method, &path, body);
+            assert_eq!(got, status, "{method} {path}: {answer}");
+            assert!(error_of(&answer).contains(says), "{method} {path}: {answer}");
+        }
+    }
+    // An empty layer (blank, or only comments) is refused: Revert is the
+    // way back to the file.
+    for body in [&b""[..], &b"  \n# nothing here\n"[..]] {
+        let (got, answer) = call(server, "PUT", "/console/api/policy?room=lobby", body);
+        assert_eq!(got, 400, "{answer}");
+        assert!(error_of(&answer).contains("use Revert"), "{answer}");
+    }
+    // Nothing was stored or audited.
+    assert_eq!(audit(server), Vec::<Value>::new(), "nothing audited");
+    for room in ["looby", "%40alice", "lobby", "tg%3A-100123"] {
+        let shown = json_of(&get(server, &format!("/console/api/policy?room={room}")).1);
+        assert_eq!(shown["console"], Value::Null, "{room}: {shown}");
+    }
+
+    // Rooms tactful knows: one heard, one the file names.
+    for room in ["lobby", "ops"] {
+        let (got, answer) = call(server, "PUT", &format!("/console/api/policy?room={room}"), all);
+        assert_eq!(got, 200, "{room}: {answer}");
+        let (got, answer) = call(server, "POST", &format!("/console/api/dry-run?room={room}"), all);
+        assert_eq!(got, 200, "{room}: {answer}");
+    }
+    let rooms: Vec<Value> = audit(server).iter().map(|e| e["room"].clone()).collect();
+    assert_eq!(rooms, [json!("ops"), json!("lobby")], "newest first");
+}
+
+/// Every error the API gives is `{"error": …}` JSON with its status, axum's
+/// own included: a body over the limit, a method a path does not take, a
+/// path the API does not have, a missing parameter, a missing token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_the_console_api_gives_is_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let (web, server) = (free_port(), free_port());
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
+    let big = vec![b'#'; 1 << 20];
+    for (method, path, body, status, says) in [
+        ("PUT", "/console/api/policy?room=lobby", &big[..], 413, "64 KiB"),
+        ("POST", "/console/api/dry-run?room=lobby", &big[..], 413, "64 KiB"),
+        ("PATCH", "/console/api/policy?room=lobby", &b""[..], 405, "PUT"),
+        ("POST", "/console/api/rooms", &b"x"[..], 405, "GET"),
+        ("GET", "/console/api/no-such-thing", &b""[..], 404, "no such path"),
+        (
+            "GET",
+            "/console/api/decisions",
+            &b""[..],
+            400,
+            "`room` is required",
+        ),
+        (
+            "PUT",
+            "/console/api/policy",
+            &b"mode = \"all\""[..],
+            400,
+            "`room` is required",
+        ),
+    ] {
+        let (got, answer) = call(server, method, path, body);
+        assert_eq!(got, status, "{method} {path}: {answer}");
+        assert!(error_of(&answer).contains(says), "{method} {path}: {answer}");
+    }
+    let (got, answer) = request(server, "GET", "/console/api/rooms", &[], b"");
+    assert_eq!(got, 401, "{answer}");
+    assert!(error_of(&answer).contains("console token"), "{answer}");
+}
+
+/// A change is in the audit when its answer comes back: the answer waits
+/// for the store to keep it (it once came first, and an audit read at once
+/// missed the change one time in eight).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_is_in_the_audit_when_its_answer_comes_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let (web, server) = (free_port(), free_port());
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
+    logs.wait_for("the banner", |l| {
+        l.contains(&format!("127.0.0.1:{server}/healthz"))
+    });
+    let mut ws = enter(&format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
+    say(
+        &mut ws,
+        json!({ "type": "say", "room": "lobby", "text": "good morning" }),
+    )
+    .await;
+    wait_heard(server, "lobby");
+    for i in 0..16 {
+        let layer = format!("mode = \"all\"\n# change {i}\n");
+        let (status, answer) = call(server, "PUT", "/console/api/policy?room=lobby", layer.as_bytes());
+        assert_eq!(status, 200, "{answer}");
+        let entries = audit(server);
+        assert_eq!(
+            entries.first().map(|e| e["new"].clone()),
+            Some(json!(layer)),
+            "change {i} is in the audit at once: {entries:?}"
+        );
+        if i % 4 == 3 {
+            let (status, answer) = call(server, "DELETE", "/console/api/policy?room=lobby", b"");
+            assert_eq!(status, 200, "{answer}");
+            let entries = audit(server);
+            assert_eq!(entries[0]["new"], Value::Null, "the revert at once: {entries:?}");
+            assert_eq!(entries[0]["old"], json!(layer), "{entries:?}");
+        }
+    }
+}
+
+/// `tactful run` says where its console is, as `demo` does; the web room
+/// links to a console only where its own listener serves one: `run`'s is
+/// on `[server] listen` (the welcome says none), `demo`'s beside the room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_banner_names_the_console_and_the_room_links_only_to_one_it_serves() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = dir.path().join("tactful.db");
+    let (web, server) = (free_port(), free_port());
+    let (_tactful, logs) = run_tactful_logged(dir.path(), &config(web, server, &store), &[]);
+    logs.wait_for("the console's address in the banner", |l| {
+        l.contains(&format!("http://127.0.0.1:{server}/console"))
+    });
+    let welcome = |url: String, name: &'static str| async move {
+        let mut ws = common::open(&url).await;
+        say(&mut ws, json!({ "type": "hello", "name": name })).await;
+        common::event(&mut ws, |v| v["type"] == "welcome").await
+    };
+    let here = welcome(format!("ws://127.0.0.1:{web}/ws"), "Alice").await;
+    assert!(
+        here.get("console").is_some_and(Value::is_null),
+        "no console on the room's listener: {here}"
+    );
+
+    let demo_store = dir.path().join("demo.db");
+    let demo = common::spawn(&[
+        "demo",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        demo_store.to_str().expect("utf-8"),
+    ]);
+    let there = welcome(demo.ws_url.clone(), "Bob").await;
+    assert_eq!(
+        there["console"], "/console",
+        "the demo's room links to it: {there}"
+    );
+    demo.stop().await;
 }

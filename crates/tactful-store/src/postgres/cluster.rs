@@ -257,11 +257,13 @@ impl Cluster {
     pub fn acquire(&mut self, key: &str) -> Result<Option<Lease>, StoreError> {
         let (me, ttl) = (self.me.clone(), self.ttl_secs());
         let got = self.db.rows(
-            "INSERT INTO leases AS l (key, holder, epoch, expires_at)
-             VALUES ($1, $2, 1, now() + make_interval(secs => $3))
+            "INSERT INTO leases AS l (key, holder, epoch, expires_at, held_since)
+             VALUES ($1, $2, 1, now() + make_interval(secs => $3), now())
              ON CONFLICT (key) DO UPDATE SET
                  holder = $2,
                  epoch = CASE WHEN l.holder = $2 AND l.expires_at > now() THEN l.epoch ELSE l.epoch + 1 END,
+                 held_since = CASE WHEN l.holder = $2 AND l.expires_at > now()
+                                   THEN coalesce(l.held_since, now()) ELSE now() END,
                  expires_at = now() + make_interval(secs => $3)
              WHERE l.holder IS NULL OR l.holder = $2 OR l.expires_at <= now()
              RETURNING epoch",

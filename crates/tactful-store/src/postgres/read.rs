@@ -9,7 +9,7 @@ use super::{Params, connect, rows};
 use crate::StoreError;
 use crate::backend::ReadBackend;
 use crate::calls::{CallRow, CostRow};
-use crate::read::{DecisionRow, RoomSummary};
+use crate::read::{DecisionRow, PartitionOwner, RoomSummary};
 use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS};
 
 /// The console's connection, made again when it is lost.
@@ -141,5 +141,29 @@ impl ReadBackend for Reader {
                 row::shown,
             )?
             .pop())
+    }
+
+    fn owners(&self) -> Result<Vec<PartitionOwner>, StoreError> {
+        // A lease run out is nobody's: its rooms move at the next round.
+        let held = self.rows(
+            "SELECT l.key, coalesce(nullif(m.about, ''), l.holder),
+                    (extract(epoch FROM l.held_since) * 1000)::BIGINT
+             FROM leases l LEFT JOIN members m ON m.id = l.holder
+             WHERE starts_with(l.key, 'partition:') AND l.holder IS NOT NULL AND l.expires_at > now()
+             ORDER BY l.key",
+            &[],
+            |r| Ok((r.text(0)?, r.text(1)?, r.opt_count(2)?)),
+        )?;
+        Ok(held
+            .into_iter()
+            .filter_map(|(key, process, since)| {
+                let partition = key.strip_prefix("partition:")?.parse::<u32>().ok()?;
+                Some(PartitionOwner {
+                    partition,
+                    process,
+                    since,
+                })
+            })
+            .collect())
     }
 }

@@ -213,6 +213,12 @@ CREATE TABLE spend (
     r"
 ALTER TABLE placeholders ADD COLUMN thread TEXT;
 ",
+    // When each lease's holder took it: the console says which process
+    // owns a room and since when. Kept while the holder renews, set again
+    // at every change of holder.
+    r"
+ALTER TABLE leases ADD COLUMN held_since TIMESTAMPTZ;
+",
 ];
 
 /// The schema version this build writes.
