@@ -1,7 +1,8 @@
 //! How people address each other on IRC, both ways: whatever the rest of
-//! the line says, a nick after a greeting or in a leading list of nicks is
-//! addressed, and a nick that is the subject of the sentence, or thanked
-//! at the end of it, is not.
+//! the line says, a nick after a greeting or in a leading list of nicks,
+//! or thanked or asked at the end of the line, is addressed, and a nick
+//! that is the subject of the sentence, or an object said in passing, is
+//! not.
 
 use proptest::prelude::*;
 use tactful_irc::text::mentioned;
@@ -58,18 +59,29 @@ proptest! {
     }
 
     #[test]
-    fn a_nick_as_the_subject_or_thanked_at_the_end_is_not_addressed(
+    fn a_nick_as_the_subject_or_an_object_is_not_addressed(
         nick in nick(),
-        verb in prop::sample::select(vec!["gave", "is", "said", "told", "was", "knows", "helped", "mentioned"]),
+        verb in prop::sample::select(vec!["gave", "is down", "said", "told", "was gone", "knows", "helped", "mentioned"]),
+        object in prop::sample::select(vec!["the", "with", "ask", "to", "like", "than"]),
         before in rest(),
         rest in rest(),
     ) {
         let subject = format!("{nick} {verb} {rest}");
         prop_assert!(mentioned(&subject, &[nick.as_str()]).is_empty(), "{}", subject);
-        // After ordinary words (no greeting or list opens the line).
-        let thanked = format!("i said {before} thanks {nick}");
-        prop_assert!(mentioned(&thanked, &[nick.as_str()]).is_empty(), "{}", thanked);
-        let passing = format!("i think {before} {nick}{}", if rest.len() % 2 == 0 { "" } else { "." });
+        // An object said in passing, closing the line or not.
+        let passing = format!("i think {before} {object} {nick}{}", if rest.len() % 2 == 0 { "" } else { "." });
         prop_assert!(mentioned(&passing, &[nick.as_str()]).is_empty(), "{}", passing);
+    }
+
+    #[test]
+    fn a_nick_thanked_or_asked_at_the_end_of_a_line_is_addressed(
+        nick in nick(),
+        close in prop::sample::select(vec!["", " :)", " ?", "!", " lol", "."]),
+        before in rest(),
+    ) {
+        let thanked = format!("i said {before} thanks {nick}{close}");
+        prop_assert_eq!(mentioned(&thanked, &[nick.as_str()]), [nick.as_str()], "{}", thanked);
+        let asked = format!("what was wrong, {nick}{close}");
+        prop_assert_eq!(mentioned(&asked, &[nick.as_str()]), [nick.as_str()], "{}", asked);
     }
 }

@@ -403,3 +403,57 @@ send_interval_ms = 50
     let (text, _) = alice.said_by("docs", "#tactful").await;
     assert!(text.starts_with("alice: L00"), "{text}");
 }
+
+/// Lines of the Ubuntu IRC logs' kinds, through a real server to a
+/// persona in `mention` mode: a nick closing a sentence as whom it is said
+/// to is answered ("thanks docs :)", "what was wrong, docs ?"); a nick
+/// said in passing is not ("I agree with docs", "check the link docs gave
+/// you"). Each line the persona must leave alone is followed by one it
+/// must answer, so the next answer shows nothing was said in between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nick_closing_a_sentence_addresses_it_and_one_said_in_passing_does_not() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some((_server, port)) = start_ngircd(dir.path()) else {
+        return;
+    };
+    let config = format!(
+        r##"
+[store]
+path = ":memory:"
+
+[[persona]]
+id = "docs"
+name = "Docs"
+agent = "docs"
+
+[agents.docs]
+kind = "script"
+rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]]\nheard: {{text}}" }}]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[platforms.irc]
+server = "127.0.0.1"
+port = {port}
+channels = ["#tactful"]
+send_interval_ms = 20
+"##
+    );
+    let _tactful = start_tactful(dir.path(), &config);
+    let mut alice = Person::connect(port, "alice").await;
+    join_with(&mut alice, "#tactful", &["docs"]).await;
+    for (passing, addressed) in [
+        ("I agree with docs", "thanks docs :)"),
+        ("check the link docs gave you", "how'd you do that docs ?"),
+        ("docs said it was fine", "what was wrong, docs ?"),
+        ("I read the docs yesterday", "No problem docs"),
+        ("ask docs.", "yes docs"),
+    ] {
+        alice.send(&format!("PRIVMSG #tactful :{passing}")).await;
+        alice.send(&format!("PRIVMSG #tactful :{addressed}")).await;
+        let (text, _) = alice.said_by("docs", "#tactful").await;
+        assert_eq!(text, format!("alice: heard: {addressed}"), "after {passing:?}");
+    }
+}
