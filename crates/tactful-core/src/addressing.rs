@@ -60,6 +60,16 @@ pub fn text_mentions(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// Handles that speak to the whole room, not to someone else in it
+/// (`@everyone`, `@here`, `@all`, `@channel`, `@room`): a message with one
+/// is not "addressed to another", wherever it is read from the text (the
+/// web room, IRC, a replay), unless a persona is called so.
+pub fn room_wide(handle: &str) -> bool {
+    ["everyone", "here", "all", "channel", "room"]
+        .iter()
+        .any(|w| w.eq_ignore_ascii_case(handle))
+}
+
 /// Length in bytes of the handle at the start of `s` (0 when there is none).
 fn handle_len(s: &str) -> usize {
     let mut end = 0;
@@ -167,7 +177,10 @@ impl Targets {
         };
         match &msg.mentions {
             Mentions::Explicit(ids) => ids.iter().for_each(|id| note(lookup(id.as_str()))),
-            Mentions::FromText => text_mentions(&msg.text).for_each(|h| note(lookup(h))),
+            Mentions::FromText => text_mentions(&msg.text).for_each(|h| match lookup(h) {
+                Handle::Other if room_wide(h) => {}
+                named => note(named),
+            }),
         }
         if let Some(cmd) = parse_command(&msg.text) {
             t.command = Some(match cmd.target.map(&lookup) {

@@ -763,3 +763,47 @@ fn the_history_window_moves_in_blocks() {
         "the start moved {changes} times in 100 turns: {oldest:?}"
     );
 }
+
+/// In `all` mode, `@bob` read from the text makes a message someone
+/// else's, and `@everyone` (or `@here`, `@all`, `@channel`, `@room`)
+/// leaves it the room's: a room-wide handle names nobody in particular.
+#[test]
+fn a_room_wide_handle_names_nobody_and_a_person_someone_else() {
+    use tactful_core::{Mode, PolicyPatch};
+    let mut policies = tactful_core::PolicyTable::default();
+    policies.default.all = PolicyPatch {
+        mode: Some(Mode::All),
+        rate_limit: Some(None),
+        ..PolicyPatch::default()
+    };
+    let mut e = Engine::new(EngineConfig {
+        personas: vec![PersonaSpec::new("docs", "a")],
+        policies,
+        ..Default::default()
+    })
+    .expect("engine");
+    let reason = |e: &mut Engine, id: &str, text: &str| {
+        e.handle_message(
+            Timestamp(0),
+            Message::new(id, "room", "alice", text, Timestamp(0)),
+        );
+        drain(e)
+            .into_iter()
+            .find_map(|o| match o {
+                Output::Decision(d) => Some(d.reason),
+                _ => None,
+            })
+            .expect("a decision")
+    };
+    assert_eq!(
+        reason(&mut e, "m1", "@bob are you coming?"),
+        Reason::AddressedToOther
+    );
+    for (i, handle) in ["everyone", "Here", "all", "channel", "room"].iter().enumerate() {
+        assert_eq!(
+            reason(&mut e, &format!("w{i}"), &format!("@{handle} lunch?")),
+            Reason::All,
+            "@{handle}"
+        );
+    }
+}

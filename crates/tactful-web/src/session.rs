@@ -435,10 +435,13 @@ impl Conn {
         None
     }
 
-    /// The page's explicit mentions (picked from the autocomplete) and the
-    /// room members named `@Name` or `@id` in the text: a typed `@Host`
-    /// addresses Host as much as a picked one. Only members count, so
-    /// `@everyone` or an e-mail address mention nobody.
+    /// The page's explicit mentions (picked from the autocomplete) and
+    /// whoever the text names `@Name` or `@id`: a typed `@Host` addresses
+    /// Host as much as a picked one, and `@bob` names bob (`web:bob`)
+    /// whether he is in the room or not, as `tactful replay` reads the
+    /// same text (the message is then someone else's, not the room's).
+    /// `@everyone` and the other room-wide handles name nobody; an e-mail
+    /// address is no mention at all.
     fn with_typed_mentions(&self, room: &str, text: &str, mut mentions: Vec<String>) -> Vec<String> {
         let shared = &self.shared;
         let typed: Vec<String> = shared
@@ -450,17 +453,18 @@ impl Conn {
                 let cast = shared.cast();
                 tactful_core::addressing::text_mentions(text)
                     .filter_map(|handle| {
-                        cast.members
-                            .iter()
-                            .chain(&people)
-                            .find(|m| {
-                                m.name.eq_ignore_ascii_case(handle)
-                                    || m.id.eq_ignore_ascii_case(handle)
-                                    || m.id
-                                        .strip_prefix("web:")
-                                        .is_some_and(|n| n.eq_ignore_ascii_case(handle))
-                            })
-                            .map(|m| m.id.clone())
+                        let member = cast.members.iter().chain(&people).find(|m| {
+                            m.name.eq_ignore_ascii_case(handle)
+                                || m.id.eq_ignore_ascii_case(handle)
+                                || m.id
+                                    .strip_prefix("web:")
+                                    .is_some_and(|n| n.eq_ignore_ascii_case(handle))
+                        });
+                        match member {
+                            Some(m) => Some(m.id.clone()),
+                            None if tactful_core::addressing::room_wide(handle) => None,
+                            None => Some(crate::identity::person_id(handle)),
+                        }
                     })
                     .collect()
             })
