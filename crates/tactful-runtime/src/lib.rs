@@ -29,7 +29,7 @@ pub use connections::{Account, Connections, LinkState};
 pub use delivery::{DeliveryConfig, PLACEHOLDER};
 pub use markup::{escape_markup, markdown_html, markdown_plain};
 pub use metrics::Metrics;
-pub use persist::{Health, NotSaved, Saver};
+pub use persist::{Health, NotSaved, ROOM_MOVED, Saver};
 pub use platform::{
     CALL_DEADLINE, Capabilities, Connected, Held, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe,
     ProbeFailed, RoomScheme, account_index, past_deadline, within_deadline,

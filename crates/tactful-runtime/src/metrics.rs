@@ -47,6 +47,7 @@ pub struct Metrics {
     not_resumed: Counter,
     store_healthy: Gauge,
     store_failures: Counter,
+    fenced_writes: Counter,
     store: Mutex<Option<Arc<Health>>>,
     platform_connected: Family<Labels, Gauge>,
     budget_remaining: Family<Labels, Gauge>,
@@ -97,6 +98,7 @@ impl Metrics {
         let not_resumed = Counter::default();
         let store_healthy = Gauge::default();
         let store_failures = Counter::default();
+        let fenced_writes = Counter::default();
         let decisions = Family::<Labels, Counter>::default();
         let agent_calls = Family::<Labels, Counter>::default();
         let agent_seconds: Histograms = Family::new_with_constructor(seconds_histogram);
@@ -168,6 +170,11 @@ impl Metrics {
             store_failures.clone(),
         );
         registry.register(
+            "fenced_writes",
+            "Batches the store refused because the lease they were written under had passed to another process (or run out while this one was stopped or cut off): a correct fencing, not a failure (several processes on one database)",
+            fenced_writes.clone(),
+        );
+        registry.register(
             "decisions",
             "Decisions by persona, outcome, reason and room (the first 100 rooms by name, then 'other')",
             decisions.clone(),
@@ -219,6 +226,7 @@ impl Metrics {
             not_resumed,
             store_healthy,
             store_failures,
+            fenced_writes,
             store: Mutex::new(None),
             platform_connected,
             budget_remaining,
@@ -406,7 +414,8 @@ impl Metrics {
     }
 
     /// Reports the store's health (`tactful_store_healthy`,
-    /// `tactful_store_write_failures`) from `health`.
+    /// `tactful_store_write_failures`, `tactful_fenced_writes`) from
+    /// `health`.
     pub fn watch_store(&self, health: Arc<Health>) {
         if let Ok(mut s) = self.store.lock() {
             *s = Some(health);
@@ -440,6 +449,8 @@ impl Metrics {
             self.store_healthy.set(i64::from(h.is_ok()));
             let seen = self.store_failures.get();
             self.store_failures.inc_by(h.failures().saturating_sub(seen));
+            let seen = self.fenced_writes.get();
+            self.fenced_writes.inc_by(h.fenced().saturating_sub(seen));
         } else {
             self.store_healthy.set(1);
         }

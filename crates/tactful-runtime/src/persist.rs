@@ -23,8 +23,10 @@
 //! When several processes share a PostgreSQL database, a batch written
 //! under a partition's lease is refused once another process took the
 //! lease over ([`NotSaved::Fenced`]). Merged batches are then written again
-//! one by one, so only those of the lost partition are dropped (quietly:
-//! the room is the new owner's), never a neighbour's.
+//! one by one, so only those of the lost partition are dropped (at INFO:
+//! the room is the new owner's), never a neighbour's; each one dropped is
+//! counted ([`Health::fenced`], `tactful_fenced_writes_total`), so an
+//! operator sees fencing at work without reading the log.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -53,6 +55,13 @@ pub enum NotSaved {
     Fenced(String),
 }
 
+/// What an error says when the room it is about moved to another process
+/// (the start of [`NotSaved::Fenced`]'s words): a platform that learns it
+/// otherwise (the web room, of a message the new owner deleted) says it
+/// with these words too, and delivery's log tells such a failure, a
+/// correct fencing, from a platform failing.
+pub const ROOM_MOVED: &str = "this process no longer owns the room";
+
 /// The fate of a batch, for whoever waits on it.
 pub type Ack = oneshot::Sender<Result<(), NotSaved>>;
 
@@ -71,14 +80,16 @@ pub struct Health {
     ok: AtomicBool,
     error: Mutex<Option<String>>,
     failures: AtomicU64,
+    fenced: AtomicU64,
 }
 
 impl Health {
-    fn new() -> Health {
+    pub(crate) fn new() -> Health {
         Health {
             ok: AtomicBool::new(true),
             error: Mutex::new(None),
             failures: AtomicU64::new(0),
+            fenced: AtomicU64::new(0),
         }
     }
 
@@ -95,6 +106,18 @@ impl Health {
     /// Failed write attempts since the start.
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::SeqCst)
+    }
+
+    /// Batches the store refused since the start because the lease they
+    /// were written under was no longer this process's (another took the
+    /// room over, or the lease ran out while this process was stopped or
+    /// cut off): a correct fencing, not the store failing.
+    pub fn fenced(&self) -> u64 {
+        self.fenced.load(Ordering::SeqCst)
+    }
+
+    fn count_fenced(&self) {
+        self.fenced.fetch_add(1, Ordering::SeqCst);
     }
 
     fn set_ok(&self) {
@@ -318,7 +341,7 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
                 }
                 Err(StoreError::Fenced { .. }) => {
                     health.set_ok();
-                    apply_apart(store, &mut batch, &parts);
+                    apply_apart(store, &mut batch, &parts, health);
                     break Ok(());
                 }
                 Err(e) => {
@@ -383,8 +406,9 @@ fn merge(rx: &mpsc::Receiver<Msg>, batch: &mut Batch, parts: &mut Vec<Part>) -> 
 /// Writes the batches merged into `batch` one by one, after the whole was
 /// refused because one of them was fenced out: each is answered with its
 /// own fate. A store that fails otherwise meanwhile (it went down) fails
-/// the rest as it would have failed the whole.
-fn apply_apart(store: &mut Store, batch: &mut Batch, parts: &[Part]) {
+/// the rest as it would have failed the whole. Each batch fenced out is
+/// counted in `health`.
+fn apply_apart(store: &mut Store, batch: &mut Batch, parts: &[Part], health: &Health) {
     let (mut ops_at, mut acks_at) = (0, 0);
     let mut acks = std::mem::take(&mut batch.acks).into_iter();
     for part in parts {
@@ -392,6 +416,7 @@ fn apply_apart(store: &mut Store, batch: &mut Batch, parts: &[Part]) {
         let outcome = match store.apply(ops) {
             Ok(()) => Ok(()),
             Err(StoreError::Fenced { key, epoch }) => {
+                health.count_fenced();
                 tracing::info!(
                     ops = ops.len(),
                     "not saved: the lease {key} (epoch {epoch}) is no longer this process's; the room's new owner carries on"
@@ -451,7 +476,7 @@ mod tests {
                 .expect("queued");
         }
         tx.send(Msg::Stop).expect("queued");
-        let health = Health::new();
+        let health = Arc::new(Health::new());
         write_loop(&mut store, &rx, &health, &AtomicBool::new(false));
         let outcomes: Vec<Result<(), NotSaved>> = waits
             .into_iter()
@@ -471,6 +496,26 @@ mod tests {
             .column("SELECT id FROM messages ORDER BY id")
             .expect("reads");
         assert_eq!(kept, [Some("m1".into()), Some("m3".into()), Some("m4".into())]);
+        // Counted once (the merged transaction it made fail is not), and
+        // shown in /metrics.
+        assert_eq!(health.fenced(), 1);
+        let metrics = crate::metrics::Metrics::new();
+        metrics.watch_store(health.clone());
+        let text = metrics.render();
+        let count = text
+            .lines()
+            .find_map(|l| l.strip_prefix("tactful_fenced_writes_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        assert_eq!(count, Some(1), "{text}");
+        assert_eq!(health.failures(), 0, "nor a failed write: {text}");
+    }
+
+    /// The words that tell a moved room from a failing platform are the
+    /// fenced refusal's own.
+    #[test]
+    fn a_fenced_refusal_says_the_room_moved() {
+        let said = NotSaved::Fenced("partition:2".into()).to_string();
+        assert!(said.starts_with(ROOM_MOVED), "{said}");
     }
 
     /// The writer checkpoints by itself (SQLite's own checkpoints are off

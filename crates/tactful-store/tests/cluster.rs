@@ -686,6 +686,53 @@ fn each_process_numbers_from_a_block_of_its_own() {
     );
 }
 
+/// `members` lists the processes running, not every one that ever ran (it
+/// kept 7 rows after 4 kills): a process gone for longer than a lease
+/// (killed, or stopped and not back) leaves it at the next heartbeat of
+/// any other, one merely late within its lease stays, and one that comes
+/// back after its row went (a stop past its lease) is a member again at
+/// its own next heartbeat, under the same id and with what it said of
+/// itself (the console names owners by it).
+#[test]
+fn members_gone_longer_than_a_lease_are_removed_and_one_that_returns_joins_again() {
+    let Some(schema) = Schema::new() else { return };
+    let mut live = join(&schema, "host pid 1");
+    let late = join(&schema, "host pid 2");
+    let mut gone: Vec<Cluster> = (3..7)
+        .map(|pid| join(&schema, &format!("host pid {pid}")))
+        .collect();
+    let rows = || {
+        schema
+            .column("SELECT about FROM members ORDER BY about")
+            .expect("reads")
+            .into_iter()
+            .flatten()
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(rows().len(), 6, "{:?}", rows());
+    for g in &gone {
+        run_out(&schema, g.id());
+    }
+    schema
+        .exec(&format!(
+            "UPDATE members SET seen_at = now() - interval '5 seconds' WHERE id = '{}'",
+            late.id()
+        ))
+        .expect("late, within its lease");
+    live.heartbeat().expect("beats");
+    assert_eq!(rows(), ["host pid 1", "host pid 2"], "the gone are removed");
+
+    let mut back = gone.remove(0);
+    back.heartbeat().expect("beats");
+    assert_eq!(
+        rows(),
+        ["host pid 1", "host pid 2", "host pid 3"],
+        "back under its own name"
+    );
+    let ids: Vec<String> = live.members().expect("reads").into_iter().map(|m| m.id).collect();
+    assert!(ids.contains(&back.id().to_owned()), "{ids:?}");
+}
+
 #[test]
 fn the_cluster_needs_postgres() {
     let dir = tempfile::tempdir().expect("dir");

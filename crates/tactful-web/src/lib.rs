@@ -22,7 +22,13 @@
 //! - `{"type":"history","room","members":[...],"messages":[...]}` (again,
 //!   with `"resync":true,"missed":N`, to a client that fell behind)
 //! - `{"type":"message","room","message":{"id","sender":{"id","name","bot"},"text","reply_to","quote","time"}}`
-//! - `{"type":"edit","room","id","text"}`, `{"type":"delete","room","id"}`
+//! - `{"type":"why","room","msg","why":{"persona","state","text"}}`: one
+//!   persona's line on why it answered a message or not (with
+//!   `show_decisions`), always after that message's `message` event,
+//!   whichever process decided it (see [`room`]); a `history` carries the
+//!   lines on its messages as `why`
+//! - `{"type":"edit","room","id","text"}`, `{"type":"delete","room","id"}`,
+//!   `{"type":"react","room","id","emoji","by"}`
 //! - `{"type":"member_joined","room","member"}`, `{"type":"member_left","room","id"}`
 //! - `{"type":"error","message"}` (with `"room"` and `"text"` when a message
 //!   was not taken, so the page can give it back)
@@ -65,7 +71,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::access::Access;
 use crate::identity::Lookalikes;
-use crate::room::{Member, Room, WebMsg};
+use crate::room::{Member, Noted, Room, WebMsg};
 
 pub use others::Following;
 
@@ -147,7 +153,8 @@ struct Shared {
     shared_store: std::sync::atomic::AtomicBool,
     /// Notes on messages this process has not shown yet (another process
     /// received them, and its announcement is on its way), shown with
-    /// them; the oldest are dropped past [`others::EARLY_NOTES`].
+    /// them; the oldest are dropped past [`others::EARLY_NOTES`]. Only
+    /// ever locked with `rooms` held (see `Shared::show_note`).
     early: Mutex<std::collections::VecDeque<why::Note>>,
     /// Where this listener serves the operator console (`tactful demo`),
     /// told to the page: it links there, and nowhere when unset.
@@ -448,32 +455,35 @@ impl WebPlatform {
 }
 
 impl Shared {
-    /// Shows a note on its message, or keeps it for when the message
-    /// arrives from another process (a web room's only: other platforms'
-    /// rooms, named with a `:`, are never shown here).
+    /// Shows a note on its message: at once to people who were shown the
+    /// message, after it to people who will be (it waits to be stored, or
+    /// its announcement from another process is being read), or kept for
+    /// when it arrives from another process (a web room's only: other
+    /// platforms' rooms, named with a `:`, are never shown here).
+    ///
+    /// All of it under the rooms' lock: the note is kept for later in the
+    /// same step that finds its message missing, so the message, arriving
+    /// at that moment, cannot pass it by (it takes what was kept under the
+    /// same lock: `others::apply`). Checked and kept in two steps, a note
+    /// and its message arriving together lost the note.
     fn show_note(&self, note: why::Note) {
         let room = note.room.as_str();
-        let known = self
-            .with_rooms(|rooms| {
-                rooms
-                    .get_mut(room)
-                    .is_some_and(|r| r.note_why(note.msg.as_str(), note.why.clone()))
-            })
-            .unwrap_or(false);
-        if known {
-            let _ = self.events.send((
-                room.to_owned(),
-                serde_json::json!({ "type": "why", "room": room, "msg": note.msg.as_str(), "why": note.why }),
-            ));
-        } else if self.shared_store.load(Ordering::Relaxed)
-            && !room.contains(':')
-            && let Ok(mut early) = self.early.lock()
-        {
-            if early.len() >= others::EARLY_NOTES {
-                early.pop_front();
+        let may_arrive = self.shared_store.load(Ordering::Relaxed) && !room.contains(':');
+        let _ = self.with_rooms(|rooms| {
+            let noted = rooms
+                .get_mut(room)
+                .map_or(Noted::Unknown, |r| r.note_why(note.msg.as_str(), note.why.clone()));
+            match noted {
+                Noted::Shown => {
+                    let _ = self.events.send((
+                        room.to_owned(),
+                        serde_json::json!({ "type": "why", "room": room, "msg": note.msg.as_str(), "why": note.why }),
+                    ));
+                }
+                Noted::Unknown if may_arrive => self.keep_early(note.clone()),
+                Noted::Waiting | Noted::Kept | Noted::Unknown => {}
             }
-            early.push_back(note);
-        }
+        });
     }
 
     /// Tells the other processes' web rooms of a note made here (their
@@ -633,8 +643,21 @@ impl Platform for WebPlatform {
             shared.with_rooms(|rooms| {
                 let r = rooms
                     .get_mut(room.as_str())
-                    .filter(|r| r.knows(id.as_str()))
                     .ok_or_else(|| PlatformError(format!("no message {id} in {room}")))?;
+                if !r.knows(id.as_str()) {
+                    // The room's new owner deleted it (a placeholder this
+                    // process left when it lost the room): say so in the
+                    // words delivery knows, so its log says what happened.
+                    let why = if r.was_deleted_elsewhere(id.as_str()) {
+                        format!(
+                            "{id} was deleted by the process that owns {room} now: {}",
+                            tactful_runtime::ROOM_MOVED
+                        )
+                    } else {
+                        format!("no message {id} in {room}")
+                    };
+                    return Err(PlatformError(why));
+                }
                 r.queue_edit(id.to_string(), text.to_owned());
                 r.flush(room.as_str(), shared.config.history, &shared.events);
                 Ok::<_, PlatformError>(())

@@ -12,6 +12,12 @@
 //! answered or not) are made by the room's owner and announced the same
 //! way.
 //!
+//! The owner usually decides a message another process took in before
+//! its web room has read that process's announcement of it (the inbox's
+//! notification and the web room's are sent at the same commit, and the
+//! web room reads a row first): its notes are kept until the message is
+//! read, then follow it as `why` events, like everyone else's.
+//!
 //! Who is present is each process's own: people connected elsewhere are
 //! not listed in the member list.
 
@@ -26,6 +32,35 @@ use crate::{Shared, WebPlatform};
 
 /// Notes kept for messages not shown here yet (see `Shared::early`).
 pub(crate) const EARLY_NOTES: usize = 256;
+
+impl Shared {
+    /// Keeps a note on a message not here yet, for when it arrives from
+    /// another process; the oldest go past [`EARLY_NOTES`]. Called with
+    /// the rooms' lock held (`Shared::show_note`), as its taking is
+    /// (`Shared::take_early`): a note and its message arriving at once
+    /// cannot pass each other by.
+    pub(crate) fn keep_early(&self, note: Note) {
+        if let Ok(mut early) = self.early.lock() {
+            if early.len() >= EARLY_NOTES {
+                early.pop_front();
+            }
+            early.push_back(note);
+        }
+    }
+
+    /// The notes kept for the message `id` of `room`, in the order they
+    /// came; called with the rooms' lock held, as the message is queued.
+    fn take_early(&self, room: &str, id: &str) -> Vec<Why> {
+        let Ok(mut early) = self.early.lock() else {
+            return Vec::new();
+        };
+        let (mine, rest): (Vec<Note>, Vec<Note>) = early
+            .drain(..)
+            .partition(|n| n.room.as_str() == room && n.msg.as_str() == id);
+        early.extend(rest);
+        mine.into_iter().map(|n| n.why).collect()
+    }
+}
 
 /// Listening to the other processes' web rooms, before their changes are
 /// shown here ([`Following::start`]).
@@ -153,22 +188,16 @@ fn apply(shared: &Shared, change: ShownChange, row: Option<tactful_store::ShownM
         }
         return;
     }
-    let early: Vec<Note> = match shared.early.lock() {
-        Ok(mut early) if change.kind == ShownKind::New => {
-            let (mine, rest): (Vec<Note>, Vec<Note>) = early
-                .drain(..)
-                .partition(|n| n.room.as_str() == room && n.msg.as_str() == id);
-            early.extend(rest);
-            mine
-        }
-        _ => Vec::new(),
-    };
     let _ = shared.with_rooms(|rooms| {
         let r = rooms.entry(room.to_owned()).or_default();
         match (change.kind, row) {
             (ShownKind::Delete, _) => {
                 if r.knows(id) {
                     r.queue_delete(id.to_owned());
+                    // Only the room's owner deletes (a placeholder, a
+                    // stale one when it took the room over): an edit of it
+                    // here comes from a process that lost the room.
+                    r.deleted_elsewhere(id);
                 }
             }
             // Deleted since: its deletion is announced too.
@@ -177,8 +206,11 @@ fn apply(shared: &Shared, change: ShownChange, row: Option<tactful_store::ShownM
                 let key = m.key.clone();
                 let msg = r.shown_as_web(m);
                 r.queue_new(msg, key, true);
-                for note in early {
-                    r.note_why(id, note.why);
+                // Notes made here before it came (this process owns the
+                // room and decided it first) follow it (`Room::flush`),
+                // taken under the lock they were kept under.
+                for why in shared.take_early(room, id) {
+                    r.note_why(id, why);
                 }
             }
             (_, Some(m)) => {
@@ -196,4 +228,135 @@ fn apply(shared: &Shared, change: ShownChange, row: Option<tactful_store::ShownM
         }
         r.flush(room, limit, &shared.events);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use tactful_core::{MsgId, PersonaId, RoomId, Timestamp, UserId};
+    use tactful_runtime::Platform;
+
+    use super::*;
+    use crate::WebConfig;
+
+    /// A web room sharing its store with other processes.
+    fn web() -> WebPlatform {
+        let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let web = WebPlatform::new(WebConfig::new(listen), &[]).expect("a web room");
+        web.shared.shared_store.store(true, Ordering::Relaxed);
+        web
+    }
+
+    /// Another process's announcement of `kind` about `id` in the lobby.
+    fn from_elsewhere(kind: ShownKind, id: &str) -> ShownChange {
+        ShownChange {
+            kind,
+            room: "lobby".into(),
+            id: id.into(),
+            from: "another process".into(),
+            note: None,
+        }
+    }
+
+    fn row(id: &str, sender: &str, bot: bool) -> tactful_store::ShownMessage {
+        tactful_store::ShownMessage {
+            id: MsgId::new(id),
+            room: RoomId::new("lobby"),
+            key: None,
+            sender: UserId::new(sender),
+            sender_name: sender.to_owned(),
+            is_bot: bot,
+            text: format!("{id}'s text"),
+            reply_to: None,
+            time: Timestamp(0),
+            reactions: Vec::new(),
+        }
+    }
+
+    fn note(msg: &str, persona: &str, state: &'static str) -> Note {
+        Note {
+            room: RoomId::new("lobby"),
+            msg: MsgId::new(msg),
+            why: Why {
+                persona: persona.to_owned(),
+                state,
+                text: format!("{persona}: {state}"),
+            },
+        }
+    }
+
+    /// The room's owner decides a message another process took in before
+    /// it reads that process's announcement of it: the notes wait, then
+    /// reach people as `why` events after the message (they reached them
+    /// inside the message event only, which a client following `why`
+    /// events never saw).
+    #[test]
+    fn notes_made_before_another_process_s_message_arrives_follow_it() {
+        let web = web();
+        let shared = &web.shared;
+        let mut events = shared.events.subscribe();
+        shared.show_note(note("w7", "docs", "answering"));
+        shared.show_note(note("w7", "chef", "quiet"));
+        assert!(events.try_recv().is_err(), "nothing to show them on yet");
+        apply(
+            shared,
+            from_elsewhere(ShownKind::New, "w7"),
+            Some(row("w7", "web:Alice", false)),
+        );
+        let got: Vec<serde_json::Value> = std::iter::from_fn(|| events.try_recv().ok())
+            .map(|(_, v)| v)
+            .collect();
+        let seen: Vec<(&str, &str)> = got
+            .iter()
+            .map(|v| {
+                (
+                    v["type"].as_str().unwrap_or(""),
+                    v["why"]["persona"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [("message", ""), ("why", "docs"), ("why", "chef")],
+            "{got:?}"
+        );
+        assert!(
+            shared.early.lock().is_ok_and(|e| e.is_empty()),
+            "nothing left waiting"
+        );
+        // A note made now goes out at once.
+        shared.show_note(note("w7", "docs", "answered"));
+        let now = events.try_recv().map(|(_, v)| v).expect("sent at once");
+        assert_eq!(
+            (now["type"].as_str(), now["msg"].as_str()),
+            (Some("why"), Some("w7"))
+        );
+    }
+
+    /// A streaming edit from a process that lost the room (stopped past
+    /// its lease) of the placeholder the new owner deleted as stale: the
+    /// refusal says the room moved, in the words delivery's log knows, so
+    /// a correct fencing does not read as a platform failing.
+    #[tokio::test]
+    async fn an_edit_of_a_message_the_new_owner_deleted_says_the_room_moved() {
+        let web = web();
+        apply(
+            &web.shared,
+            from_elsewhere(ShownKind::New, "w8"),
+            Some(row("w8", "docs", true)),
+        );
+        apply(&web.shared, from_elsewhere(ShownKind::Delete, "w8"), None);
+        let (docs, lobby) = (PersonaId::new("docs"), RoomId::new("lobby"));
+        let err = web
+            .edit(&docs, &lobby, None, &MsgId::new("w8"), "more")
+            .await
+            .expect_err("deleted");
+        assert!(err.0.contains(tactful_runtime::ROOM_MOVED), "{}", err.0);
+        let err = web
+            .edit(&docs, &lobby, None, &MsgId::new("w9"), "more")
+            .await
+            .expect_err("never here");
+        assert!(!err.0.contains(tactful_runtime::ROOM_MOVED), "{}", err.0);
+    }
 }

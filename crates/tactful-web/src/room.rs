@@ -6,6 +6,12 @@
 //! change before it are ready, then all of them are published in order.
 //! So a reply stored a moment before the question it answers still appears
 //! after it, and a message the store refused is never shown at all.
+//!
+//! A message's notes (why each persona answered it or not) reach people
+//! as `why` events, each after its message's `message` event: a note made
+//! while the message still waits is kept on it and published right after
+//! it, never before it (a page has nothing to put it on then) and never
+//! only inside it (a client that follows `why` events would miss it).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -61,6 +67,25 @@ pub struct Reaction {
 /// The most distinct reactions one message keeps: nothing grows without
 /// bound.
 pub const MAX_REACTIONS: usize = 20;
+
+/// How many ids of messages another process deleted a room remembers (see
+/// [`Room::deleted_elsewhere`]).
+const DELETED_ELSEWHERE: usize = 64;
+
+/// What became of a note set on a message ([`Room::note_why`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Noted {
+    /// On a message people were shown: its `why` event is to be sent now.
+    Shown,
+    /// On a message still waiting its turn: its `why` event follows the
+    /// message's when the message is shown.
+    Waiting,
+    /// Not set: the message says the persona answered it, and this note
+    /// only says a batch's reply to another message read it.
+    Kept,
+    /// The room has no such message (yet).
+    Unknown,
+}
 
 impl WebMsg {
     /// A plain message by `sender`, its text its id, for tests.
@@ -133,6 +158,9 @@ pub struct Room {
     keys: HashMap<String, String>,
     /// Ids in the history or waiting, with their keys.
     key_of: HashMap<String, String>,
+    /// Persona messages another process deleted here, newest last: an
+    /// edit of one of them comes from a process that lost the room.
+    deleted_elsewhere: VecDeque<String>,
 }
 
 impl Room {
@@ -145,24 +173,53 @@ impl Room {
                 .any(|q| matches!(&q.change, Change::New(m) if m.id == id))
     }
 
-    /// Sets one persona's line on a message, shown or waiting; `false` when
-    /// the room does not have it (a persona's reply under its engine id).
-    pub fn note_why(&mut self, id: &str, why: crate::why::Why) -> bool {
-        let queued = self.queue.iter_mut().filter_map(|q| match &mut q.change {
-            Change::New(m) => Some(&mut **m),
-            _ => None,
-        });
-        let Some(m) = self.history.iter_mut().chain(queued).find(|m| m.id == id) else {
-            return false;
+    /// Sets one persona's line on a message, shown or waiting; says which,
+    /// so the caller sends its `why` event now (shown) or leaves it to
+    /// [`Room::flush`] (waiting). [`Noted::Unknown`] when the room does
+    /// not have it (not here yet, or a persona's reply under its engine
+    /// id).
+    pub fn note_why(&mut self, id: &str, why: crate::why::Why) -> Noted {
+        let (m, noted) = match self.history.iter_mut().find(|m| m.id == id) {
+            Some(m) => (m, Noted::Shown),
+            None => {
+                let waiting = self
+                    .queue
+                    .iter_mut()
+                    .filter_map(|q| match &mut q.change {
+                        Change::New(m) => Some(&mut **m),
+                        _ => None,
+                    })
+                    .find(|m| m.id == id);
+                match waiting {
+                    Some(m) => (m, Noted::Waiting),
+                    None => return Noted::Unknown,
+                }
+            }
         };
         match m.why.iter_mut().find(|w| w.persona == why.persona) {
             // Answered stays answered when another reply of the same batch
             // turn goes to another message.
-            Some(w) if w.state == "answered" && why.state == crate::why::READ => return false,
+            Some(w) if w.state == "answered" && why.state == crate::why::READ => return Noted::Kept,
             Some(w) => *w = why,
             None => m.why.push(why),
         }
-        true
+        noted
+    }
+
+    /// Another process deleted the message `id` here: the room's owner
+    /// did, so a process editing it is one that lost the room (see
+    /// [`Room::was_deleted_elsewhere`]).
+    pub fn deleted_elsewhere(&mut self, id: &str) {
+        if self.deleted_elsewhere.len() >= DELETED_ELSEWHERE {
+            self.deleted_elsewhere.pop_front();
+        }
+        self.deleted_elsewhere.push_back(id.to_owned());
+    }
+
+    /// Whether another process deleted the message `id` here (of the last
+    /// few it did).
+    pub fn was_deleted_elsewhere(&self, id: &str) -> bool {
+        self.deleted_elsewhere.iter().any(|d| d == id)
     }
 
     /// The id of the part sent before with `key`, if any.
@@ -251,9 +308,18 @@ impl Room {
             if q.dropped {
                 continue;
             }
+            // The notes made while a new message waited: each a `why`
+            // event right after it.
+            let mut after: Vec<Value> = Vec::new();
             let event = match q.change {
-                Change::New(m) => {
+                Change::New(mut m) => {
+                    let why = std::mem::take(&mut m.why);
                     let event = json!({ "type": "message", "room": room, "message": &m });
+                    after = why
+                        .iter()
+                        .map(|w| json!({ "type": "why", "room": room, "msg": m.id, "why": w }))
+                        .collect();
+                    m.why = why;
                     self.history.push_back(*m);
                     while self.history.len() > limit {
                         if let Some(old) = self.history.pop_front() {
@@ -286,6 +352,9 @@ impl Room {
                 }
             };
             let _ = events.send((room.to_owned(), event));
+            for line in after {
+                let _ = events.send((room.to_owned(), line));
+            }
         }
     }
 
@@ -440,5 +509,48 @@ mod tests {
         assert_eq!(shown, ["w1", "w2"], "in order, the refused one never");
         assert_eq!(r.by_key("k"), Some("w2"));
         assert!(!r.knows("w3"));
+    }
+
+    fn line(persona: &str, state: &'static str) -> crate::why::Why {
+        crate::why::Why {
+            persona: persona.to_owned(),
+            state,
+            text: format!("{persona} {state}"),
+        }
+    }
+
+    /// A note made while its message waits (a decision made before the
+    /// message's store acknowledgement, or before another process's
+    /// announcement of it was read) reaches people as a `why` event after
+    /// the message, as one made later does: before it a page has nothing
+    /// to put it on, and inside it alone a client following `why` events
+    /// never sees it.
+    #[test]
+    fn a_note_on_a_waiting_message_follows_it_as_an_event() {
+        let (events, mut rx) = broadcast::channel(16);
+        let mut r = Room::default();
+        let ticket = r.queue_new(WebMsg::plain("w1", member("web:A")), None, false);
+        assert_eq!(r.note_why("w1", line("docs", "answering")), Noted::Waiting);
+        assert_eq!(r.note_why("w1", line("chef", "quiet")), Noted::Waiting);
+        assert_eq!(r.note_why("w9", line("chef", "quiet")), Noted::Unknown);
+        r.flush("lobby", 10, &events);
+        assert!(rx.try_recv().is_err(), "nothing before the message is stored");
+        r.settle(ticket, true);
+        r.flush("lobby", 10, &events);
+        let got: Vec<Value> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|(_, v)| v)
+            .collect();
+        let kinds: Vec<&str> = got.iter().filter_map(|v| v["type"].as_str()).collect();
+        assert_eq!(kinds, ["message", "why", "why"], "{got:?}");
+        assert_eq!(got[1]["msg"], "w1");
+        assert_eq!(got[1]["why"]["persona"], "docs");
+        assert_eq!(got[2]["why"]["persona"], "chef");
+        assert_eq!(
+            r.history().next().map(|m| m.why.len()),
+            Some(2),
+            "the history keeps them (a newcomer's `history` carries them)"
+        );
+        assert_eq!(r.note_why("w1", line("docs", "answered")), Noted::Shown);
+        assert_eq!(r.note_why("w1", line("docs", crate::why::READ)), Noted::Kept);
     }
 }

@@ -239,6 +239,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(p) = c.store_problem() {
                 return Err(InputError(format!("{}: {p}", config.display())).into());
             }
+            // A database that does not answer is the verdict: said before
+            // anything else, so nothing printed reads "ok" first.
+            let database = match &c.store {
+                tactful::config::Location::Postgres(_) => {
+                    let row = tactful::doctor::database(&c.store);
+                    if !row.ok {
+                        return Err(InputError(format!(
+                            "{}: the store cannot be reached: {}; {}",
+                            config.display(),
+                            row.detail,
+                            row.fix.unwrap_or_default()
+                        ))
+                        .into());
+                    }
+                    Some(row.detail)
+                }
+                _ => None,
+            };
             let warnings = c.warnings();
             for w in &warnings {
                 eprintln!("warning: {}: {w}", config.display());
@@ -315,17 +333,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                         .display()
                 ),
                 tactful::config::Location::Postgres(_) => {
-                    let row = tactful::doctor::database(&c.store);
-                    if !row.ok {
-                        return Err(InputError(format!(
-                            "{}: the store cannot be reached: {}; {}",
-                            config.display(),
-                            row.detail,
-                            row.fix.unwrap_or_default()
-                        ))
-                        .into());
-                    }
-                    println!("  store: {}", row.detail);
+                    println!("  store: {}", database.as_deref().unwrap_or_default());
                 }
             }
             if let Some(cluster) = &c.cluster {

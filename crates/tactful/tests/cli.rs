@@ -351,6 +351,22 @@ fn check_refuses_a_postgres_store_that_does_not_answer() {
     assert!(err.contains("postgres://tactful:…@127.0.0.1:1/chat"), "{err}");
     assert!(err.to_lowercase().contains("connection refused"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
+    // The error is the verdict, said first: no "ok" and no summary before
+    // it (it used to print `db.toml: ok, with 1 warning(s)` and the
+    // personas, then fail), and the file's warning (a password written
+    // in it) after it at most.
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(out, "", "nothing on stdout before the error");
+    let says_ok = |text: &str| {
+        text.split(|c: char| !c.is_alphanumeric())
+            .any(|word| word.eq_ignore_ascii_case("ok"))
+    };
+    assert!(!says_ok(&err), "{err}");
+    let first = err.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("error:") && first.contains("the store cannot be reached"),
+        "the error comes first: {err}"
+    );
 }
 
 #[test]

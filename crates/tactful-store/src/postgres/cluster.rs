@@ -2,7 +2,9 @@
 //! through it alone: no cluster protocol of tactful's own.
 //!
 //! - **Members.** Each process joins with a random id and heartbeats; a
-//!   member not seen for a lease's length is gone.
+//!   member not seen for a lease's length is gone, and its row is removed
+//!   at the next heartbeat of any process (the table lists the processes
+//!   running, not every one that ever ran).
 //! - **Leases.** A room belongs to one of [`PARTITIONS`] partitions
 //!   ([`partition_of`]); a partition (or a bot account's connection) is
 //!   held by one process at a time through a row in `leases`, with an
@@ -150,6 +152,9 @@ pub struct Balance {
 pub struct Cluster {
     db: Postgres,
     me: String,
+    /// What it says about itself, said again when it comes back after its
+    /// row was removed (it was stopped or cut off past its lease).
+    about: String,
     ttl: Duration,
 }
 
@@ -171,6 +176,7 @@ impl Cluster {
         let mut cluster = Cluster {
             db: Postgres::open(url)?,
             me: crate::random_id(),
+            about: about.to_owned(),
             ttl,
         };
         let me = cluster.me.clone();
@@ -202,13 +208,22 @@ impl Cluster {
 
     /// Says this process is alive and renews every lease it still holds;
     /// returns those (a lease that ran out, say while the process was
-    /// stopped, is not renewed: it may be another's already). Decided
+    /// stopped, is not renewed: it may be another's already). Members not
+    /// seen for a lease's length (killed, or stopped) leave `members` here,
+    /// so it does not keep a row for every process that ever ran: their
+    /// leases ran out with them, and one that comes back is a member again
+    /// from its next heartbeat, under the same id and `about`. Decided
     /// messages older than a day leave the inbox here.
     pub fn heartbeat(&mut self) -> Result<Vec<Lease>, StoreError> {
-        let (me, ttl) = (self.me.clone(), self.ttl_secs());
+        let (me, about, ttl) = (self.me.clone(), self.about.clone(), self.ttl_secs());
         self.db.rows(
-            "INSERT INTO members (id, about) VALUES ($1, '') ON CONFLICT (id) DO UPDATE SET seen_at = now()",
-            &[&me],
+            "INSERT INTO members (id, about) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET seen_at = now()",
+            &[&me, &about],
+            |_| Ok(()),
+        )?;
+        self.db.rows(
+            "DELETE FROM members WHERE seen_at < now() - make_interval(secs => $1)",
+            &[&ttl],
             |_| Ok(()),
         )?;
         self.db.rows(
