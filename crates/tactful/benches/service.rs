@@ -5,6 +5,11 @@
 //! - reply latency as a person sees it (from sending `@Docs ping N` to the
 //!   reply's text arriving), p50/p99/max, at 1,000 messages/s spread over
 //!   20 rooms;
+//! - the floor this machine allows for the same: a bare WebSocket server
+//!   on the same stack (axum, tokio-tungstenite, TCP_NODELAY, the same JSON
+//!   frames) that answers each `say` with its `message` at once, driven by
+//!   the same 20 clients at the same rate in the same run, and tactful's
+//!   p50/p99 as a multiple of its;
 //! - resident memory per idle room, after 10,000 rooms each heard one
 //!   message (handed in twenty chunks, each heard before the next).
 //!
@@ -100,100 +105,22 @@ async fn measure(load: Load, bench: bool) {
     let web = service.listening.web.expect("the bench config has a web room");
     let ws_url = format!("ws://{web}/ws");
 
-    // -- Latency at a steady rate -------------------------------------
-    let pending: Pending = Arc::default();
-    // (ping number, latency): the number says when in the run it was sent.
-    let latencies: Arc<Mutex<Vec<(u64, Duration)>>> = Arc::default();
-    let mut senders = Vec::new();
-    let mut readers = Vec::new();
-    for r in 0..load.rooms {
-        let ws = connect(&ws_url).await;
-        let (mut tx, mut rx) = ws.split();
-        let room = format!("room{r}");
-        for v in [
-            json!({"type": "hello", "name": format!("load{r}")}),
-            json!({"type": "join", "room": room}),
-        ] {
-            tx.send(Ws::Text(v.to_string().into())).await.expect("send");
-        }
-        // Joined once the history arrives.
-        loop {
-            let Some(Ok(Ws::Text(t))) = rx.next().await else {
-                panic!("the web room closed the connection");
-            };
-            let v: Value = serde_json::from_str(&t).expect("json");
-            if v["type"] == "history" {
-                break;
-            }
-        }
-        let (pending, latencies) = (pending.clone(), latencies.clone());
-        readers.push(tokio::spawn(async move {
-            while let Some(Ok(Ws::Text(t))) = rx.next().await {
-                let v: Value = serde_json::from_str(&t).expect("json");
-                let text = match v["type"].as_str() {
-                    Some("message") => v["message"]["text"].as_str(),
-                    Some("edit") => v["text"].as_str(),
-                    _ => None,
-                };
-                let Some(n) = text
-                    .and_then(|t| t.strip_prefix("pong "))
-                    .and_then(|t| t.rsplit(' ').next())
-                    .and_then(|n| n.parse::<u64>().ok())
-                else {
-                    continue;
-                };
-                if let Some(sent) = pending.lock().expect("lock").remove(&n) {
-                    latencies.lock().expect("lock").push((n, sent.elapsed()));
-                }
-            }
-        }));
-        senders.push((tx, room));
-    }
-
-    let total = u64::from(load.rate) * u64::from(load.seconds);
-    let mut tick = tokio::time::interval(Duration::from_secs(1) / load.rate);
-    let started = Instant::now();
-    for n in 0..total {
-        tick.tick().await;
-        let (tx, room) = &mut senders[n as usize % load.rooms];
-        let say =
-            json!({"type": "say", "room": room, "text": format!("@Docs ping {n}"), "mentions": ["docs"]});
-        pending.lock().expect("lock").insert(n, Instant::now());
-        tx.send(Ws::Text(say.to_string().into())).await.expect("send");
-    }
-    let sending = started.elapsed();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !pending.lock().expect("lock").is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let missing = pending.lock().expect("lock").len();
-    let by_ping = latencies.lock().expect("lock").clone();
-    let mut lat: Vec<Duration> = by_ping.iter().map(|(_, d)| *d).collect();
-    lat.sort();
-    assert_eq!(missing, 0, "{missing} of {total} pings got no reply within 30 s");
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
-    let offered = total as f64 / sending.as_secs_f64();
+    // -- Latency at a steady rate, against the floor --------------------
+    let floor_url = echo_server().await;
+    let floor = latency(&floor_url, &load, bench).await;
+    floor.print("floor (bare echo)", &load);
+    let tactful = latency(&ws_url, &load, bench).await;
+    tactful.print("latency", &load);
     println!(
-        "latency: {total} pings over {} rooms at {offered:.0} msg/s: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        load.rooms,
-        ms(pct(0.50)),
-        ms(pct(0.99)),
-        ms(*lat.last().expect("replies"))
+        "tactful / floor: p50 {:.1}x, p99 {:.1}x",
+        tactful.p50 / floor.p50,
+        tactful.p99 / floor.p99
     );
-    if bench {
-        // Where in the run the slow replies were: the worst of each second.
-        let worst: Vec<String> = (0..load.seconds)
-            .map(|sec| {
-                let in_second = |(n, _): &&(u64, Duration)| *n / u64::from(load.rate) == u64::from(sec);
-                let max = by_ping.iter().filter(in_second).map(|(_, d)| *d).max();
-                format!("{:.0}", max.map_or(0.0, ms))
-            })
-            .collect();
-        println!("worst reply each second (ms): {}", worst.join(" "));
-    }
-    for r in readers {
-        r.abort();
-    }
+    // The memory part asks in room0 (its reader below listens there).
+    let (mut tx, mut rx) = connect(&ws_url).await.split();
+    let room = "room0".to_owned();
+    joined(&mut tx, &mut rx, "asker", &room).await;
+    drop(rx);
 
     // -- Memory per idle room ------------------------------------------
     // Handed in chunks, each heard (a probe after it answered) before the
@@ -202,7 +129,6 @@ async fn measure(load: Load, bench: bool) {
     // counted them as rooms (BENCHMARKS.md, 2026-11-26).
     let before = rss_kib();
     let handle = service.handle();
-    let (tx, room) = &mut senders[0];
     let ws = connect(&ws_url).await;
     let (mut wtx, mut wrx) = ws.split();
     for v in [
@@ -249,6 +175,185 @@ async fn measure(load: Load, bench: bool) {
         println!("(store: {})", config.store);
     }
     service.stop().await;
+}
+
+/// Reply latencies of one run, in milliseconds.
+struct Latency {
+    total: u64,
+    offered: f64,
+    p50: f64,
+    p99: f64,
+    max: f64,
+    /// The worst reply of each second, when measured.
+    worst: Vec<f64>,
+}
+
+impl Latency {
+    fn print(&self, what: &str, load: &Load) {
+        println!(
+            "{what}: {} pings over {} rooms at {:.0} msg/s: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+            self.total, load.rooms, self.offered, self.p50, self.p99, self.max
+        );
+        if !self.worst.is_empty() {
+            let worst: Vec<String> = self.worst.iter().map(|w| format!("{w:.0}")).collect();
+            println!("{what}: worst reply each second (ms): {}", worst.join(" "));
+        }
+    }
+}
+
+/// Says hello as `name` and joins `room`; back once the history came.
+async fn joined<S, R>(tx: &mut S, rx: &mut R, name: &str, room: &str)
+where
+    S: futures::Sink<Ws> + Unpin,
+    S::Error: std::fmt::Debug,
+    R: futures::Stream<Item = Result<Ws, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    for v in [
+        json!({"type": "hello", "name": name}),
+        json!({"type": "join", "room": room}),
+    ] {
+        tx.send(Ws::Text(v.to_string().into())).await.expect("send");
+    }
+    loop {
+        let Some(Ok(Ws::Text(t))) = rx.next().await else {
+            panic!("the server closed the connection");
+        };
+        let v: Value = serde_json::from_str(&t).expect("json");
+        if v["type"] == "history" {
+            break;
+        }
+    }
+}
+
+/// `load.rate` pings a second for `load.seconds` over `load.rooms`
+/// clients of the web room at `ws_url`, each timed until its `pong`.
+async fn latency(ws_url: &str, load: &Load, bench: bool) -> Latency {
+    let pending: Pending = Arc::default();
+    // (ping number, latency): the number says when in the run it was sent.
+    let latencies: Arc<Mutex<Vec<(u64, Duration)>>> = Arc::default();
+    let mut senders = Vec::new();
+    let mut readers = Vec::new();
+    for r in 0..load.rooms {
+        let ws = connect(ws_url).await;
+        let (mut tx, mut rx) = ws.split();
+        let room = format!("room{r}");
+        joined(&mut tx, &mut rx, &format!("load{r}"), &room).await;
+        let (pending, latencies) = (pending.clone(), latencies.clone());
+        readers.push(tokio::spawn(async move {
+            while let Some(Ok(Ws::Text(t))) = rx.next().await {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                let text = match v["type"].as_str() {
+                    Some("message") => v["message"]["text"].as_str(),
+                    Some("edit") => v["text"].as_str(),
+                    _ => None,
+                };
+                let Some(n) = text
+                    .and_then(|t| t.strip_prefix("pong "))
+                    .and_then(|t| t.rsplit(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                if let Some(sent) = pending.lock().expect("lock").remove(&n) {
+                    latencies.lock().expect("lock").push((n, sent.elapsed()));
+                }
+            }
+        }));
+        senders.push((tx, room));
+    }
+    let total = u64::from(load.rate) * u64::from(load.seconds);
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / load.rate);
+    let started = Instant::now();
+    for n in 0..total {
+        tick.tick().await;
+        let (tx, room) = &mut senders[n as usize % load.rooms];
+        let say =
+            json!({"type": "say", "room": room, "text": format!("@Docs ping {n}"), "mentions": ["docs"]});
+        pending.lock().expect("lock").insert(n, Instant::now());
+        tx.send(Ws::Text(say.to_string().into())).await.expect("send");
+    }
+    let sending = started.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pending.lock().expect("lock").is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let missing = pending.lock().expect("lock").len();
+    assert_eq!(missing, 0, "{missing} of {total} pings got no reply within 30 s");
+    for r in readers {
+        r.abort();
+    }
+    let by_ping = latencies.lock().expect("lock").clone();
+    let mut lat: Vec<Duration> = by_ping.iter().map(|(_, d)| *d).collect();
+    lat.sort();
+    let pct = |p: f64| ms(lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)]);
+    // Where in the run the slow replies were: the worst of each second.
+    let worst = if bench {
+        (0..load.seconds)
+            .map(|sec| {
+                let in_second = |(n, _): &&(u64, Duration)| *n / u64::from(load.rate) == u64::from(sec);
+                by_ping
+                    .iter()
+                    .filter(in_second)
+                    .map(|(_, d)| ms(*d))
+                    .fold(0.0, f64::max)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Latency {
+        total,
+        offered: total as f64 / sending.as_secs_f64(),
+        p50: pct(0.50),
+        p99: pct(0.99),
+        max: ms(*lat.last().expect("replies")),
+        worst,
+    }
+}
+
+/// The floor: a WebSocket server on the web room's own stack (axum's
+/// WebSocket over tokio-tungstenite, TCP_NODELAY on), reading each frame
+/// as JSON and answering a `join` with a `history` and a `say` with the
+/// `message` tactful would send, at once: the JSON, framing and scheduling
+/// every reply pays, without deciding anything. Its URL.
+async fn echo_server() -> String {
+    use axum::extract::ws::{Message as AxumWs, WebSocket, WebSocketUpgrade};
+    use axum::serve::ListenerExt as _;
+    async fn session(mut socket: WebSocket) {
+        while let Some(Ok(AxumWs::Text(t))) = socket.recv().await {
+            let Ok(v) = serde_json::from_str::<Value>(&t) else {
+                continue;
+            };
+            let answer = match v["type"].as_str() {
+                Some("join") => json!({"type": "history", "room": v["room"], "members": [], "messages": []}),
+                Some("say") => json!({"type": "message", "room": v["room"], "message": {
+                    "id": "w1", "sender": {"id": "docs", "name": "Docs", "bot": true},
+                    "text": format!("pong {}", v["text"].as_str().unwrap_or_default()),
+                    "reply_to": null, "time": 0}}),
+                _ => continue,
+            };
+            if socket
+                .send(AxumWs::Text(answer.to_string().into()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let app = axum::Router::new().route(
+        "/ws",
+        axum::routing::get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(session) }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("ws://{addr}/ws")
 }
 
 fn ms(d: Duration) -> f64 {
