@@ -757,13 +757,7 @@ async fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
     let double = double().await;
     let dir = tempfile::tempdir().expect("temp dir");
     let store = dir.path().join("tactful.db");
-    let cfg = config(&double, free_port(), &store.display().to_string()).replace(
-        r#"{ when = "", reply = "docs answers"#,
-        &format!(
-            "{{ when = \"story\", reply = \"{}\" }},\n  {{ when = \"\", reply = \"docs answers",
-            split::story(split::LINES)
-        ),
-    );
+    let cfg = split::told_by_docs(&config(&double, free_port(), &store.display().to_string()));
     let in_flight = split::marker(100);
     double.stall_post_with(&in_flight);
     let first = start_tactful(dir.path(), &cfg);

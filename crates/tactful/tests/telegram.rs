@@ -676,13 +676,7 @@ async fn a_split_answer_cut_by_a_kill_is_finished_without_doubling_its_parts() {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = dir.path().join("tactful.db");
     let double = Double::start(bots()).await;
-    let cfg = config(&double.url, &store, free_port()).replace(
-        r#"{ when = "", reply = "docs answers"#,
-        &format!(
-            "{{ when = \"story\", reply = \"{}\" }},\n  {{ when = \"\", reply = \"docs answers",
-            split::story(split::LINES)
-        ),
-    );
+    let cfg = split::told_by_docs(&config(&double.url, &store, free_port()));
     let in_flight = split::marker(100);
     double.stall_send_with(&in_flight);
     let first = start_tactful(dir.path(), &cfg);

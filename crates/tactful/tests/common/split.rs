@@ -20,6 +20,21 @@ pub fn story(lines: usize) -> String {
         .collect()
 }
 
+/// `config` with docs telling the story when asked for it: a rule put
+/// before its catch-all `{ when = "", reply = "docs answers …" }` (the
+/// platform suites' shared shape).
+pub fn told_by_docs(config: &str) -> String {
+    let catch_all = r#"{ when = "", reply = "docs answers"#;
+    assert!(config.contains(catch_all), "docs has its catch-all rule");
+    config.replace(
+        catch_all,
+        &format!(
+            "{{ when = \"story\", reply = \"{}\" }},\n  {catch_all}",
+            story(LINES)
+        ),
+    )
+}
+
 /// What names line `n` of the answer wherever it is shown.
 pub fn marker(n: usize) -> String {
     format!("line {n:03}")
