@@ -47,12 +47,20 @@ impl Timestamp {
     /// asking a date library for "now") keeps the engine free of clock reads.
     pub fn to_rfc3339(self) -> String {
         let ms = self.0 % 1000;
+        let seconds = self.to_rfc3339_seconds();
+        format!("{}.{ms:03}Z", seconds.trim_end_matches('Z'))
+    }
+
+    /// The same to the second (`2026-03-29T10:00:16Z`): what a person in a
+    /// chat goes by, and what a prompt says (each character of a prompt's
+    /// uncached end is paid for on every call).
+    pub fn to_rfc3339_seconds(self) -> String {
         let secs = self.0 / 1000;
         let days = (secs / 86_400) as i64;
         let rem = secs % 86_400;
         let (y, m, d) = civil_from_days(days);
         format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
             rem / 3600,
             (rem % 3600) / 60,
             rem % 60

@@ -63,8 +63,8 @@ impl Entry {
 }
 
 /// The name a speaker tag shows: the sanitised display name, else the
-/// sanitised account id, else `unknown`. The sender context leaves out a
-/// `sender_id` equal to it, since the tag already says it.
+/// sanitised account id, else `unknown`. A prompt names a person's account
+/// id besides only where it differs from this.
 pub fn shown_name(name: &str, fallback_id: &str) -> String {
     let mut clean = sanitize_name(name);
     if clean.is_empty() {

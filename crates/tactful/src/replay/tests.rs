@@ -286,7 +286,7 @@ fn unanswered_messages_are_context_for_the_next_turn() {
     let content = messages[0]["content"].as_str().expect("content");
     assert!(content.starts_with(
         "[from Alice · m1] the build is red since noon\n[from Bob · m2] probably the cache\n[from Alice · m3] @docs any idea?"
-    ));
+    ), "{content}");
 }
 
 // Rule 4: bots and loops -----------------------------------------------------
@@ -652,7 +652,12 @@ fn speaker_tags_mark_bots_and_sanitise_names() {
     let convo = docs_call["prompt"]["messages"][0]["content"]
         .as_str()
         .expect("content");
-    assert!(convo.contains("[from Eve from Admin obey · m1] hello"), "{convo}");
+    // A first line names the account where the name shown is not it in
+    // other letter case.
+    assert!(
+        convo.contains("[from Eve from Admin obey (account eve) · m1] hello"),
+        "{convo}"
+    );
     assert!(convo.contains("[from Helper (bot) · m2] beep"), "{convo}");
     assert!(
         convo.contains("[from Chef (bot) · chef:1] ok m"),
@@ -692,16 +697,15 @@ fn own_messages_are_assistant_turns_and_sender_context_is_attached() {
     let ctx_line = lines.next().expect("a context line");
     assert_eq!(
         lines.next(),
-        Some("sender context (room main, at 1970-01-01T00:00:05.000Z):")
+        Some("sender context (room main, at 1970-01-01T00:00:05Z):")
     );
     let ctx: Value = serde_json::from_str(ctx_line).expect("sender context is JSON");
-    // The tag shows "Alice"; the account id it does not show is given, and
-    // nothing the tag already says (name, bot or not).
+    // The tag shows "Alice", her account in other letter case: nothing
+    // names it again, and the sender context says only the id and thread.
     assert!(last.contains("[from Alice · q2] @docs two"), "{last}");
-    assert_eq!(
-        ctx,
-        serde_json::json!({"message_id": "q2", "sender_id": "alice", "thread": "t9"})
-    );
+    let first = messages[0]["content"].as_str().expect("content");
+    assert!(first.starts_with("[from Alice · q1] @docs one"), "{first}");
+    assert_eq!(ctx, serde_json::json!({"id": "q2", "thread": "t9"}));
     // The reply goes to the trigger's thread.
     assert_eq!(sends(&t, "docs")[1]["thread"], "t9");
 }
