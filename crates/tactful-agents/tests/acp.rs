@@ -5,7 +5,7 @@
 //! `TACTFUL_REQUIRE_PEERS=1` (set by `scripts/test`) turns the skip into a
 //! failure so CI never skips them.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

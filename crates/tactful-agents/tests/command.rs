@@ -1,6 +1,6 @@
 //! The command backend with real subprocesses.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

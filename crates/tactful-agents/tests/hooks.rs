@@ -2,7 +2,7 @@
 //! tactful's environment they see (nothing secret), and that a hook that
 //! hangs is stopped with its children.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

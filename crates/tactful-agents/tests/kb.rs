@@ -1,6 +1,6 @@
 //! The kb agent on tactful's own documentation.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 //! delta, content deltas, a chunk with `finish_reason`, a usage chunk with
 //! empty `choices` (`stream_options.include_usage`), then `data: [DONE]`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

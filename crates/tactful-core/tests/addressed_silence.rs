@@ -3,7 +3,7 @@
 //! platform has no reactions); silence on a message nobody addressed to it
 //! stays silent.
 
-mod common;
+use crate::common;
 
 use common::{drain, ms, notices};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! messages and batches are skipped and an addressed one gets one notice;
 //! kept across a restart; a room may have its own or none.
 
-mod common;
+use crate::common;
 
 use common::{ask, calls, ms, notices};
 use std::time::Duration;

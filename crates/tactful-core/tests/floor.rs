@@ -2,7 +2,7 @@
 //! unaddressed question when several personas could answer it; the floor
 //! passes on when the one asked declines, fails or takes too long.
 
-mod common;
+use crate::common;
 
 use common::{calls, drain, ms};
 use std::time::Duration;

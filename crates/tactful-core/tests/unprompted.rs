@@ -3,7 +3,7 @@
 //! turn that stays silent, kept across a restart; addressed messages are
 //! never limited by it.
 
-mod common;
+use crate::common;
 
 use common::{ask, calls, ms};
 use std::time::Duration;

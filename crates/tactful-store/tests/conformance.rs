@@ -6,7 +6,7 @@
 //! runs, the console's policy layers), the web room's history and the
 //! agent-call log.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

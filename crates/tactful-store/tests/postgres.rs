@@ -2,7 +2,7 @@
 //! processes may start at once, connections lost and made again, errors
 //! that name the server without its password, the claim on a database.
 
-mod support;
+use crate::support;
 
 use tactful_store::{ClaimError, Location, Op, Store, StoreError, claim};
 

@@ -1,7 +1,7 @@
 //! What only the SQLite store does: its file, its migrations from older
 //! tactful versions, its locks.
 
-mod support;
+use crate::support;
 
 use tactful_core::{Message, MsgId, TurnKind};
 use tactful_store::{Op, PendingTurn, Store, StoreError};

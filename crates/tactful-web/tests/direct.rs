@@ -1,6 +1,6 @@
 //! Direct rooms, the introduction and quotes, over the page's WebSocket.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

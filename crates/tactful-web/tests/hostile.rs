@@ -2,7 +2,7 @@
 //! themselves like a persona, oversized and malformed fields, a client
 //! opening room after room, one that stops reading, hundreds joining.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The web room end to end: WebSocket clients playing people, the real
 //! runtime and engine, a script agent speaking for a persona.
 
-mod common;
+use crate::common;
 
 use common::*;
 use futures::SinkExt;

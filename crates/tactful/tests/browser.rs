@@ -11,7 +11,7 @@
 //! plain `cargo test` skips this test with a message (and fails instead
 //! when `TACTFUL_REQUIRE_PEERS` is set, as `scripts/test` does).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

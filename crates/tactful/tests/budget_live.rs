@@ -3,7 +3,7 @@
 //! persona's remaining budget is a metric, an addressed message over the
 //! budget gets the notice, and the spend survives a `kill -9`.
 
-mod common;
+use crate::common;
 
 use common::model::{TOKENS_PER_CALL, model_server};
 use common::{bot_messages, enter, free_port, metric, run_tactful_logged, say, settle};

@@ -10,9 +10,9 @@
 
 #![cfg(feature = "telegram")]
 
-mod cluster_setup;
-mod common;
-mod telegram_double;
+use crate::cluster_setup;
+use crate::common;
+use crate::telegram_double;
 
 use cluster_setup::{DOCS_ACCOUNT, TOKEN, alice, bot, cluster_toml, group, holder, wait_db};
 use common::{Logs, Reaper, free_port, run_tactful_logged};

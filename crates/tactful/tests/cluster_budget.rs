@@ -9,9 +9,9 @@
 
 #![cfg(feature = "telegram")]
 
-mod cluster_setup;
-mod common;
-mod telegram_double;
+use crate::cluster_setup;
+use crate::common;
+use crate::telegram_double;
 
 use cluster_setup::{DOCS_ACCOUNT, TOKEN, bot, config, holder, mention, shares, wait_db};
 use common::{Reaper, free_port, metric, run_tactful};

@@ -7,9 +7,9 @@
 
 #![cfg(feature = "telegram")]
 
-mod cluster_setup;
-mod common;
-mod telegram_double;
+use crate::cluster_setup;
+use crate::common;
+use crate::telegram_double;
 
 use cluster_setup::{TOKEN, alice, bot, config, group, holder, mention, shares, wait_db};
 use common::sse::{live, read_until};

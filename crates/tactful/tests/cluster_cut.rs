@@ -15,9 +15,9 @@
 
 #![cfg(feature = "telegram")]
 
-mod cluster_setup;
-mod common;
-mod telegram_double;
+use crate::cluster_setup;
+use crate::common;
+use crate::telegram_double;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};

@@ -7,10 +7,9 @@
 
 #![cfg(feature = "irc")]
 
-mod common;
-mod irc_setup;
-#[path = "cluster_setup/leases.rs"]
-mod leases;
+use crate::common;
+use crate::irc_setup;
+use crate::leases;
 
 use common::{Reaper, run_tactful};
 use irc_setup::{Person, join_with, start_ngircd};

@@ -8,10 +8,9 @@
 
 #![cfg(feature = "matrix")]
 
-mod common;
-#[path = "cluster_setup/leases.rs"]
-mod leases;
-mod matrix_setup;
+use crate::common;
+use crate::leases;
+use crate::matrix_setup;
 
 use common::{Reaper, run_tactful};
 use leases::{cluster_toml, holder, shares, wait_db};

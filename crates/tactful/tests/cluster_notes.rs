@@ -13,9 +13,8 @@
 //! event they follow, in most runs for several of the questions; a note
 //! made at the very moment the question arrived was lost outright.
 
-mod common;
-#[path = "cluster_setup/leases.rs"]
-mod leases;
+use crate::common;
+use crate::leases;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

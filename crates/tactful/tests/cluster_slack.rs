@@ -11,10 +11,9 @@
 
 #![cfg(feature = "slack")]
 
-mod common;
-#[path = "cluster_setup/leases.rs"]
-mod leases;
-mod slack_double;
+use crate::common;
+use crate::leases;
+use crate::slack_double;
 
 use common::{Reaper, run_tactful};
 use leases::{cluster_toml, holder, shares, wait_db};

@@ -5,7 +5,7 @@
 //! a policy set only for a room tactful has heard of, and in the audit
 //! when its answer comes; the console's address in `tactful run`'s banner.
 
-mod common;
+use crate::common;
 
 use common::{enter, free_port, http_request as request, json_of, run_tactful_logged, say};
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 //! happen, the call log and the costs read back from the store after a
 //! restart, and a clear 4xx for bad requests.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,10 +6,9 @@
 
 #![cfg(feature = "discord")]
 // The guild of the double is a large `json!` literal.
-#![recursion_limit = "256"]
 
-mod common;
-mod discord_double;
+use crate::common;
+use crate::discord_double;
 
 use std::path::Path;
 use std::time::Duration;

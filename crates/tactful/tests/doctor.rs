@@ -1,12 +1,11 @@
-#![recursion_limit = "256"]
 //! `tactful doctor` against the platforms' test doubles: a good config
 //! passes every check (and changes nothing), a broken one fails each
 //! broken part with its cause and a fix, and no secret is ever printed.
 
-mod common;
-mod discord_double;
-mod slack_double;
-mod telegram_double;
+use crate::common;
+use crate::discord_double;
+use crate::slack_double;
+use crate::telegram_double;
 
 const TG: &str = "7001:AAHdocs-doctor-token-secret";
 const TG_WRONG: &str = "7009:AAHnot-a-known-token-secret";

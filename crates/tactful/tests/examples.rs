@@ -4,7 +4,7 @@
 //! the expected trace `expected.jsonl` (and `expected-prompts.jsonl` when
 //! the example is meant to be read with `--prompts`). A change in engine
 //! behaviour shows up here as a diff of the trace. After an intended
-//! change, regenerate with `UPDATE_GOLDEN=1 cargo test -p tactful --test examples`
+//! change, regenerate with `UPDATE_GOLDEN=1 cargo test -p tactful --test it examples::`
 //! and review the diff like code.
 
 use std::collections::BTreeSet;

@@ -3,7 +3,7 @@
 //! never sees the text the hook replaced (not even while it streams), and
 //! the persona's line on the message names the hook and its reason.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,8 +4,8 @@
 
 #![cfg(feature = "irc")]
 
-mod common;
-mod irc_setup;
+use crate::common;
+use crate::irc_setup;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -7,7 +7,7 @@
 //! The kill moments come from a seed (printed; `TACTFUL_KILL_SEED` replays
 //! one), so a failure can be reproduced.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;

@@ -1,7 +1,7 @@
 //! `tactful run` as a user runs it: the web room answers, and SIGTERM
 //! stops it cleanly.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! "Live and replay"): their conversations last minutes to days of
 //! timers, or have bots and threads the web room cannot send.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

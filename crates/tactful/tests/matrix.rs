@@ -8,8 +8,8 @@
 
 #![cfg(feature = "matrix")]
 
-mod common;
-mod matrix_setup;
+use crate::common;
+use crate::matrix_setup;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -34,7 +34,7 @@ const PERSONAS: [&str; 5] = ["helper", "gatekeeper", "ambient", "ping", "pong"];
 fn config(homeserver: &str, store: &Path, banter: &str, metrics_port: u16) -> String {
     let mut personas = String::new();
     for p in PERSONAS {
-        personas += &format!(
+        personas += &*format!(
             "[[persona]]\nid = \"{p}\"\nagent = \"{p}\"\nmatrix = {{ user_id = \"{id}\", password = \"{pw}\" }}\n\n",
             id = mxid(p),
             pw = password(p)

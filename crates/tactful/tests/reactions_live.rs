@@ -2,7 +2,7 @@
 //! persona asked directly that chooses silence puts 👀 on the message, and
 //! after a `kill -9` a newcomer still sees it there.
 
-mod common;
+use crate::common;
 
 use common::{enter, event, free_port, run_tactful_logged, say, settle};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! policy for the next message, while a turn in flight goes on; SIGHUP
 //! never stops the process.
 
-mod common;
+use crate::common;
 
 use common::{bot_messages, enter, free_port, http_request, json_of, run_tactful_logged, say};
 use serde_json::json;
@@ -176,7 +176,7 @@ async fn the_console_reloads_the_file_like_sighup_and_says_what_happened() {
     let (port, server) = (free_port(), free_port());
     let with_server = |rooms: &str| {
         config(port, rooms)
-            + &format!("\n[server]\nlisten = \"127.0.0.1:{server}\"\nconsole_token = \"reload-tok-123\"\n")
+            + &*format!("\n[server]\nlisten = \"127.0.0.1:{server}\"\nconsole_token = \"reload-tok-123\"\n")
     };
     let (_tactful, logs) = run_tactful_logged(dir.path(), &with_server(""), &[]);
     logs.wait_for("the banner", |l| l.contains(&format!("127.0.0.1:{port}")));

@@ -3,7 +3,7 @@
 //! lost or sent twice, and an ambient buffer that was waiting still
 //! flushes.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! restart makes up for a missed run within its catch-up once, while a
 //! schedule whose missed run is older than its catch-up lets it go.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

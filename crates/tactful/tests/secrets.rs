@@ -2,7 +2,7 @@
 //! snippets, not the log at any level, not when a server echoes them back,
 //! not when an agent's error quotes them.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -6,8 +6,8 @@
 
 #![cfg(feature = "slack")]
 
-mod common;
-mod slack_double;
+use crate::common;
+use crate::slack_double;
 
 use std::path::Path;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! trying what it already accepted, and loses none of it once the lock is
 //! released.
 
-mod common;
+use crate::common;
 
 use std::io::BufRead;
 use std::time::Duration;

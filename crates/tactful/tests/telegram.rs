@@ -6,9 +6,9 @@
 
 #![cfg(feature = "telegram")]
 
-mod common;
-mod telegram_double;
-mod telegram_setup;
+use crate::common;
+use crate::telegram_double;
+use crate::telegram_setup;
 
 use std::time::Duration;
 

@@ -17,8 +17,8 @@
 
 #![cfg(feature = "telegram")]
 
-mod common;
-mod telegram_setup;
+use crate::common;
+use crate::telegram_setup;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! PostgreSQL schema) and what the database says about who holds what.
 #![allow(dead_code)] // each user takes some of it
 
-mod leases;
+pub mod leases;
 
 #[allow(unused_imports)] // the benchmarks wait on their own terms
 pub use leases::{cluster_toml, holder, shares, wait_db};

@@ -57,7 +57,7 @@ impl Synapse {
             "version: 1\nformatters:\n  f:\n    format: '%(asctime)s %(levelname)s %(name)s %(message)s'\n\
              handlers:\n  file:\n    class: logging.FileHandler\n    formatter: f\n    filename: "
                 .to_owned()
-                + &dir.join("homeserver.log").display().to_string()
+                + dir.join("homeserver.log").display().to_string().as_str()
                 + "\nroot:\n  level: WARNING\n  handlers: [file]\ndisable_existing_loggers: false\n",
         )
         .expect("log config");

@@ -1,0 +1,20 @@
+//! The engine's integration tests, as one test binary: each file beside this one is a module
+//! of it (`cargo test -p tactful-core --test it MODULE::` runs one file's tests),
+//! linked once instead of once per file. The crate sets `autotests =
+//! false`, so a new file is compiled once it is listed here (the workspace
+//! test `every_test_file_is_compiled` says when one is not).
+
+// Set-up the files share.
+mod common;
+
+// The tests, one module per file.
+mod addressed_silence;
+mod budget;
+mod engine;
+mod floor;
+mod hand_over;
+mod live_personas;
+mod parsers;
+mod restore;
+mod small_talk_labelled;
+mod unprompted;

@@ -1,0 +1,16 @@
+//! The store's integration tests, as one test binary: each file beside this one is a module
+//! of it (`cargo test -p tactful-store --test it MODULE::` runs one file's tests),
+//! linked once instead of once per file. The crate sets `autotests =
+//! false`, so a new file is compiled once it is listed here (the workspace
+//! test `every_test_file_is_compiled` says when one is not).
+
+// Set-up the files share.
+#[macro_use]
+mod support;
+
+// The tests, one module per file.
+mod cluster;
+mod conformance;
+mod postgres;
+mod sqlite;
+mod tls;
