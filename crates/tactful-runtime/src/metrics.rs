@@ -48,6 +48,8 @@ pub struct Metrics {
     store_healthy: Gauge,
     store_failures: Counter,
     fenced_writes: Counter,
+    store_commits: Counter,
+    store_commit_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
     store: Mutex<Option<Arc<Health>>>,
     platform_connected: Family<Labels, Gauge>,
     budget_remaining: Family<Labels, Gauge>,
@@ -99,6 +101,8 @@ impl Metrics {
         let store_healthy = Gauge::default();
         let store_failures = Counter::default();
         let fenced_writes = Counter::default();
+        let store_commits = Counter::default();
+        let store_commit_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         let decisions = Family::<Labels, Counter>::default();
         let agent_calls = Family::<Labels, Counter>::default();
         let agent_seconds: Histograms = Family::new_with_constructor(seconds_histogram);
@@ -175,6 +179,16 @@ impl Metrics {
             fenced_writes.clone(),
         );
         registry.register(
+            "store_commits",
+            "Transactions the store committed (each a batch of changes; several messages' changes share one under load)",
+            store_commits.clone(),
+        );
+        registry.register(
+            "store_commit_seconds",
+            "Time the store's commits took in all, in seconds: divided by tactful_store_commits_total, the mean commit, which every reply waits for a few times",
+            store_commit_seconds.clone(),
+        );
+        registry.register(
             "decisions",
             "Decisions by persona, outcome, reason and room (the first 100 rooms by name, then 'other')",
             decisions.clone(),
@@ -227,6 +241,8 @@ impl Metrics {
             store_healthy,
             store_failures,
             fenced_writes,
+            store_commits,
+            store_commit_seconds,
             store: Mutex::new(None),
             platform_connected,
             budget_remaining,
@@ -414,7 +430,8 @@ impl Metrics {
     }
 
     /// Reports the store's health (`tactful_store_healthy`,
-    /// `tactful_store_write_failures`, `tactful_fenced_writes`) from
+    /// `tactful_store_write_failures`, `tactful_fenced_writes`,
+    /// `tactful_store_commits`, `tactful_store_commit_seconds`) from
     /// `health`.
     pub fn watch_store(&self, health: Arc<Health>) {
         if let Ok(mut s) = self.store.lock() {
@@ -451,6 +468,13 @@ impl Metrics {
             self.store_failures.inc_by(h.failures().saturating_sub(seen));
             let seen = self.fenced_writes.get();
             self.fenced_writes.inc_by(h.fenced().saturating_sub(seen));
+            let (commits, seconds) = h.commits();
+            let seen = self.store_commits.get();
+            self.store_commits.inc_by(commits.saturating_sub(seen));
+            let seen = self.store_commit_seconds.get();
+            if seconds > seen {
+                self.store_commit_seconds.inc_by(seconds - seen);
+            }
         } else {
             self.store_healthy.set(1);
         }

@@ -81,6 +81,8 @@ pub struct Health {
     error: Mutex<Option<String>>,
     failures: AtomicU64,
     fenced: AtomicU64,
+    commits: AtomicU64,
+    commit_micros: AtomicU64,
 }
 
 impl Health {
@@ -90,6 +92,8 @@ impl Health {
             error: Mutex::new(None),
             failures: AtomicU64::new(0),
             fenced: AtomicU64::new(0),
+            commits: AtomicU64::new(0),
+            commit_micros: AtomicU64::new(0),
         }
     }
 
@@ -114,6 +118,21 @@ impl Health {
     /// cut off): a correct fencing, not the store failing.
     pub fn fenced(&self) -> u64 {
         self.fenced.load(Ordering::SeqCst)
+    }
+
+    /// Transactions committed since the start, and the time they took,
+    /// in seconds: every reply waits for a few commits (a person's
+    /// message is stored before it is shown, a reply before it is sent),
+    /// so their mean is where a slow disk shows in a reply's latency.
+    pub fn commits(&self) -> (u64, f64) {
+        let micros = self.commit_micros.load(Ordering::Relaxed);
+        (self.commits.load(Ordering::Relaxed), micros as f64 / 1e6)
+    }
+
+    fn count_commit(&self, took: Duration) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.commit_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
     fn count_fenced(&self) {
@@ -319,8 +338,10 @@ fn write_loop(store: &mut Store, rx: &mpsc::Receiver<Msg>, health: &Health, stop
         let mut wait = FIRST_RETRY_WAIT;
         let mut failing_since: Option<Instant> = None;
         let outcome = loop {
+            let began = Instant::now();
             match store.apply(&batch.ops) {
                 Ok(()) => {
+                    health.count_commit(began.elapsed());
                     health.set_ok();
                     break Ok(());
                 }

@@ -51,6 +51,9 @@ rate_limit = "off"
 [platforms.web]
 listen = "127.0.0.1:0"
 history = 200
+
+[server]
+listen = "127.0.0.1:0"
 "#;
 
 struct Load {
@@ -109,8 +112,21 @@ async fn measure(load: Load, bench: bool) {
     let floor_url = echo_server().await;
     let floor = latency(&floor_url, &load, bench).await;
     floor.print("floor (bare echo)", &load);
+    let server = service
+        .listening
+        .server
+        .expect("the bench config serves /metrics");
+    let before = commits(server).await;
     let tactful = latency(&ws_url, &load, bench).await;
+    let after = commits(server).await;
     tactful.print("latency", &load);
+    // What each reply waits for a few times: the store's commits.
+    let (n, secs) = (after.0 - before.0, after.1 - before.1);
+    println!(
+        "store: {n:.0} commits while measuring, {:.2} a ping, {:.3} ms each on average",
+        n / tactful.total as f64,
+        if n > 0.0 { secs * 1000.0 / n } else { 0.0 }
+    );
     println!(
         "tactful / floor: p50 {:.1}x, p99 {:.1}x",
         tactful.p50 / floor.p50,
@@ -354,6 +370,27 @@ async fn echo_server() -> String {
         let _ = axum::serve(listener, app).await;
     });
     format!("ws://{addr}/ws")
+}
+
+/// `tactful_store_commits_total` and `tactful_store_commit_seconds_total`
+/// from the service's `/metrics`.
+async fn commits(server: std::net::SocketAddr) -> (f64, f64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(server).await.expect("/metrics");
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("ask /metrics");
+    let mut text = String::new();
+    conn.read_to_string(&mut text).await.expect("read /metrics");
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in /metrics"))
+    };
+    (
+        value("tactful_store_commits_total"),
+        value("tactful_store_commit_seconds_total"),
+    )
 }
 
 fn ms(d: Duration) -> f64 {

@@ -79,6 +79,16 @@ async fn the_service_answers_in_the_web_room_and_stops_on_sigterm() {
     for w in wanted {
         assert!(metrics.contains(w), "missing {w} in:\n{metrics}");
     }
+    // The store's commits: at least the question (stored before it was
+    // shown) and the reply (before it was sent), and the time they took.
+    let value = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in:\n{metrics}"))
+    };
+    assert!(value("tactful_store_commits_total") >= 2.0, "{metrics}");
+    assert!(value("tactful_store_commit_seconds_total") > 0.0, "{metrics}");
     svc.stop().await;
 }
 
