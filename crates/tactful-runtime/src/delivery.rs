@@ -257,7 +257,18 @@ pub struct RoomDelivery {
     key_prefix: Arc<str>,
     /// Where delivery progress is recorded, when there is a store.
     saver: Option<Saver>,
+    /// Told a reply's platform id as soon as its first part is shown.
+    shown: Option<Shown>,
 }
+
+/// Tells the engine the platform id a reply is shown under (local id,
+/// platform id) before the part's record is saved. The platform shows the
+/// part to people before `send` returns, and someone may answer it at once:
+/// the engine must know the id by the time that answer arrives, or the
+/// answer's `reply_to` names a message it does not know (live, a "more?"
+/// to the Guide's answer was then not a follow-up, 3 runs in 25). The
+/// answer waits for its own commit after this is told, so it comes after.
+pub type Shown = Box<dyn Fn(&MsgId, &MsgId) + Send + Sync>;
 
 impl RoomDelivery {
     /// Delivery for `room` through `platform`; `key_prefix` (the store's
@@ -276,7 +287,15 @@ impl RoomDelivery {
             streams: HashMap::new(),
             key_prefix,
             saver,
+            shown: None,
         }
+    }
+
+    /// This delivery, telling `shown` each reply's platform id as soon as
+    /// its first part is shown (see [`Shown`]).
+    pub fn telling_shown(mut self, shown: Shown) -> Self {
+        self.shown = Some(shown);
+        self
     }
 
     /// Records `op` before going on: a crash after this line finds it.
@@ -588,6 +607,9 @@ impl RoomDelivery {
         if resume.parts_done == 0 {
             first_id = self.send_first(&out, &parts[0], held).await;
             if let Some(id) = &first_id {
+                if let Some(shown) = &self.shown {
+                    shown(&out.id, id);
+                }
                 tracing::debug!(room = %self.room, reply = %out.id, part = 0, %id, "part delivered");
                 self.record(self.part(&out, 0, id)).await;
             }

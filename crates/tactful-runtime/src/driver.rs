@@ -421,6 +421,7 @@ impl Driver {
                 self.running.remove(&turn);
                 self.engine.handle_hook_result(wall_clock(), turn, outcomes);
             }
+            Event::Shown(room, local, platform) => self.engine.handle_sent(&room, &local, platform),
             Event::Done(room, sent) => {
                 if let Some(n) = self.deliveries.get_mut(&room) {
                     *n = n.saturating_sub(1);
@@ -609,7 +610,16 @@ impl Driver {
             self.p.delivery.clone(),
             self.p.key_prefix.clone(),
             self.p.persist.as_ref().map(|p| p.saver().fenced(lease)),
-        );
+        )
+        .telling_shown({
+            let engine = engine.clone();
+            let room = room.clone();
+            Box::new(
+                move |local: &tactful_core::MsgId, platform: &tactful_core::MsgId| {
+                    let _ = engine.send(Event::Shown(room.clone(), local.clone(), platform.clone()));
+                },
+            )
+        });
         let room_id = room.clone();
         let worker = tokio::spawn(async move {
             while let Some((event, saved)) = rx.recv().await {

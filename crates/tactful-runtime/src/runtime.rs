@@ -230,6 +230,10 @@ pub(crate) enum Event {
     /// A room worker finished a job other than a streaming edit; with the
     /// ids when it delivered a reply.
     Done(RoomId, Option<(MsgId, MsgId)>),
+    /// A reply's first part is shown under this platform id (local, then
+    /// platform), told before its record is saved: a person who answers it
+    /// at once must find the engine knowing the id (`Done` repeats it).
+    Shown(RoomId, MsgId, MsgId),
     /// Rooms of partitions this process now holds (several processes).
     Adopt(Box<crate::cluster::Adoption>),
     /// Partitions to hand over: let go by choice (`Some`: told once their

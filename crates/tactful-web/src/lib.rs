@@ -74,6 +74,7 @@ use crate::identity::Lookalikes;
 use crate::room::{Member, Noted, Room, WebMsg};
 
 pub use others::Following;
+pub use session::READ_BUFFER;
 
 /// How the web room is served.
 #[derive(Clone, Debug)]

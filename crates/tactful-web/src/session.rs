@@ -26,6 +26,13 @@ const PAGE: &str = include_str!("page.html");
 /// The largest frame a client may send: a message of the longest length in
 /// JSON with every character escaped, and room to spare.
 const MAX_FRAME: usize = 64 * 1024;
+/// How much a socket reads at a time. tungstenite zero-fills this much of
+/// its buffer before every read (and every poll that finds nothing), 128
+/// KiB by default: under load that memset was the service's largest single
+/// cost (`BENCHMARKS.md`, "Against the floor"). A chat frame is a few
+/// hundred bytes, and a longer one still arrives whole: the buffer grows
+/// to a frame's length when its header says it is longer.
+pub const READ_BUFFER: usize = 4 * 1024;
 /// A client that has not taken a frame for this long is disconnected.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Messages of one connection waiting to be stored at once.
@@ -53,6 +60,7 @@ pub(crate) async fn ws(
         return refusal.into_response();
     }
     upgrade
+        .read_buffer_size(READ_BUFFER)
         .max_message_size(MAX_FRAME)
         .max_frame_size(MAX_FRAME)
         .on_upgrade(move |socket| session(shared, socket))

@@ -364,7 +364,9 @@ async fn echo_server() -> String {
     });
     let app = axum::Router::new().route(
         "/ws",
-        axum::routing::get(|ws: WebSocketUpgrade| async move { ws.on_upgrade(session) }),
+        axum::routing::get(|ws: WebSocketUpgrade| async move {
+            ws.read_buffer_size(tactful_web::READ_BUFFER).on_upgrade(session)
+        }),
     );
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
@@ -422,7 +424,12 @@ async fn connect(
         .to_owned();
     req.headers_mut()
         .insert("origin", origin.parse().expect("header"));
-    tokio_tungstenite::connect_async_with_config(req, None, true)
+    // The clients read as the web room does (its read buffer): at
+    // tungstenite's default every read zero-fills 128 KiB, and the clients'
+    // memsets took the cores the service and the floor are measured on.
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .read_buffer_size(tactful_web::READ_BUFFER);
+    tokio_tungstenite::connect_async_with_config(req, Some(config), true)
         .await
         .expect("connect")
         .0
