@@ -23,7 +23,7 @@ use crate::restart::Restart;
 use crate::runtime::{Event, Personas, TraceEvent, wall_clock};
 
 mod owned;
-pub(crate) use owned::Owned;
+pub(crate) use owned::{Fences, Owned};
 
 /// A delivery job: the event, and for a reply the store's word that it is
 /// saved (sent only after that).

@@ -255,6 +255,8 @@ pub(crate) enum Event {
 pub struct RuntimeHandle {
     pub(crate) tx: mpsc::UnboundedSender<Event>,
     saver: Option<Saver>,
+    /// The leases held, when sharing the store (see [`Self::saver_for`]).
+    fences: Option<crate::driver::Fences>,
     connections: Connections,
     id_block: Option<u64>,
     started: Timestamp,
@@ -404,6 +406,25 @@ impl RuntimeHandle {
     pub fn saver(&self) -> Option<&Saver> {
         self.saver.as_ref()
     }
+
+    /// Where a platform saves what it says about `room` (the web room's
+    /// decision notes, announced to the other processes): fenced by the
+    /// room's lease when several processes share the store, so a process
+    /// that lost the room, or never held it, announces nothing there (the
+    /// store refuses the batch); `None` when it holds no lease for the room
+    /// or there is no store.
+    pub fn saver_for(&self, room: &RoomId) -> Option<Saver> {
+        let saver = self.saver.clone()?;
+        let Some(fences) = &self.fences else {
+            return Some(saver);
+        };
+        let lease = fences
+            .lock()
+            .ok()?
+            .get(&tactful_store::partition_of(room))
+            .cloned()?;
+        Some(saver.fenced(Some(lease)))
+    }
 }
 
 /// A running runtime.
@@ -473,9 +494,11 @@ impl Runtime {
                 )
             }
         };
+        let fences = coordinator.as_ref().map(|_| crate::driver::Fences::default());
         let handle = RuntimeHandle {
             tx: tx.clone(),
             saver: persist.as_ref().map(Persister::saver),
+            fences: fences.clone(),
             connections: Connections::default(),
             id_block,
             started: wall_clock(),
@@ -494,9 +517,10 @@ impl Runtime {
                 persist,
                 max_turns: config.max_concurrent_turns.max(1),
                 key_prefix: Arc::from(key_prefix),
-                owned: coordinator
-                    .as_ref()
-                    .map(|(c, tenure)| crate::driver::Owned::new(tenure.clone(), c.giving_back())),
+                owned: coordinator.as_ref().map(|(c, tenure)| {
+                    let fences = fences.clone().unwrap_or_default();
+                    crate::driver::Owned::new(tenure.clone(), c.giving_back(), fences)
+                }),
             },
         );
         let task = tokio::spawn(driver.run(rx, restart));

@@ -405,3 +405,52 @@ async fn a_process_cut_off_past_its_lease_loses_its_rooms_and_posts_nothing_ther
         p.runtime.shutdown().await;
     }
 }
+
+/// What a platform writes about a room (the web room's decision notes,
+/// which the other processes' web rooms are told of) carries the room's
+/// lease: once another process has taken the room's partition, a note this
+/// process still makes there is refused, never announced. The runtime's
+/// plain saver, which the notes went through before, writes it all the
+/// same, and the other processes' people saw a decision the store refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_about_a_room_this_process_lost_is_refused_not_announced() {
+    let Some(schema) = Schema::new() else { return };
+    let at = schema.location();
+    let (merged, mut traces) = mpsc::unbounded_channel();
+    let (_gate, closed) = watch::channel(false);
+    let p = start(&at, 0, &merged, &closed);
+    let mut seen = Seen::default();
+    until(&mut traces, &mut seen, "every partition held", |s| s.settled(1)).await;
+    let h = p.runtime.handle();
+    let room = RoomId::new("lobby");
+    let note = || {
+        vec![tactful_store::Op::ShownNote {
+            room: room.clone(),
+            id: MsgId::new("w1"),
+            note: "{}".to_owned(),
+        }]
+    };
+    let held = h.saver_for(&room).expect("the room's partition is held here");
+    assert_eq!(held.save(note()).await, Ok(()), "written while the room is held");
+
+    // Another process takes the partition over (its epoch moves on), before
+    // this one has noticed.
+    let part = partition_of(&room);
+    schema
+        .exec(&format!(
+            "UPDATE leases SET holder = NULL, epoch = epoch + 1 WHERE key = 'partition:{part}'"
+        ))
+        .expect("the lease moves");
+    // Refused, or (once the process has noticed) nothing to write with.
+    if let Some(saver) = h.saver_for(&room) {
+        let refused = saver.save(note()).await;
+        assert!(
+            matches!(refused, Err(tactful_runtime::NotSaved::Fenced(_))),
+            "a note about a room lost is refused: {refused:?}"
+        );
+    }
+    // What the notes used before: no fence, so it was written and announced.
+    let unfenced = h.saver().expect("a store").clone();
+    assert_eq!(unfenced.save(note()).await, Ok(()));
+    p.runtime.shutdown().await;
+}

@@ -494,7 +494,9 @@ impl Shared {
         if !self.shared_store.load(Ordering::Relaxed) || note.room.as_str().contains(':') {
             return;
         }
-        if let Some(saver) = self.runtime().and_then(|h| h.saver().cloned()) {
+        // Fenced by the room's lease: a process that lost the room must not
+        // tell the others of a decision the store refused.
+        if let Some(saver) = self.runtime().and_then(|h| h.saver_for(&note.room)) {
             saver.save_later(vec![Op::ShownNote {
                 room: note.room.clone(),
                 id: note.msg.clone(),

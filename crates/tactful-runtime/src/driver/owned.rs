@@ -36,10 +36,18 @@ use crate::persist::{Ack, Batch, NotSaved};
 use crate::restart::Restart;
 use crate::runtime::wall_clock;
 
+/// The leases held, by partition, as the runtime handle shows them to
+/// platforms ([`crate::RuntimeHandle::saver_for`]): a mirror of
+/// [`Owned`]'s, so what a platform writes about a room is fenced like the
+/// runtime's own writes.
+pub(crate) type Fences = std::sync::Arc<std::sync::Mutex<HashMap<u32, Lease>>>;
+
 /// What this process holds.
 pub(crate) struct Owned {
     /// Partitions held, with the lease their writes carry.
     held: HashMap<u32, Lease>,
+    /// The same, for the runtime handle.
+    fences: Fences,
     /// Until when the leases are surely held, as the delivery workers see it.
     pub tenure: Tenure,
     /// Inbox messages not taken go back to the coordinator.
@@ -47,12 +55,27 @@ pub(crate) struct Owned {
 }
 
 impl Owned {
-    pub fn new(tenure: Tenure, give_back: GiveBack) -> Owned {
+    pub fn new(tenure: Tenure, give_back: GiveBack, fences: Fences) -> Owned {
         Owned {
             held: HashMap::new(),
+            fences,
             tenure,
             give_back,
         }
+    }
+
+    fn hold(&mut self, part: u32, lease: Lease) {
+        if let Ok(mut f) = self.fences.lock() {
+            f.insert(part, lease.clone());
+        }
+        self.held.insert(part, lease);
+    }
+
+    fn let_go(&mut self, part: &u32) {
+        if let Ok(mut f) = self.fences.lock() {
+            f.remove(part);
+        }
+        self.held.remove(part);
     }
 
     /// The lease `room`'s writes carry, if it is this process's.
@@ -90,7 +113,7 @@ impl Driver {
         let now = wall_clock();
         let parts: Vec<u32> = adoption.leases.iter().map(|(p, _)| *p).collect();
         for (part, lease) in adoption.leases {
-            owned.held.insert(part, lease);
+            owned.hold(part, lease);
         }
         // The rooms' spend comes with their snapshots: what the store says
         // the others spent leaves it out from this event on.
@@ -127,7 +150,7 @@ impl Driver {
         );
         if done.is_none() {
             for p in &parts {
-                owned.held.remove(p);
+                owned.let_go(p);
             }
         }
         let mut workers = Vec::new();
@@ -169,7 +192,7 @@ impl Driver {
     pub(super) fn released(&mut self, parts: Vec<u32>, done: oneshot::Sender<()>) {
         if let Some(owned) = &mut self.owned {
             for p in &parts {
-                owned.held.remove(p);
+                owned.let_go(p);
             }
         }
         self.trace_held();
