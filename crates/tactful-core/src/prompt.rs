@@ -147,14 +147,9 @@ fn tagged(e: &Entry) -> String {
 /// that could break the tag is left out of it; the sender context still
 /// gives a waiting message's ids exactly.
 fn tagged_with_id(e: &Entry, with_account: bool) -> String {
-    let name = crate::transcript::shown_name(&e.author_name, e.author.as_str());
-    let mut tag = format!("[from {name}");
-    match (e.is_bot, with_account) {
-        (true, true) => tag.push_str(&format!(" (bot, account {})", e.author.as_str())),
-        (true, false) => tag.push_str(" (bot)"),
-        (false, true) => tag.push_str(&format!(" (account {})", e.author.as_str())),
-        (false, false) => {}
-    }
+    let account = with_account.then(|| e.author.as_str());
+    let words = crate::transcript::tag_words(&e.author_name, e.author.as_str(), e.is_bot, account);
+    let mut tag = format!("[{words}");
     let id = e.id.as_str();
     if fits_tag(id) {
         tag.push_str(" · ");
@@ -241,18 +236,38 @@ pub fn render(req: &TurnRequest, contract: &str) -> Prompt {
     let lines = loop {
         let lines = as_lines(req, &shown);
         let triggers: usize = lines.iter().filter(|l| l.3).map(|l| l.2).sum();
-        let total: usize = lines.iter().filter(|l| !l.3).map(|l| l.2).sum();
-        if total <= budget.saturating_sub(triggers) {
+        let room = budget.saturating_sub(triggers);
+        let mut total: usize = lines.iter().filter(|l| !l.3).map(|l| l.2).sum();
+        if total <= room {
             break lines;
         }
-        let before = shown.iter().position(|k| k.1).unwrap_or(shown.len());
-        if before > 0 {
-            shown.drain(..before.div_ceil(2));
-        } else if let Some(i) = shown.iter().position(|k| !k.1) {
-            shown.remove(i);
-        } else {
+        // Cut by this rendering's costs (one pass, not one render per
+        // message); an account moved by the cut is measured next round.
+        let mut keep = vec![true; shown.len()];
+        let mut before = shown.iter().position(|k| k.1).unwrap_or(shown.len());
+        let mut start = 0;
+        while total > room && before > 0 {
+            let drop = before.div_ceil(2);
+            for i in start..start + drop {
+                keep[i] = false;
+                total -= lines[i].2;
+            }
+            (start, before) = (start + drop, before - drop);
+        }
+        for (i, line) in lines.iter().enumerate() {
+            if total <= room {
+                break;
+            }
+            if keep[i] && !line.3 {
+                keep[i] = false;
+                total -= line.2;
+            }
+        }
+        if keep.iter().all(|&k| k) {
             break lines;
         }
+        let mut kept = keep.iter();
+        shown.retain(|_| kept.next().copied().unwrap_or(true));
     };
     let mut messages = Vec::with_capacity(lines.len() + 1);
     for (role, content, _, _) in lines {

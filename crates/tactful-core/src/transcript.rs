@@ -81,11 +81,19 @@ pub fn shown_name(name: &str, fallback_id: &str) -> String {
 /// second tag), runs of whitespace folded, and at most [`MAX_NAME_CHARS`]
 /// characters. An empty result falls back to the account id.
 pub fn speaker_tag(name: &str, fallback_id: &str, is_bot: bool) -> String {
+    format!("[{}]", tag_words(name, fallback_id, is_bot, None))
+}
+
+/// What a speaker tag says inside its brackets: `from Name`, then
+/// `(bot)`, `(account U0AB12)` or `(bot, account U0AB12)`. A prompt names
+/// the account on a person's first line (`prompt::tagged_with_id`).
+pub fn tag_words(name: &str, fallback_id: &str, is_bot: bool, account: Option<&str>) -> String {
     let clean = shown_name(name, fallback_id);
-    if is_bot {
-        format!("[from {clean} (bot)]")
-    } else {
-        format!("[from {clean}]")
+    match (is_bot, account) {
+        (true, Some(a)) => format!("from {clean} (bot, account {a})"),
+        (true, None) => format!("from {clean} (bot)"),
+        (false, Some(a)) => format!("from {clean} (account {a})"),
+        (false, None) => format!("from {clean}"),
     }
 }
 
