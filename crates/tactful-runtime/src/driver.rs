@@ -599,7 +599,7 @@ impl Driver {
         let engine = self.p.tx.clone();
         // Sharing the store: the room's writes carry its partition's lease,
         // and nothing is posted unless the lease is surely held.
-        let lease = self.owned.as_ref().and_then(|o| o.lease_of(room)).cloned();
+        let lease = self.owned.as_ref().and_then(|o| o.lease_of(room));
         let mut tenure = self
             .owned
             .as_ref()

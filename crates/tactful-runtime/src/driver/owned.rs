@@ -36,18 +36,15 @@ use crate::persist::{Ack, Batch, NotSaved};
 use crate::restart::Restart;
 use crate::runtime::wall_clock;
 
-/// The leases held, by partition, as the runtime handle shows them to
-/// platforms ([`crate::RuntimeHandle::saver_for`]): a mirror of
-/// [`Owned`]'s, so what a platform writes about a room is fenced like the
-/// runtime's own writes.
+/// The leases held, by partition: the driver's, shared with the runtime
+/// handle, which fences what a platform writes about a room with them
+/// ([`crate::RuntimeHandle::saver_for`]) as the runtime's own writes are.
 pub(crate) type Fences = std::sync::Arc<std::sync::Mutex<HashMap<u32, Lease>>>;
 
 /// What this process holds.
 pub(crate) struct Owned {
     /// Partitions held, with the lease their writes carry.
-    held: HashMap<u32, Lease>,
-    /// The same, for the runtime handle.
-    fences: Fences,
+    held: Fences,
     /// Until when the leases are surely held, as the delivery workers see it.
     pub tenure: Tenure,
     /// Inbox messages not taken go back to the coordinator.
@@ -55,32 +52,33 @@ pub(crate) struct Owned {
 }
 
 impl Owned {
-    pub fn new(tenure: Tenure, give_back: GiveBack, fences: Fences) -> Owned {
+    pub fn new(tenure: Tenure, give_back: GiveBack, held: Fences) -> Owned {
         Owned {
-            held: HashMap::new(),
-            fences,
+            held,
             tenure,
             give_back,
         }
     }
 
     fn hold(&mut self, part: u32, lease: Lease) {
-        if let Ok(mut f) = self.fences.lock() {
-            f.insert(part, lease.clone());
+        if let Ok(mut held) = self.held.lock() {
+            held.insert(part, lease);
         }
-        self.held.insert(part, lease);
     }
 
     fn let_go(&mut self, part: &u32) {
-        if let Ok(mut f) = self.fences.lock() {
-            f.remove(part);
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(part);
         }
-        self.held.remove(part);
+    }
+
+    fn held_count(&self) -> usize {
+        self.held.lock().map_or(0, |h| h.len())
     }
 
     /// The lease `room`'s writes carry, if it is this process's.
-    pub fn lease_of(&self, room: &RoomId) -> Option<&Lease> {
-        self.held.get(&partition_of(room))
+    pub fn lease_of(&self, room: &RoomId) -> Option<Lease> {
+        self.held.lock().ok()?.get(&partition_of(room)).cloned()
     }
 }
 
@@ -207,7 +205,7 @@ impl Driver {
     fn trace_held(&self) {
         if let Some(owned) = &self.owned {
             self.trace(crate::runtime::TraceEvent::Partitions {
-                held: owned.held.len(),
+                held: owned.held_count(),
             });
         }
     }
