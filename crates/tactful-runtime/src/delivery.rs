@@ -266,8 +266,9 @@ pub struct RoomDelivery {
 /// part to people before `send` returns, and someone may answer it at once:
 /// the engine must know the id by the time that answer arrives, or the
 /// answer's `reply_to` names a message it does not know (live, a "more?"
-/// to the Guide's answer was then not a follow-up, 3 runs in 25). The
-/// answer waits for its own commit after this is told, so it comes after.
+/// to the Guide's answer was then not a follow-up, 3 runs in 25). This is
+/// told in the same step as the platform returns, before any wait, while an
+/// answer needs a round trip to a person: it reaches the engine after.
 pub type Shown = Box<dyn Fn(&MsgId, &MsgId) + Send + Sync>;
 
 impl RoomDelivery {
