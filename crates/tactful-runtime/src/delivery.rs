@@ -121,6 +121,10 @@ pub enum DeliveryEvent {
         showing: Showing,
         /// Where the agent's text accumulates.
         streamed: Arc<Streamed>,
+        /// The placeholder is on record already (the driver saved it with
+        /// the decision that started the turn, and this job waited for
+        /// that commit), so posting it costs no commit of its own.
+        recorded: bool,
     },
     /// More text streamed for a turn (read from its [`Streamed`]).
     Partial {
@@ -151,6 +155,14 @@ pub struct Showing {
     /// Whether nothing may be shown before the final text: before-send
     /// hooks may still rewrite or cancel the reply.
     pub hold: bool,
+}
+
+/// Which turn a [`DeliveryEvent::Start`] starts, and where it answers.
+struct Turn {
+    turn: TurnId,
+    persona: PersonaId,
+    answering: Option<MsgId>,
+    thread: Option<ThreadId>,
 }
 
 struct Stream {
@@ -328,10 +340,16 @@ impl RoomDelivery {
                 thread,
                 showing,
                 streamed,
+                recorded,
             } => {
                 let answering = answering.filter(|_| self.platform.capabilities().native_replies);
-                self.start(turn, persona, answering, thread, showing, streamed)
-                    .await;
+                let turn = Turn {
+                    turn,
+                    persona,
+                    answering,
+                    thread,
+                };
+                self.start(turn, showing, streamed, recorded).await;
                 None
             }
             DeliveryEvent::Partial { turn } => {
@@ -379,15 +397,13 @@ impl RoomDelivery {
         }
     }
 
-    async fn start(
-        &mut self,
-        turn: TurnId,
-        persona: PersonaId,
-        answering: Option<MsgId>,
-        thread: Option<ThreadId>,
-        showing: Showing,
-        streamed: Arc<Streamed>,
-    ) {
+    async fn start(&mut self, turn: Turn, showing: Showing, streamed: Arc<Streamed>, recorded: bool) {
+        let Turn {
+            turn,
+            persona,
+            answering,
+            thread,
+        } = turn;
         let typing = Typing::start(
             self.platform.clone(),
             persona.clone(),
@@ -395,8 +411,9 @@ impl RoomDelivery {
             thread.clone(),
         );
         let placeholder = if self.platform.capabilities().can_edit {
-            // On record before it is posted (its id still unknown) and again
-            // after: a crash at any point leaves a record a restart finds,
+            // On record before it is posted (its id still unknown; usually
+            // saved by the driver with the decision, see `recorded`) and
+            // again after: a crash at any point leaves a record a restart finds,
             // and posting again under the same key finds the message. The
             // second record is queued, not waited for: it reaches the store
             // before anything saved after it (one writer, in order), and a
@@ -410,7 +427,9 @@ impl RoomDelivery {
                 thread: thread.clone(),
                 id: MsgId::new(id),
             };
-            self.record(record("")).await;
+            if !recorded {
+                self.record(record("")).await;
+            }
             let id = self
                 .post_placeholder(turn, &persona, thread.as_ref(), answering.as_ref())
                 .await;

@@ -4,25 +4,26 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tactful_agents::Agent;
 use tactful_agents::hooks::Hooks;
-use tactful_agents::{Agent, Deltas};
 use tactful_core::hooks::HookAction;
 use tactful_core::{
-    AgentResult, CancelReason, Counters, Engine, EngineError, Message, Outcome, Output, PersonaId,
-    PersonasChanged, Reason, RoomId, TurnId, TurnKind, TurnRequest,
+    CancelReason, Counters, Engine, EngineError, Message, Outcome, Output, PersonaId, PersonasChanged,
+    Reason, RoomId, TurnId, TurnKind, TurnRequest,
 };
 use tactful_store::{Op, PendingTurn};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::calls::CallLog;
-use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery, Showing, Streamed};
+use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery};
 use crate::persist::{Ack, Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
 use crate::restart::Restart;
 use crate::runtime::{Event, Personas, TraceEvent, wall_clock};
 
 mod owned;
+mod turns;
 pub(crate) use owned::{Fences, Owned};
 
 /// A delivery job: the event, and for a reply the store's word that it is
@@ -80,25 +81,6 @@ pub(crate) struct Driver {
     refusal_logged: bool,
     /// The agent calls running, for the call log and the trace.
     calls: CallLog,
-}
-
-/// Streams an agent's text to the room's delivery worker as it arrives:
-/// appended to the turn's shared buffer, the worker told at most once
-/// until it reads.
-struct StreamTo {
-    turn: TurnId,
-    streamed: Arc<Streamed>,
-    room: Option<mpsc::UnboundedSender<Job>>,
-}
-
-impl Deltas for StreamTo {
-    fn delta(&mut self, piece: &str) {
-        if self.streamed.push(piece)
-            && let Some(room) = &self.room
-        {
-            let _ = room.send((DeliveryEvent::Partial { turn: self.turn }, None));
-        }
-    }
 }
 
 impl Driver {
@@ -792,76 +774,6 @@ impl Driver {
             }
             Output::Ambient(_) | Output::Dropped { .. } => {}
         }
-    }
-
-    /// Starts queued turns while slots are free, oldest first.
-    fn fill(&mut self) {
-        while self.running.len() < self.p.max_turns {
-            let Some(req) = self.queued.pop_front() else {
-                break;
-            };
-            let op = self.calls.started(&req, wall_clock());
-            if self.saving() {
-                self.batch.ops.push(op);
-            }
-            self.start_turn(req);
-        }
-    }
-
-    fn start_turn(&mut self, req: TurnRequest) {
-        let turn = req.turn;
-        let Some(agent) = self.p.agents.get(req.agent.as_ref()).cloned() else {
-            let result = AgentResult::Failed(format!("no agent named {:?}", req.agent));
-            let _ = self.p.tx.send(Event::AgentDone(turn, result, None));
-            self.running.insert(turn, tokio::spawn(async {}));
-            return;
-        };
-        let streamed = Arc::new(Streamed::default());
-        // Only replies stream into a placeholder: ambient batches are
-        // usually silent and gate answers are never shown.
-        let room = (req.kind == TurnKind::Reply).then(|| {
-            let start = DeliveryEvent::Start {
-                turn,
-                persona: req.persona.clone(),
-                // What the reply will most likely answer: a person's message
-                // that started the turn (the agent decides in the end).
-                answering: req
-                    .triggers
-                    .last()
-                    .filter(|e| e.persona.is_none() && !req.is_dm)
-                    .map(|e| e.id.clone()),
-                thread: req.thread.clone(),
-                showing: Showing {
-                    silence_token: req.silence_token.clone(),
-                    strip_reasoning: req.strip_reasoning,
-                    hold: req.hooked,
-                },
-                streamed: streamed.clone(),
-            };
-            self.deliver(&req.room, start, None)
-        });
-        let done = self.p.tx.clone();
-        let task = tokio::spawn(async move {
-            let mut sink = StreamTo { turn, streamed, room };
-            let (result, usage) = match agent.run(&req, &mut sink).await {
-                Ok(reply) => {
-                    let usage = reply.usage;
-                    (reply.into_result(), usage)
-                }
-                Err(e) => {
-                    // The trace and the log get the reason, secrets masked:
-                    // an operator must be able to see why a turn failed.
-                    let reason = tactful_core::secrets::redact(&e.to_string()).into_owned();
-                    tracing::warn!(
-                        persona = %req.persona, room = %req.room, turn = %turn, agent = %req.agent,
-                        "agent turn failed: {reason}"
-                    );
-                    (AgentResult::Failed(reason), None)
-                }
-            };
-            let _ = done.send(Event::AgentDone(turn, result, usage));
-        });
-        self.running.insert(turn, task);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -14,7 +14,7 @@ use tactful_core::{
     ContextLimits, EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, ThreadId, TurnRequest,
 };
 use tactful_runtime::{
-    Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, Store,
+    Capabilities, DeliveryConfig, Health, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, Store,
     TraceEvent, wall_clock,
 };
 use tactful_store::LoadLimits;
@@ -47,6 +47,9 @@ struct Double {
     calls: Mutex<Vec<Call>>,
     sends: AtomicUsize,
     next: AtomicU64,
+    /// Once set, the store's commits so far are noted at each send.
+    store: OnceLock<Arc<Health>>,
+    commits_at_send: Mutex<Vec<u64>>,
 }
 
 impl Double {
@@ -57,6 +60,8 @@ impl Double {
             calls: Mutex::new(Vec::new()),
             sends: AtomicUsize::new(0),
             next: AtomicU64::new(1),
+            store: OnceLock::new(),
+            commits_at_send: Mutex::new(Vec::new()),
         })
     }
 
@@ -91,6 +96,9 @@ impl Platform for Double {
             let n = self.sends.fetch_add(1, Ordering::SeqCst);
             if self.stuck_after.is_some_and(|k| n >= k) {
                 std::future::pending::<()>().await;
+            }
+            if let Some(store) = self.store.get() {
+                self.commits_at_send.lock().expect("lock").push(store.commits().0);
             }
             self.calls.lock().expect("lock").push(Call::Send {
                 text: msg.text.to_owned(),
@@ -365,6 +373,41 @@ fn a_placeholder_left_by_a_crash_is_removed_when_its_turn_is_asked_again() {
 #[test]
 fn a_placeholder_left_in_a_thread_is_removed_in_that_thread() {
     placeholder_left_by_a_crash(Some("t7"));
+}
+
+/// A placeholder costs no commit of its own: it goes on record in the
+/// batch of the decision that asked for it, so a person sees the persona
+/// at work one commit after their message, not two in a row (each a trip
+/// to the store's writer: BENCHMARKS.md, the live path against its floor).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_placeholder_is_posted_on_the_commit_that_decided_its_turn() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("t.db");
+    let platform = Double::new(true, None);
+    let (rt, _trace) = start(&path, platform.clone(), Agentish::new(None, "never"), 50, 4);
+    // Whatever the start wrote is written once a first message is.
+    say(&rt, "chat", "lobby", "just chatting");
+    eventually("the first message stored", || {
+        store_shows(&path, |r| r.rooms.iter().any(|room| room.messages.len() == 1))
+    })
+    .await;
+    let health = rt.health().expect("a store");
+    let before = health.commits().0;
+    assert!(platform.store.set(health).is_ok());
+    say(&rt, "q1", "lobby", "@docs hello?");
+    eventually("the placeholder posted", || !platform.sent().is_empty()).await;
+    let at_post = platform.commits_at_send.lock().expect("lock")[0];
+    assert_eq!(
+        at_post - before,
+        1,
+        "the message, its decision and the placeholder's record in one commit"
+    );
+    eventually("the placeholder on record", || {
+        store_shows(&path, |r| r.placeholders.len() == 1)
+    })
+    .await;
+    // Its agent never answers: dropped, not waited for.
+    drop(rt);
 }
 
 fn placeholder_left_by_a_crash(thread: Option<&str>) {

@@ -614,22 +614,28 @@ impl Platform for WebPlatform {
                     why: Vec::new(),
                     reactions: Vec::new(),
                 };
-                let ticket = r.queue_new(m.clone(), msg.key.map(str::to_owned), saver.is_none());
+                // Shown at once (after whatever is ahead of it in line,
+                // such as a person's message still being stored), and its
+                // record queued behind it, not waited for: delivery has
+                // committed what it sends (the placeholder's record, the
+                // reply) before sending it, so a crash before this record
+                // lands is one delivery recovers from by sending again
+                // under the same key. At most the part in flight shows
+                // twice, as RELIABILITY.md promises; waiting here cost
+                // every reply a commit (BENCHMARKS.md). A person's message,
+                // which nothing else records, is still stored before it is
+                // shown.
+                r.queue_new(m.clone(), msg.key.map(str::to_owned), true);
+                if let Some(saver) = &saver {
+                    saver.save_later(vec![shared.shown(room, &m, msg.key, time)]);
+                }
                 r.flush(room, shared.config.history, &shared.events);
-                Ok((m, ticket))
+                Ok(m)
             })?;
-            let (m, ticket) = match queued {
-                Ok(q) => q,
-                Err(known) => return Ok(MsgId::new(known)),
-            };
-            // Stored before it is shown: what people saw survives a crash,
-            // and its key recognises it if it is sent again.
-            if let Some(saver) = saver {
-                let saved = saver.save(vec![shared.shown(room, &m, msg.key, time)]).await;
-                shared.settle(room, ticket, saved.is_ok());
-                saved.map_err(|e| PlatformError(format!("not shown: {e}")))?;
+            match queued {
+                Ok(m) => Ok(MsgId::new(m.id)),
+                Err(known) => Ok(MsgId::new(known)),
             }
-            Ok(MsgId::new(m.id))
         })
     }
 

@@ -11,3 +11,4 @@ mod common;
 mod direct;
 mod hostile;
 mod room;
+mod stored;

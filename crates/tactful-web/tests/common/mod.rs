@@ -42,6 +42,11 @@ pub async fn start() -> Room {
 }
 
 pub async fn start_with(config: WebConfig) -> Room {
+    start_on(config, None).await
+}
+
+/// The room with `store` under the runtime (`None`: nothing saved).
+pub async fn start_on(config: WebConfig, store: Option<tactful_runtime::Store>) -> Room {
     let rule = ScriptRule {
         when: Regex::new("(?i)reset").expect("regex"),
         reply: "[[reply_to:{msg_id}]]\nHold the button for 5 s, {from_name}.".to_owned(),
@@ -71,7 +76,7 @@ pub async fn start_with(config: WebConfig) -> Room {
             agents,
             delivery: DeliveryConfig::default(),
             shutdown_grace: Duration::from_secs(10),
-            store: None,
+            store,
             max_concurrent_turns: 16,
             hooks: Default::default(),
             cluster: None,
