@@ -10,6 +10,11 @@
 //!   frames) that answers each `say` with its `message` at once, driven by
 //!   the same 20 clients at the same rate in the same run, and tactful's
 //!   p50/p99 as a multiple of its;
+//! - a durable floor: the same bare server, but each `say` committed to
+//!   SQLite (WAL, `synchronous = NORMAL`, says that queue up merged into
+//!   one transaction, checkpoints when idle, as tactful's writer does)
+//!   before it is answered: the least a service that keeps what it is told
+//!   must do, and tactful's ratio to it;
 //! - resident memory per idle room, after 10,000 rooms each heard one
 //!   message (handed in twenty chunks, each heard before the next).
 //!
@@ -109,9 +114,12 @@ async fn measure(load: Load, bench: bool) {
     let ws_url = format!("ws://{web}/ws");
 
     // -- Latency at a steady rate, against the floor --------------------
-    let floor_url = echo_server().await;
+    let floor_url = echo_server(None).await;
     let floor = latency(&floor_url, &load, bench).await;
     floor.print("floor (bare echo)", &load);
+    let durable_url = echo_server(Some(durable_writer(&dir.path().join("floor.db")))).await;
+    let durable = latency(&durable_url, &load, bench).await;
+    durable.print("durable floor (one commit a say)", &load);
     let server = service
         .listening
         .server
@@ -131,6 +139,11 @@ async fn measure(load: Load, bench: bool) {
         "tactful / floor: p50 {:.1}x, p99 {:.1}x",
         tactful.p50 / floor.p50,
         tactful.p99 / floor.p99
+    );
+    println!(
+        "tactful / durable floor: p50 {:.1}x, p99 {:.1}x",
+        tactful.p50 / durable.p50,
+        tactful.p99 / durable.p99
     );
     // The memory part asks in room0 (its reader below listens there).
     let (mut tx, mut rx) = connect(&ws_url).await.split();
@@ -332,22 +345,32 @@ async fn latency(ws_url: &str, load: &Load, bench: bool) -> Latency {
 /// as JSON and answering a `join` with a `history` and a `say` with the
 /// `message` tactful would send, at once: the JSON, framing and scheduling
 /// every reply pays, without deciding anything. Its URL.
-async fn echo_server() -> String {
+/// Where the durable floor's says are committed; each is answered once
+/// its transaction is.
+type Writer = std::sync::mpsc::Sender<(String, tokio::sync::oneshot::Sender<()>)>;
+
+async fn echo_server(durable: Option<Writer>) -> String {
     use axum::extract::ws::{Message as AxumWs, WebSocket, WebSocketUpgrade};
     use axum::serve::ListenerExt as _;
-    async fn session(mut socket: WebSocket) {
+    async fn session(mut socket: WebSocket, durable: Option<Writer>) {
         while let Some(Ok(AxumWs::Text(t))) = socket.recv().await {
             let Ok(v) = serde_json::from_str::<Value>(&t) else {
                 continue;
             };
+            let text = v["text"].as_str().unwrap_or_default();
             let answer = match v["type"].as_str() {
                 Some("join") => json!({"type": "history", "room": v["room"], "members": [], "messages": []}),
                 Some("say") => json!({"type": "message", "room": v["room"], "message": {
                     "id": "w1", "sender": {"id": "docs", "name": "Docs", "bot": true},
-                    "text": format!("pong {}", v["text"].as_str().unwrap_or_default()),
+                    "text": format!("pong {text}"),
                     "reply_to": null, "time": 0}}),
                 _ => continue,
             };
+            if let Some(writer) = durable.as_ref().filter(|_| v["type"] == "say") {
+                let (done, committed) = tokio::sync::oneshot::channel();
+                writer.send((text.to_owned(), done)).expect("the floor's writer");
+                committed.await.expect("committed");
+            }
             if socket
                 .send(AxumWs::Text(answer.to_string().into()))
                 .await
@@ -364,14 +387,56 @@ async fn echo_server() -> String {
     });
     let app = axum::Router::new().route(
         "/ws",
-        axum::routing::get(|ws: WebSocketUpgrade| async move {
-            ws.read_buffer_size(tactful_web::READ_BUFFER).on_upgrade(session)
+        axum::routing::get(move |ws: WebSocketUpgrade| async move {
+            ws.read_buffer_size(tactful_web::READ_BUFFER)
+                .on_upgrade(move |socket| session(socket, durable))
         }),
     );
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
     format!("ws://{addr}/ws")
+}
+
+/// The durable floor's writer: a thread that commits what queued up in
+/// one transaction and answers each say after, on a SQLite file set up as
+/// tactful's store is (1 KiB pages, WAL, `synchronous = NORMAL`, the
+/// checkpoints run by the writer when nothing waits, at least every 1,024
+/// commits).
+fn durable_writer(path: &std::path::Path) -> Writer {
+    let mut conn = rusqlite::Connection::open(path).expect("the floor's file");
+    conn.execute_batch(
+        "PRAGMA page_size = 1024; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+         PRAGMA wal_autocheckpoint = 0; CREATE TABLE said (text TEXT NOT NULL);",
+    )
+    .expect("the floor's schema");
+    let (tx, rx) = std::sync::mpsc::channel::<(String, tokio::sync::oneshot::Sender<()>)>();
+    std::thread::spawn(move || {
+        let mut commits = 0u32;
+        let mut next = None;
+        while let Some(first) = next.take().or_else(|| rx.recv().ok()) {
+            let mut batch = vec![first];
+            batch.extend(rx.try_iter());
+            let t = conn.transaction().expect("begin");
+            for (text, _) in &batch {
+                t.execute("INSERT INTO said (text) VALUES (?1)", [text])
+                    .expect("insert");
+            }
+            t.commit().expect("commit");
+            for (_, done) in batch {
+                let _ = done.send(());
+            }
+            commits += 1;
+            if commits >= 64 {
+                next = rx.try_recv().ok();
+                if next.is_none() || commits >= 1024 {
+                    let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+                    commits = 0;
+                }
+            }
+        }
+    });
+    tx
 }
 
 /// `tactful_store_commits_total` and `tactful_store_commit_seconds_total`
