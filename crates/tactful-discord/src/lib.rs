@@ -41,7 +41,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
 use tactful_runtime::account::{AccountTasks, Backoff, HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, Connections, Held, Probe, RuntimeHandle};
+use tactful_runtime::{Connected, Held, Probe, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
 use twilight_model::channel::Channel;
@@ -232,7 +232,7 @@ impl Connected for DiscordPlatform {
                 .iter()
                 .map(|p| p.id.as_str())
                 .collect();
-            let states = Connections::for_banner(&self.shared.runtime, "Discord", &personas).await;
+            let states = RuntimeHandle::banner_states(&self.shared.runtime, "Discord", &personas).await;
             let names: Vec<Option<String>> = self
                 .shared
                 .bots

@@ -62,7 +62,7 @@ use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{PersonaId, RoomId};
 use tactful_runtime::account::{Backoff, HeardOnce};
-use tactful_runtime::{Connected, Connections, Held, PlatformError, RuntimeHandle};
+use tactful_runtime::{Connected, Held, PlatformError, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, room_id, to_message};
 
@@ -194,7 +194,7 @@ impl Connected for MatrixPlatform {
             // yet is said to be connecting, not shown as live.
             let s = &self.shared.settings;
             let personas: Vec<&str> = s.personas.iter().map(|p| p.id.as_str()).collect();
-            let states = Connections::for_banner(&self.shared.runtime, "Matrix", &personas).await;
+            let states = RuntimeHandle::banner_states(&self.shared.runtime, "Matrix", &personas).await;
             let users: Vec<String> = s
                 .personas
                 .iter()

@@ -14,8 +14,8 @@ use futures::future::BoxFuture;
 use tactful_core::PersonaId;
 
 use crate::connections::Account;
+use crate::handle::RuntimeHandle;
 use crate::platform::Held;
-use crate::runtime::RuntimeHandle;
 
 /// A boxed account task: what a platform runs for persona `i`'s account,
 /// listening or only identifying it ([`AccountTasks::start`]).

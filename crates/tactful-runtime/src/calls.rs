@@ -13,7 +13,7 @@ use tactful_agents::Usage;
 use tactful_core::{AgentResult, Output, PersonaId, RoomId, Timestamp, TurnId, TurnKind, TurnRequest};
 use tactful_store::{CallEnd, CallStart, Op};
 
-use crate::runtime::TraceEvent;
+use crate::events::TraceEvent;
 
 /// A call in progress, as the trace reports it when it ends.
 struct Running {

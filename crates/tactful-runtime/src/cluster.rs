@@ -31,20 +31,19 @@
 //! however long the coordinator's own call to the store hangs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
 use tactful_core::{PersonaId, RoomId, Timestamp};
 use tactful_store::{
-    Balance, Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, Restored, SPEND_CHANNEL, Store,
+    Balance, Cluster, INBOX_CHANNEL, Lease, LoadLimits, Location, PARTITIONS, SPEND_CHANNEL, Store,
     StoreError, account_key, partition_key, partition_of,
 };
 
 use crate::platform::Held;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::runtime::Event;
+use crate::events::{Adoption, Event, Spend};
 
 /// How this process shares its database with others.
 #[derive(Clone, Debug)]
@@ -59,25 +58,6 @@ pub struct ClusterConfig {
 
 /// The default lease: a dead process's rooms move within ten seconds.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
-
-/// Rooms of newly held partitions, read back from the store.
-pub(crate) struct Adoption {
-    /// The partitions and their leases.
-    pub leases: Vec<(u32, Lease)>,
-    /// Their rooms.
-    pub restored: Restored,
-    /// Each schedule's last run.
-    pub last_runs: Vec<(Arc<str>, Timestamp)>,
-    /// What the rooms of the partitions not held here spent of the
-    /// personas' budgets, these excluded now: taken in with the rooms, so
-    /// no message is decided with a room's spend counted twice (from its
-    /// snapshot and from the store) or not at all. `None` when it could
-    /// not be read (the round's last read tells it).
-    pub spent_elsewhere: Option<Spend>,
-}
-
-/// Spend by persona and bucket end (see [`Event::SpentElsewhere`]).
-pub(crate) type Spend = Vec<(PersonaId, Timestamp, u64)>;
 
 /// Until when this process's leases are surely held. Without a cluster,
 /// always.
@@ -679,7 +659,7 @@ impl State {
     /// the `Release`.
     fn spend_now(&mut self, taking: &[u32]) -> Result<Spend, StoreError> {
         let held: Vec<u32> = self.held.keys().chain(taking).copied().collect();
-        self.cluster.spent_elsewhere(&held, crate::runtime::wall_clock())
+        self.cluster.spent_elsewhere(&held, crate::clock::wall_clock())
     }
 
     /// Partitions just lost or being handed over (no longer in `held`):

@@ -11,8 +11,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::runtime::RuntimeHandle;
-
 /// How long a start banner waits for its platform's accounts.
 pub const BANNER_WAIT: Duration = Duration::from_secs(5);
 
@@ -93,22 +91,6 @@ impl Connections {
                 _ => None,
             })
             .collect()
-    }
-
-    /// For a platform's start banner: waits a few seconds (at most
-    /// [`BANNER_WAIT`]) until every account of `personas` on `platform`
-    /// is connected, through the runtime a platform keeps once started;
-    /// each one's state then (connecting, without a runtime).
-    pub async fn for_banner(
-        runtime: &Mutex<Option<RuntimeHandle>>,
-        platform: &str,
-        personas: &[&str],
-    ) -> Vec<LinkState> {
-        let runtime = runtime.lock().ok().and_then(|r| r.clone());
-        match runtime {
-            Some(r) => r.connections().settle(platform, personas, BANNER_WAIT).await,
-            None => vec![LinkState::Connecting; personas.len()],
-        }
     }
 
     /// Waits up to `wait` until every account of `personas` on `platform`

@@ -36,9 +36,9 @@ use tactful_core::{MsgId, Outgoing, PersonaId, RoomId, ThreadId, TurnId};
 
 use tactful_store::{Op, Placeholder as Recorded};
 
+use crate::clock::wall_clock;
 use crate::persist::Saver;
 use crate::platform::{OutMessage, Platform, PlatformError};
-use crate::runtime::wall_clock;
 
 /// What a placeholder says before any text is ready: a platform that
 /// hears its own personas' posts (Slack shows an app every message in

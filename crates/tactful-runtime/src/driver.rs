@@ -16,15 +16,16 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::calls::CallLog;
+use crate::clock::wall_clock;
 use crate::delivery::{DeliveryConfig, DeliveryEvent, RoomDelivery};
+use crate::events::{Event, Personas, TraceEvent};
 use crate::persist::{Ack, Batch, Health, NotSaved, Persister};
 use crate::platform::Platform;
 use crate::restart::Restart;
-use crate::runtime::{Event, Personas, TraceEvent, wall_clock};
 
 mod owned;
 mod turns;
-pub(crate) use owned::{Fences, Owned};
+pub(crate) use owned::Owned;
 
 /// A delivery job: the event, and for a reply the store's word that it is
 /// saved (sent only after that).

@@ -10,10 +10,13 @@
 
 pub mod account;
 mod calls;
+mod clock;
 pub mod cluster;
 pub mod connections;
 pub mod delivery;
 mod driver;
+mod events;
+mod handle;
 pub mod markup;
 pub mod metrics;
 pub mod persist;

@@ -16,8 +16,8 @@ use prometheus_client::registry::Registry;
 use tactful_core::{Output, ScheduleEvent, Timestamp, TurnId};
 
 use crate::connections::{Connections, LinkState};
+use crate::events::TraceEvent;
 use crate::persist::Health;
-use crate::runtime::TraceEvent;
 
 type Labels = Vec<(String, String)>;
 type Histograms = Family<Labels, Histogram, fn() -> Histogram>;

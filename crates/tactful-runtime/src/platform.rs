@@ -4,12 +4,12 @@
 //! inbound chokepoint) and implements [`Platform`] for everything that goes
 //! out (the outbound chokepoint). Streaming placeholders, silence, reply
 //! targeting, chunking and retries are decided once, in
-//! [`crate::delivery`], in terms of these few calls.
+//! the delivery path (`delivery.rs`), in terms of these few calls.
 
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 
-use crate::RuntimeHandle;
+use crate::handle::RuntimeHandle;
 
 /// What a platform can do with messages, and how its rooms are named: one
 /// constant per platform, which the delivery path and the driver read

@@ -16,8 +16,8 @@ use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 use tokio::task::JoinHandle;
 
+use crate::handle::RuntimeHandle;
 use crate::platform::{Capabilities, Connected, Held, OutMessage, Platform, PlatformError};
-use crate::runtime::RuntimeHandle;
 
 /// How long the old connection's goodbye may take before its tasks stop.
 const GOODBYE_WAIT: Duration = Duration::from_secs(3);

@@ -11,29 +11,9 @@ use std::collections::BTreeMap;
 use tactful_core::{Message, MsgId, RoomId};
 
 use crate::calls::{CallRow, CostRow};
-use crate::load::{Placeholder, Unsent};
-use crate::read::{DecisionRow, PartitionOwner, RoomSummary};
+use crate::records::{DecisionRow, PartitionOwner, PendingRow, RoomSummary, StoredMessage};
+use crate::records::{Placeholder, Unsent};
 use crate::{Op, ShownMessage, StoreError};
-
-/// A message row as a restart reads it: where it stands in its room, the
-/// message, and the platform's id for it (a reply that was delivered).
-pub(crate) struct StoredMessage {
-    pub seq: i64,
-    pub msg: Message,
-    pub platform_id: Option<String>,
-}
-
-/// A `pending_turns` row, before its messages are looked up.
-pub(crate) struct PendingRow {
-    pub turn: i64,
-    pub kind: String,
-    pub room: String,
-    pub persona: String,
-    /// The turn's message ids as JSON (may be unreadable: see
-    /// [`crate::Restored::skipped`]).
-    pub msgs: String,
-    pub addressed: bool,
-}
 
 /// What the service's writer asks of its store.
 pub(crate) trait Backend: Send {

@@ -34,6 +34,7 @@ mod location;
 mod ops;
 mod postgres;
 mod read;
+mod records;
 mod row;
 mod shown;
 mod sqlite;
@@ -45,7 +46,7 @@ use tactful_core::RoomId;
 pub use calls::{CallEnd, CallRow, CallStart, CostRow, MAX_COST_ROWS};
 pub use claim::{Claim, ClaimError, claim};
 pub use fan_out::{LIVE_CHANNEL, LiveNote, STATE_CHANNEL, ShownChange, ShownKind, WEB_CHANNEL};
-pub use load::{LoadLimits, Pending, Placeholder, Restored, RestoredRoom, Unsent};
+pub use load::{LoadLimits, Pending, Restored, RestoredRoom};
 pub use location::{BadUrl, Location};
 pub use ops::{Op, PendingTurn};
 pub use postgres::announce::Announcer;
@@ -53,7 +54,8 @@ pub use postgres::cluster::{
     Balance, CONNECTION_BOUND, Cluster, INBOX_CHANNEL, InboxWake, Lease, Member, Notification, PARTITIONS,
     SPEND_CHANNEL, Waiting, account_key, connection_partition, listen, partition_key, partition_of,
 };
-pub use read::{DecisionRow, MAX_PAGE, PartitionOwner, Reader, RoomSummary};
+pub use read::{MAX_PAGE, Reader};
+pub use records::{DecisionRow, PartitionOwner, Placeholder, RoomSummary, Unsent};
 pub use shown::ShownMessage;
 
 use backend::Backend;

@@ -4,13 +4,12 @@
 //! version) must not keep the service from starting: it is skipped with a
 //! warning naming it, and the rest is restored.
 
-use tactful_core::{
-    Counters, Engine, Message, MsgId, Outgoing, PersonaId, RoomId, RoomSnapshot, ThreadId, Timestamp, TurnId,
-};
+use tactful_core::{Counters, Engine, Message, MsgId, PersonaId, RoomId, RoomSnapshot, Timestamp, TurnId};
 
 use crate::StoreError;
 use crate::backend::Backend;
 use crate::ops::{PendingTurn, kind_from_name};
+use crate::records::{Placeholder, Unsent};
 
 /// Everything needed to rebuild the engine, per room.
 #[derive(Clone, Debug)]
@@ -38,32 +37,6 @@ pub struct Pending {
     /// Its triggers, oldest first; those the store no longer holds are
     /// missing.
     pub triggers: Vec<Message>,
-}
-
-/// A reply decided but not confirmed sent.
-#[derive(Clone, Debug)]
-pub struct Unsent {
-    /// The reply.
-    pub out: Outgoing,
-    /// How many of its parts reached the platform already.
-    pub parts_done: usize,
-    /// The platform id of its first part, when that went out.
-    pub first_id: Option<MsgId>,
-}
-
-/// A streaming placeholder still on screen.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Placeholder {
-    /// The turn it stands for.
-    pub turn: TurnId,
-    /// The room.
-    pub room: RoomId,
-    /// Who posted it.
-    pub persona: PersonaId,
-    /// The thread it was posted in.
-    pub thread: Option<ThreadId>,
-    /// Its platform id.
-    pub id: MsgId,
 }
 
 /// What [`Store::load`] found.

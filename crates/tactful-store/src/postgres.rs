@@ -19,6 +19,8 @@ pub(crate) mod cluster;
 mod read;
 mod schema;
 pub(crate) mod tls;
+#[macro_use]
+mod values;
 mod write;
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,9 +33,10 @@ use tokio_postgres::{Client, Statement};
 
 pub(crate) use read::Reader;
 
-use crate::backend::{Backend, PendingRow, StoredMessage};
-use crate::load::{Placeholder, Unsent};
+use crate::backend::Backend;
 use crate::location::masked;
+use crate::records::{PendingRow, StoredMessage};
+use crate::records::{Placeholder, Unsent};
 use crate::row::{self, MESSAGE_COLUMNS, PENDING_COLUMNS, Row, SHOWN_COLUMNS, UNSENT_COLUMNS};
 use crate::{Op, ShownMessage, StoreError};
 

@@ -6,66 +6,13 @@
 //! console never waits on, nor slows, the live path's writer. Every query
 //! is bounded.
 
-use serde::Serialize;
-
 use crate::backend::ReadBackend;
 use crate::calls::{CallRow, CostRow, MAX_COST_ROWS};
+use crate::records::{DecisionRow, PartitionOwner, RoomSummary};
 use crate::{Location, StoreError};
 
 /// The most decisions one page returns.
 pub const MAX_PAGE: usize = 500;
-
-/// One room, as the console lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RoomSummary {
-    /// The room id (`tg:-100…`, `lobby`).
-    pub room: String,
-    /// Messages stored.
-    pub messages: u64,
-    /// Decisions stored.
-    pub decisions: u64,
-    /// When the last message was sent (Unix milliseconds).
-    pub last_at: u64,
-}
-
-/// One decision, with the message it was about.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct DecisionRow {
-    /// Its place in the trace: pages go backwards from it.
-    pub seq: i64,
-    /// When it was decided (Unix milliseconds).
-    pub at: u64,
-    /// The message.
-    pub msg: String,
-    /// Who wrote it, when the message is stored (a schedule's run has no
-    /// message).
-    pub sender: Option<String>,
-    /// What it said.
-    pub text: Option<String>,
-    /// The persona decided for.
-    pub persona: String,
-    /// `reply`, `record` or `skip`.
-    pub outcome: String,
-    /// Why, as the trace names it.
-    pub reason: String,
-    /// The turn started, if any.
-    pub turn: Option<i64>,
-}
-
-/// Which process holds a room partition's lease now (several processes on
-/// one PostgreSQL database): the console shows it as the owner of each
-/// room in the partition ([`crate::partition_of`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PartitionOwner {
-    /// The partition.
-    #[serde(skip)]
-    pub partition: u32,
-    /// The process, as it said itself when it joined (host and pid).
-    pub process: String,
-    /// Since when it holds the lease (Unix milliseconds, the database's
-    /// clock); `None` for a lease taken before tactful noted it.
-    pub since: Option<u64>,
-}
 
 /// A read-only view of a store.
 pub struct Reader {

@@ -13,11 +13,11 @@ use tactful_core::{
 };
 
 use crate::StoreError;
-use crate::backend::PendingRow;
 use crate::calls::{CallRow, CostRow};
-use crate::load::{Placeholder, Unsent};
 use crate::ops::kind_from_name;
-use crate::read::{DecisionRow, RoomSummary};
+use crate::records::PendingRow;
+use crate::records::{DecisionRow, RoomSummary};
+use crate::records::{Placeholder, Unsent};
 use crate::shown::{ShownMessage, parse_reactions};
 
 /// A result row, read by column index.

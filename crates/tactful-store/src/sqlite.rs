@@ -18,8 +18,9 @@ use tactful_core::{Message, MsgId, RoomId};
 
 pub(crate) use read::Reader;
 
-use crate::backend::{Backend, PendingRow, StoredMessage};
-use crate::load::{Placeholder, Unsent};
+use crate::backend::Backend;
+use crate::records::{PendingRow, StoredMessage};
+use crate::records::{Placeholder, Unsent};
 use crate::row::{self, MESSAGE_COLUMNS, PENDING_COLUMNS, Row, SHOWN_COLUMNS, UNSENT_COLUMNS};
 use crate::{Op, ShownMessage, StoreError};
 

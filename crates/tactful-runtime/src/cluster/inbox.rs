@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use tactful_store::{StoreError, Waiting, partition_of};
 
 use super::{INBOX_READ, State};
-use crate::runtime::Event;
+use crate::events::Event;
 
 impl State {
     /// Messages the engine task could not take: handed again at the next

@@ -6,6 +6,7 @@ use tactful_core::Message;
 use tactful_store::Op;
 
 use super::*;
+use std::sync::Arc;
 
 /// A coordinator's state on the database at `at`, not running.
 fn state(at: &Location, engine: mpsc::UnboundedSender<Event>) -> State {
@@ -83,7 +84,7 @@ fn spent(at: &Location, room: RoomId, tokens: i64) {
         .apply(&[Op::Spent(tactful_core::Spent {
             room,
             persona: PersonaId::new("docs"),
-            bucket_end: crate::runtime::wall_clock(),
+            bucket_end: crate::clock::wall_clock(),
             per: Duration::from_secs(3600),
             tokens,
         })])

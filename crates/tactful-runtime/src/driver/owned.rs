@@ -24,22 +24,19 @@
 //!
 //! [`Engine::hand_over_room`]: tactful_core::Engine::hand_over_room
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use tactful_core::RoomId;
 use tactful_store::{Lease, Op, Waiting, partition_of};
 use tokio::sync::oneshot;
 
 use super::Driver;
-use crate::cluster::{Adoption, GiveBack, Tenure};
+use crate::clock::wall_clock;
+use crate::cluster::{GiveBack, Tenure};
+use crate::events::Adoption;
+use crate::handle::Fences;
 use crate::persist::{Ack, Batch, NotSaved};
 use crate::restart::Restart;
-use crate::runtime::wall_clock;
-
-/// The leases held, by partition: the driver's, shared with the runtime
-/// handle, which fences what a platform writes about a room with them
-/// ([`crate::RuntimeHandle::saver_for`]) as the runtime's own writes are.
-pub(crate) type Fences = std::sync::Arc<std::sync::Mutex<HashMap<u32, Lease>>>;
 
 /// What this process holds.
 pub(crate) struct Owned {
@@ -180,7 +177,7 @@ impl Driver {
                 for w in workers {
                     let _ = w.await;
                 }
-                let _ = tx.send(crate::runtime::Event::Released(parts, done));
+                let _ = tx.send(crate::events::Event::Released(parts, done));
             });
         }
     }
@@ -204,7 +201,7 @@ impl Driver {
 
     fn trace_held(&self) {
         if let Some(owned) = &self.owned {
-            self.trace(crate::runtime::TraceEvent::Partitions {
+            self.trace(crate::events::TraceEvent::Partitions {
                 held: owned.held_count(),
             });
         }

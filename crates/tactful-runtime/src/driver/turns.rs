@@ -10,8 +10,9 @@ use tactful_store::Op;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Driver, Job};
+use crate::clock::wall_clock;
 use crate::delivery::{DeliveryEvent, Showing, Streamed};
-use crate::runtime::{Event, wall_clock};
+use crate::events::Event;
 
 /// Streams an agent's text to the room's delivery worker as it arrives:
 /// appended to the turn's shared buffer, the worker told at most once

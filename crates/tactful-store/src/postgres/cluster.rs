@@ -28,7 +28,7 @@ use tokio_postgres::AsyncMessage;
 use tokio_postgres::types::ToSql;
 
 use super::Postgres;
-use super::write::{MESSAGE_INSERT_COLUMNS, MessageRow, Value};
+use super::values::{MESSAGE_INSERT_COLUMNS, MessageRow, Value};
 use crate::location::masked;
 use crate::row::{self, MESSAGE_COLUMNS, Row};
 use crate::{Location, StoreError};

@@ -9,7 +9,7 @@ use super::{Params, connect, rows};
 use crate::StoreError;
 use crate::backend::ReadBackend;
 use crate::calls::{CallRow, CostRow};
-use crate::read::{DecisionRow, PartitionOwner, RoomSummary};
+use crate::records::{DecisionRow, PartitionOwner, RoomSummary};
 use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS};
 
 /// The console's connection, made again when it is lost.

@@ -9,7 +9,7 @@ use super::rows;
 use crate::StoreError;
 use crate::backend::ReadBackend;
 use crate::calls::{CallRow, CostRow};
-use crate::read::{DecisionRow, RoomSummary};
+use crate::records::{DecisionRow, RoomSummary};
 use crate::row::{self, CALL_COLUMNS, MESSAGE_COLUMNS, Row, SHOWN_COLUMNS};
 
 /// A read-only connection to a store file.
