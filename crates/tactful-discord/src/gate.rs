@@ -49,7 +49,7 @@ pub const REFUSE_FROM: usize = 5_000;
 const LONGEST_PAUSE: Duration = Duration::from_secs(600);
 
 /// How the gate's own answer begins when Discord could not be reached:
-/// [`crate::send::deadline`] shows such an answer as the cause it names.
+/// `send::deadline` shows such an answer as the cause it names.
 pub(crate) const UNREACHED: &str = "Discord did not answer: ";
 
 /// The largest answer passed on (Discord's are a few KiB).

@@ -87,7 +87,7 @@ impl Explainer {
 }
 
 /// The state of a batch message that was read while its reply answered
-/// another: it never replaces an "answered" ([`crate::room::Room::note_why`]).
+/// another: it never replaces an "answered" (`Room::note_why` in `room.rs`).
 pub const READ: &str = "read";
 
 /// Every state a line can have.

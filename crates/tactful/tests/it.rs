@@ -29,6 +29,7 @@ use cluster_setup::leases;
 mod agents;
 mod browser;
 mod budget_live;
+mod circles;
 mod cli;
 mod cluster;
 mod cluster_accounts;
