@@ -56,13 +56,7 @@ impl Shared {
     /// (`listening`), keeps its gateway session until the service stops.
     pub(crate) async fn keep_connected(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::of_held(
-            &self.runtime,
-            "Discord",
-            persona.id.as_str(),
-            self.settings.max_backoff,
-            listening,
-        );
+        let mut backoff = self.roster.backoff(i, listening);
         loop {
             match self.identify(i).await {
                 Ok(()) => break,
@@ -151,13 +145,12 @@ impl Shared {
         if let Ok(mut bots) = self.bots.write() {
             bots[i].1 = Some((me.id, me.name));
         }
-        self.identified.add(i);
+        self.roster.identified(i);
         Ok(())
     }
 
     pub(crate) async fn wait_for_the_others(&self) {
-        let all = self.settings.personas.len();
-        if !self.identified.wait_for(all, IDENTIFY_WAIT).await {
+        if !self.roster.all_identified(IDENTIFY_WAIT).await {
             tracing::warn!(
                 "Discord: not every bot could say who it is; mentions of the missing ones are not recognised yet"
             );

@@ -116,9 +116,7 @@ impl Shared {
         if parent.is_some() {
             self.join_mentioned(&heard.mentions, msg.channel_id).await;
         }
-        if let Ok(r) = self.runtime.lock()
-            && let Some(handle) = r.as_ref()
-        {
+        if let Some(handle) = self.roster.runtime() {
             handle.inbound(heard);
         }
     }

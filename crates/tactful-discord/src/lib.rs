@@ -40,8 +40,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{Mentions, PersonaId};
-use tactful_runtime::account::{AccountTasks, Backoff, HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, Held, Probe, RuntimeHandle};
+use tactful_runtime::account::{HeardOnce, Recent};
+use tactful_runtime::{Connected, Held, Probe, Roster, RuntimeHandle};
 use twilight_gateway::{ConfigBuilder, Event, EventTypeFlags, Intents, Shard, ShardId, StreamExt as _};
 use twilight_http::Client;
 use twilight_model::channel::Channel;
@@ -92,9 +92,8 @@ struct Shared {
     _gates: Vec<Gate>,
     /// Each bot's user id and name, once known.
     bots: RwLock<Vec<(PersonaId, Option<BotUser>)>>,
-    identified: Roll,
-    /// Each account's task, and whether it listens.
-    tasks: AccountTasks,
+    /// The bots' accounts: the runtime, their tasks, who said who it is.
+    roster: Roster,
     /// The roles each persona's bot holds, by guild.
     roles: Mutex<HashMap<(usize, Id<GuildMarker>), RolesSince>>,
     /// Channels seen: a thread's parent, `None` for a channel that is not
@@ -106,7 +105,6 @@ struct Shared {
     /// The channel of each message the bots posted lately (a thread's
     /// messages are edited and deleted in the thread).
     posted: Mutex<Recent<String, Id<ChannelMarker>>>,
-    runtime: Mutex<Option<RuntimeHandle>>,
 }
 
 /// A bot's user id and name.
@@ -146,36 +144,31 @@ impl DiscordPlatform {
             gates.push(gate);
         }
         let bots = settings.personas.iter().map(|p| (p.id.clone(), None)).collect();
+        let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
+        let roster = Roster::new("Discord", personas, settings.max_backoff);
         Ok(DiscordPlatform {
             shared: Arc::new(Shared {
                 settings,
                 clients,
                 _gates: gates,
                 bots: RwLock::new(bots),
-                identified: Roll::default(),
-                tasks: AccountTasks::default(),
+                roster,
                 roles: Mutex::new(HashMap::new()),
                 parents: Mutex::new(HashMap::new()),
                 joined: Mutex::new(HashSet::new()),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 posted: Mutex::new(Recent::new(REMEMBERED_MESSAGES)),
-                runtime: Mutex::new(None),
             }),
         })
     }
 }
 
-impl Shared {}
-
 impl Connected for DiscordPlatform {
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         let shared = &self.shared;
-        let personas = shared.settings.personas.iter().map(|p| &p.id);
-        shared
-            .tasks
-            .start(&shared.runtime, runtime, personas, held, |i, listening| {
-                Box::pin(shared.clone().keep_connected(i, listening))
-            })
+        shared.roster.start(runtime, held, |i, listening| {
+            Box::pin(shared.clone().keep_connected(i, listening))
+        })
     }
 
     fn change_held(
@@ -184,14 +177,9 @@ impl Connected for DiscordPlatform {
         _saved: &std::collections::BTreeMap<String, String>,
     ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
         let shared = &self.shared;
-        let personas = shared.settings.personas.iter().map(|p| &p.id);
-        Some(
-            shared
-                .tasks
-                .change(&shared.runtime, "Discord", personas, held, |i, listening| {
-                    Box::pin(shared.clone().keep_connected(i, listening))
-                }),
-        )
+        Some(shared.roster.change(held, |i, listening| {
+            Box::pin(shared.clone().keep_connected(i, listening))
+        }))
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {
@@ -232,7 +220,7 @@ impl Connected for DiscordPlatform {
                 .iter()
                 .map(|p| p.id.as_str())
                 .collect();
-            let states = RuntimeHandle::banner_states(&self.shared.runtime, "Discord", &personas).await;
+            let states = self.shared.roster.banner_states().await;
             let names: Vec<Option<String>> = self
                 .shared
                 .bots

@@ -114,9 +114,7 @@ impl Shared {
             dm_to,
             time: wall_clock(),
         };
-        if let Ok(r) = self.runtime.lock()
-            && let Some(handle) = r.as_ref()
-        {
+        if let Some(handle) = self.roster.runtime() {
             handle.inbound(msg);
         }
     }

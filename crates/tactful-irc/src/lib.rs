@@ -42,8 +42,7 @@ use irc::client::prelude::{Client, Command, Config as IrcClientConfig, Sender as
 use tactful_core::{Mentions, Message, MsgId, PersonaId, RoomId, Sender, UserId};
 use tactful_runtime::Account;
 use tactful_runtime::RoomScheme;
-use tactful_runtime::account::Backoff;
-use tactful_runtime::{Connected, Held, PlatformError, RuntimeHandle, wall_clock};
+use tactful_runtime::{Connected, Held, PlatformError, Roster, RuntimeHandle, wall_clock};
 
 /// What people see when a persona leaves because tactful stops.
 const QUIT_MESSAGE: &str = "tactful is stopping; back soon";
@@ -56,7 +55,8 @@ struct Shared {
     settings: IrcSettings,
     /// Per persona: the live connection's sender and the nick it got.
     live: Mutex<HashMap<PersonaId, (IrcSender, String)>>,
-    runtime: Mutex<Option<RuntimeHandle>>,
+    /// The accounts: the runtime kept, and each one's backoff.
+    roster: Roster,
     epoch: u64,
     next: AtomicU64,
     /// Set by [`tactful_runtime::Platform::close`]: connections that end are not made again.
@@ -86,11 +86,13 @@ impl std::fmt::Debug for IrcPlatform {
 impl IrcPlatform {
     /// An IRC platform; nothing connects before [`IrcPlatform::start`].
     pub fn new(settings: IrcSettings) -> IrcPlatform {
+        let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
+        let roster = Roster::new("IRC", personas, settings.max_backoff);
         IrcPlatform {
             shared: Arc::new(Shared {
                 settings,
                 live: Mutex::new(HashMap::new()),
-                runtime: Mutex::new(None),
+                roster,
                 epoch: wall_clock().as_millis(),
                 next: AtomicU64::new(1),
                 closing: AtomicBool::new(false),
@@ -103,20 +105,16 @@ impl IrcPlatform {
 
     /// Where heard messages go.
     pub fn connect_runtime(&self, handle: RuntimeHandle) {
-        if let Ok(mut r) = self.shared.runtime.lock() {
-            *r = Some(handle);
-        }
+        self.shared.roster.keep_runtime(handle);
     }
 
     /// Connects every persona (each reconnecting on its own until the
     /// returned tasks are aborted).
     pub fn start(&self) -> Vec<tokio::task::JoinHandle<()>> {
-        (0..self.shared.settings.personas.len())
-            .map(|i| {
-                let shared = self.shared.clone();
-                tokio::spawn(async move { shared.keep_connected(i).await })
-            })
-            .collect()
+        let shared = &self.shared;
+        shared
+            .roster
+            .start_every(|i| Box::pin(shared.clone().keep_connected(i)))
     }
 
     /// Whether every persona is connected and registered (for readiness).

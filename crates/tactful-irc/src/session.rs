@@ -26,12 +26,7 @@ impl Reclaim {
 impl Shared {
     pub(crate) async fn keep_connected(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::of(
-            &self.runtime,
-            "IRC",
-            persona.id.as_str(),
-            self.settings.max_backoff,
-        );
+        let mut backoff = self.roster.backoff_always(i);
         loop {
             let result = self.session(i, &persona, backoff.account()).await;
             if let Ok(mut live) = self.live.lock() {

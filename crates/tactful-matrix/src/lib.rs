@@ -61,8 +61,8 @@ use matrix_sdk::ruma::events::{
 use matrix_sdk::ruma::{OwnedRoomId, OwnedUserId, RoomOrAliasId, UInt};
 use matrix_sdk::{Client, Room, RoomState, SessionMeta, SessionTokens};
 use tactful_core::{PersonaId, RoomId};
-use tactful_runtime::account::{Backoff, HeardOnce};
-use tactful_runtime::{Connected, Held, PlatformError, RuntimeHandle};
+use tactful_runtime::account::HeardOnce;
+use tactful_runtime::{Connected, Held, PlatformError, Roster, RuntimeHandle};
 
 use crate::event::{KnownPersona, Seen, localpart, room_id, to_message};
 
@@ -98,7 +98,8 @@ struct Shared {
     /// Saved sync tokens, by persona, taken by its loop at start.
     saved: Mutex<HashMap<PersonaId, String>>,
     seen: Mutex<HeardOnce<String>>,
-    runtime: Mutex<Option<RuntimeHandle>>,
+    /// The accounts: the runtime kept, and each one's backoff.
+    roster: Roster,
     synced: AtomicUsize,
 }
 
@@ -121,6 +122,8 @@ impl MatrixPlatform {
             .iter()
             .filter_map(|p| Some((p.id.clone(), saved.get(&state_key(&p.user_id))?.clone())))
             .collect();
+        let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
+        let roster = Roster::new("Matrix", personas, settings.max_backoff);
         MatrixPlatform {
             shared: Arc::new(Shared {
                 settings,
@@ -129,7 +132,7 @@ impl MatrixPlatform {
                 logged_in: tokio::sync::Notify::new(),
                 saved: Mutex::new(tokens),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_EVENTS)),
-                runtime: Mutex::new(None),
+                roster,
                 synced: AtomicUsize::new(0),
             }),
         }
@@ -137,20 +140,16 @@ impl MatrixPlatform {
 
     /// Where heard messages go.
     pub fn connect_runtime(&self, handle: RuntimeHandle) {
-        if let Ok(mut r) = self.shared.runtime.lock() {
-            *r = Some(handle);
-        }
+        self.shared.roster.keep_runtime(handle);
     }
 
     /// Logs every persona in and starts its sync loop (each retrying on
     /// its own until the returned tasks are aborted).
     pub fn start(&self) -> Vec<tokio::task::JoinHandle<()>> {
-        (0..self.shared.settings.personas.len())
-            .map(|i| {
-                let shared = self.shared.clone();
-                tokio::spawn(async move { shared.keep_syncing(i).await })
-            })
-            .collect()
+        let shared = &self.shared;
+        shared
+            .roster
+            .start_every(|i| Box::pin(shared.clone().keep_syncing(i)))
     }
 
     /// How many personas have finished their first sync (for readiness).
@@ -193,8 +192,7 @@ impl Connected for MatrixPlatform {
             // A few seconds for the first syncs: an account not syncing
             // yet is said to be connecting, not shown as live.
             let s = &self.shared.settings;
-            let personas: Vec<&str> = s.personas.iter().map(|p| p.id.as_str()).collect();
-            let states = RuntimeHandle::banner_states(&self.shared.runtime, "Matrix", &personas).await;
+            let states = self.shared.roster.banner_states().await;
             let users: Vec<String> = s
                 .personas
                 .iter()

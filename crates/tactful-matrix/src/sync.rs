@@ -13,12 +13,7 @@ pub fn state_key(user_id: &str) -> String {
 impl Shared {
     pub(crate) async fn keep_syncing(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::of(
-            &self.runtime,
-            "Matrix",
-            persona.id.as_str(),
-            self.settings.max_backoff,
-        );
+        let mut backoff = self.roster.backoff_always(i);
         let client = loop {
             match self.login(&persona).await {
                 Ok(c) => break c,
@@ -101,9 +96,7 @@ impl Shared {
         for room in client.invited_rooms() {
             self.consider_invite(persona, room).await;
         }
-        if let Ok(r) = self.runtime.lock()
-            && let Some(handle) = r.as_ref()
-        {
+        if let Some(handle) = self.roster.runtime() {
             handle.save_state(state_key(&persona.user_id), response.next_batch.clone());
         }
         Ok(response.next_batch)
@@ -153,9 +146,7 @@ impl Shared {
         let Some(msg) = to_message(&ev, &seen) else {
             return;
         };
-        if let Ok(r) = self.runtime.lock()
-            && let Some(handle) = r.as_ref()
-        {
+        if let Some(handle) = self.roster.runtime() {
             if backlog {
                 handle.backlog(msg);
             } else {

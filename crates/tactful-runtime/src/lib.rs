@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod persist;
 pub mod platform;
 mod restart;
+pub mod roster;
 pub mod runtime;
 mod schedules;
 pub mod seam;
@@ -37,6 +38,7 @@ pub use platform::{
     CALL_DEADLINE, Capabilities, Connected, Held, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe,
     ProbeFailed, RoomScheme, account_index, past_deadline, within_deadline,
 };
+pub use roster::Roster;
 pub use runtime::{
     DEFAULT_MAX_CONCURRENT_TURNS, Personas, Runtime, RuntimeConfig, RuntimeHandle, StartError, TraceEvent,
     wall_clock,

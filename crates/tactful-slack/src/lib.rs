@@ -50,8 +50,8 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use hyper_rustls::HttpsConnectorBuilder;
 use slack_morphism::prelude::*;
-use tactful_runtime::account::{AccountTasks, HeardOnce, Recent, Roll};
-use tactful_runtime::{Connected, Held, RuntimeHandle};
+use tactful_runtime::account::{HeardOnce, Recent};
+use tactful_runtime::{Connected, Held, Roster, RuntimeHandle};
 
 use crate::allowance::WaitAllowance;
 use crate::threads::Threads;
@@ -144,9 +144,9 @@ struct Shared {
     tokens: Vec<SlackApiToken>,
     /// Each bot's identity, once known, in settings order.
     bots: RwLock<Vec<Option<Identity>>>,
-    identified: Roll,
-    /// Each account's task, and whether it listens.
-    tasks: AccountTasks,
+    /// The apps' accounts: the runtime, each one's task (and whether it
+    /// listens), who said who it is.
+    roster: Roster,
     /// Messages handed in, by channel and `ts`.
     seen: Mutex<HeardOnce<(String, String)>>,
     /// Messages being stored: another copy waits for the outcome before
@@ -162,7 +162,6 @@ struct Shared {
     /// graceful close (at most one per app: a task started again replaces
     /// its entry).
     listeners: Mutex<HashMap<usize, Arc<SlackClientSocketModeListener<SlackClientHyperHttpsConnector>>>>,
-    runtime: Mutex<Option<RuntimeHandle>>,
 }
 
 impl SlackPlatform {
@@ -203,21 +202,21 @@ impl SlackPlatform {
                 ))
             })
             .collect();
+        let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
+        let roster = Roster::new("Slack", personas, settings.max_backoff);
         Ok(SlackPlatform {
             shared: Arc::new(Shared {
                 settings,
                 client: Arc::new(SlackClient::new(connector)),
                 tokens,
                 bots: RwLock::new(bots),
-                identified: Roll::default(),
-                tasks: AccountTasks::default(),
+                roster,
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 pending: Mutex::new(HashMap::new()),
                 people: Mutex::new(Recent::new(REMEMBERED_PEOPLE)),
                 name_waits,
                 threads: Mutex::new(Threads::restore_all(saved)),
                 listeners: Mutex::new(HashMap::new()),
-                runtime: Mutex::new(None),
             }),
         })
     }
@@ -228,12 +227,12 @@ impl Shared {
     /// it changed what is saved. Saved under the lock, so two rooms' saves
     /// reach the store in the order of their changes.
     fn update_threads(&self, change: impl FnOnce(&mut Threads) -> bool) {
-        let handle = self.runtime.lock().ok().and_then(|r| r.clone());
+        let handle = self.roster.runtime();
         if let Ok(mut threads) = self.threads.lock()
             && change(&mut threads)
             && let Some(handle) = handle
             && let Some(app) = self
-                .tasks
+                .roster
                 .first_listening()
                 .and_then(|i| self.settings.personas.get(i))
         {
@@ -254,12 +253,9 @@ impl Shared {
 impl Connected for SlackPlatform {
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         let shared = &self.shared;
-        let personas = shared.settings.personas.iter().map(|p| &p.id);
-        shared
-            .tasks
-            .start(&shared.runtime, runtime, personas, held, |i, listening| {
-                Box::pin(shared.clone().keep_connected(i, listening))
-            })
+        shared.roster.start(runtime, held, |i, listening| {
+            Box::pin(shared.clone().keep_connected(i, listening))
+        })
     }
 
     fn change_held(
@@ -273,14 +269,9 @@ impl Connected for SlackPlatform {
         if let Ok(mut threads) = shared.threads.lock() {
             threads.merge_all(saved);
         }
-        let personas = shared.settings.personas.iter().map(|p| &p.id);
-        Some(
-            shared
-                .tasks
-                .change(&shared.runtime, "Slack", personas, held, |i, listening| {
-                    Box::pin(shared.clone().keep_connected(i, listening))
-                }),
-        )
+        Some(shared.roster.change(held, |i, listening| {
+            Box::pin(shared.clone().keep_connected(i, listening))
+        }))
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {
@@ -295,8 +286,7 @@ impl Connected for SlackPlatform {
 
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
-            let all = self.shared.settings.personas.len();
-            self.shared.identified.wait_for(all, Duration::from_secs(5)).await;
+            self.shared.roster.all_identified(Duration::from_secs(5)).await;
             let bots = self.shared.bots.read().map(|b| b.clone()).unwrap_or_default();
             let names: Vec<String> = self
                 .shared

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use slack_morphism::prelude::*;
-use tactful_runtime::account::Backoff;
 use tokio::time::Instant;
 
 use crate::inbound::{self, KnownBot, Raw, Seen, to_message};
@@ -162,13 +161,7 @@ impl Shared {
     /// service stops.
     pub(crate) async fn keep_connected(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
-        let mut backoff = Backoff::of_held(
-            &self.runtime,
-            "Slack",
-            persona.id.as_str(),
-            self.settings.max_backoff,
-            listening,
-        );
+        let mut backoff = self.roster.backoff(i, listening);
         loop {
             match self.identify(i).await {
                 Ok(()) => break,
@@ -242,7 +235,7 @@ impl Shared {
                 name,
             });
         }
-        self.identified.add(i);
+        self.roster.identified(i);
         Ok(())
     }
 
@@ -302,8 +295,7 @@ impl Shared {
     }
 
     async fn wait_for_the_others(&self) {
-        let all = self.settings.personas.len();
-        if !self.identified.wait_for(all, IDENTIFY_WAIT).await {
+        if !self.roster.all_identified(IDENTIFY_WAIT).await {
             tracing::warn!(
                 "Slack: not every bot could say who it is; mentions of the missing ones are not recognised yet"
             );
@@ -565,7 +557,7 @@ impl Shared {
         let Some(msg) = to_message(raw, seen) else {
             return Ok(());
         };
-        let handle = self.runtime.lock().ok().and_then(|r| r.clone());
+        let handle = self.roster.runtime();
         let Some(handle) = handle else {
             return Ok(());
         };

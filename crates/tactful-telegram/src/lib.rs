@@ -44,8 +44,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{PersonaId, RoomId};
-use tactful_runtime::account::{AccountTasks, Backoff, HeardOnce, Roll};
-use tactful_runtime::{Connected, Held, Probe, RuntimeHandle};
+use tactful_runtime::account::HeardOnce;
+use tactful_runtime::{Connected, Held, Probe, Roster, RuntimeHandle};
 use teloxide_core::Bot;
 use teloxide_core::payloads::GetUpdatesSetters as _;
 use teloxide_core::requests::{Request as _, Requester as _};
@@ -86,9 +86,9 @@ struct Shared {
     bots: Vec<Bot>,
     /// What each bot is called, once `getMe` answered.
     known: RwLock<Vec<KnownBot>>,
-    identified: Roll,
-    /// Each bot's polling task, and whether it polls.
-    tasks: AccountTasks,
+    /// The bots' accounts: the runtime, each bot's polling task (and
+    /// whether it polls), who said who it is.
+    roster: Roster,
     /// Saved offsets by bot id, taken by each loop at start.
     saved: Mutex<HashMap<u64, i32>>,
     /// When each bot was first polled, by bot id, as saved ([`since_key`]).
@@ -96,7 +96,6 @@ struct Shared {
     /// Recently heard (room, message id), so a group message several bots
     /// receive is handed in once.
     seen: Mutex<HeardOnce<(RoomId, i32)>>,
-    runtime: Mutex<Option<RuntimeHandle>>,
     /// Unix seconds at start: older updates of a first poll are history,
     /// unless a bot was first polled earlier ([`since_key`]).
     started: i64,
@@ -145,17 +144,17 @@ impl TelegramPlatform {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
+        let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
+        let roster = Roster::new("Telegram", personas, settings.max_backoff);
         Ok(TelegramPlatform {
             shared: Arc::new(Shared {
                 settings,
                 bots,
                 known: RwLock::new(known),
-                identified: Roll::default(),
-                tasks: AccountTasks::default(),
+                roster,
                 saved: Mutex::new(offsets),
                 since: Mutex::new(since),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
-                runtime: Mutex::new(None),
                 started,
             }),
         })
@@ -175,12 +174,9 @@ impl Shared {
 impl Connected for TelegramPlatform {
     fn start(&self, runtime: RuntimeHandle, held: &Held) -> Vec<tokio::task::JoinHandle<()>> {
         let shared = &self.shared;
-        let personas = shared.settings.personas.iter().map(|p| &p.id);
-        shared
-            .tasks
-            .start(&shared.runtime, runtime, personas, held, |i, listening| {
-                Box::pin(shared.clone().keep_polling(i, listening))
-            })
+        shared.roster.start(runtime, held, |i, listening| {
+            Box::pin(shared.clone().keep_polling(i, listening))
+        })
     }
 
     fn change_held(
@@ -189,29 +185,24 @@ impl Connected for TelegramPlatform {
         saved: &BTreeMap<String, String>,
     ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
         let shared = &self.shared;
-        let personas = shared.settings.personas.iter().map(|p| &p.id);
-        Some(
-            shared
-                .tasks
-                .change(&shared.runtime, "Telegram", personas, held, |i, listening| {
-                    if listening {
-                        // A bot taken over polls on from where its last poller
-                        // saved.
-                        let bot_id = shared.settings.personas[i].bot_id;
-                        if let Ok(mut offsets) = shared.saved.lock() {
-                            match saved_offset(saved, bot_id) {
-                                Some(o) => offsets.insert(bot_id, o),
-                                None => offsets.remove(&bot_id),
-                            };
-                        }
-                        let since = saved.get(&since_key(bot_id)).and_then(|s| s.parse().ok());
-                        if let (Ok(mut known), Some(since)) = (shared.since.lock(), since) {
-                            known.insert(bot_id, since);
-                        }
-                    }
-                    Box::pin(shared.clone().keep_polling(i, listening))
-                }),
-        )
+        Some(shared.roster.change(held, |i, listening| {
+            if listening {
+                // A bot taken over polls on from where its last poller
+                // saved.
+                let bot_id = shared.settings.personas[i].bot_id;
+                if let Ok(mut offsets) = shared.saved.lock() {
+                    match saved_offset(saved, bot_id) {
+                        Some(o) => offsets.insert(bot_id, o),
+                        None => offsets.remove(&bot_id),
+                    };
+                }
+                let since = saved.get(&since_key(bot_id)).and_then(|s| s.parse().ok());
+                if let (Ok(mut known), Some(since)) = (shared.since.lock(), since) {
+                    known.insert(bot_id, since);
+                }
+            }
+            Box::pin(shared.clone().keep_polling(i, listening))
+        }))
     }
 
     fn probe(&self) -> BoxFuture<'_, Vec<Probe>> {
@@ -254,8 +245,7 @@ impl Connected for TelegramPlatform {
         Box::pin(async move {
             // A few seconds for the bots to say who they are, so the banner
             // shows the usernames people will type.
-            let all = self.shared.settings.personas.len();
-            self.shared.identified.wait_for(all, Duration::from_secs(5)).await;
+            self.shared.roster.all_identified(Duration::from_secs(5)).await;
             let names: Vec<(String, Option<String>)> = self
                 .shared
                 .known()

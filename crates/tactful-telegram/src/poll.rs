@@ -47,13 +47,7 @@ impl Shared {
     pub(crate) async fn keep_polling(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
         let bot = self.bots[i].clone();
-        let mut backoff = Backoff::of_held(
-            &self.runtime,
-            "Telegram",
-            persona.id.as_str(),
-            self.settings.max_backoff,
-            listening,
-        );
+        let mut backoff = self.roster.backoff(i, listening);
         loop {
             match self.identify(i, &persona, &bot).await {
                 Ok(()) => break,
@@ -118,7 +112,7 @@ impl Shared {
         {
             k.username = username.clone();
         }
-        self.identified.add(i);
+        self.roster.identified(i);
         tracing::info!(persona = %persona.id, username = ?username, "Telegram: bot identified");
         Ok(())
     }
@@ -126,8 +120,7 @@ impl Shared {
     /// Waits (a while) until every bot is known, so a mention of any of
     /// them is recognised from the first message on.
     pub(crate) async fn wait_for_the_others(&self) {
-        let all = self.settings.personas.len();
-        if !self.identified.wait_for(all, IDENTIFY_WAIT).await {
+        if !self.roster.all_identified(IDENTIFY_WAIT).await {
             tracing::warn!(
                 "Telegram: not every bot could say who it is; mentions of the missing ones are not recognised yet"
             );
@@ -140,7 +133,7 @@ impl Shared {
     /// another process taking it over). Not saved (the store cannot
     /// write): this start, as before there was a marker.
     pub(crate) async fn first_polled(&self, persona: &TelegramPersona) -> i64 {
-        let handle = self.runtime.lock().ok().and_then(|r| r.clone());
+        let handle = self.roster.runtime();
         // Sharing the store, a platform is built when its lease comes,
         // maybe seconds after the service started: from the start. (Alone,
         // from when it was built: a bot a reload adds starts then.)
@@ -222,9 +215,7 @@ impl Shared {
                 continue;
             }
             let backlog = history_before.is_some_and(|before| msg.date.timestamp() < before);
-            if let Ok(r) = self.runtime.lock()
-                && let Some(handle) = r.as_ref()
-            {
+            if let Some(handle) = self.roster.runtime() {
                 if backlog {
                     handle.backlog(heard);
                 } else {
@@ -252,7 +243,7 @@ impl Shared {
         if let Some(e) = refused {
             return Err(PollError::NotSaved(e.to_string()));
         }
-        let handle = self.runtime.lock().ok().and_then(|r| r.clone());
+        let handle = self.roster.runtime();
         if let Some(handle) = handle {
             handle
                 .save_state_saved(state_key(persona.bot_id), next.to_string())
