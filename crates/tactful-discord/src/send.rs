@@ -4,7 +4,9 @@ use std::future::IntoFuture;
 
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, account_index, within_deadline};
+use tactful_runtime::{
+    At, Capabilities, Done, OutMessage, Platform, PlatformError, Sent, account_index, within_deadline,
+};
 use twilight_http::Client;
 use twilight_http::request::channel::reaction::RequestReactionType;
 use twilight_model::channel::message::{AllowedMentions, MentionType};
@@ -126,7 +128,7 @@ impl Platform for DiscordPlatform {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let client = self.client(msg.persona)?;
             let channel = Self::channel(msg.room, msg.thread)?;
@@ -149,14 +151,8 @@ impl Platform for DiscordPlatform {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         Box::pin(async move {
             let client = self.client(persona)?;
             let target = message(id)?;
@@ -169,14 +165,8 @@ impl Platform for DiscordPlatform {
         })
     }
 
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         Box::pin(async move {
             let client = self.client(persona)?;
             let target = message(msg)?;
@@ -187,13 +177,8 @@ impl Platform for DiscordPlatform {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         Box::pin(async move {
             let client = self.client(persona)?;
             let target = message(id)?;
@@ -203,12 +188,8 @@ impl Platform for DiscordPlatform {
         })
     }
 
-    fn typing<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-    ) -> BoxFuture<'a, ()> {
+    fn typing<'a>(&'a self, at: At<'a>) -> BoxFuture<'a, ()> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         Box::pin(async move {
             let (Ok(client), Ok(channel)) = (self.client(persona), Self::channel(room, thread)) else {
                 return;

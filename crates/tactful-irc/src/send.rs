@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError, Sent};
 use tokio::time::Instant;
 
 use crate::{IrcPlatform, QUIT_MESSAGE, ROOMS, Target, author_of, target_of, text};
@@ -121,7 +121,7 @@ impl Platform for IrcPlatform {
         text::split_lines(&tactful_runtime::markdown_plain(text), room_for.max(64))
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let shared = &self.shared;
             let Some(to) = recipient(msg.room) else {

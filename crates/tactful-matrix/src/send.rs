@@ -1,6 +1,5 @@
 //! Everything that goes out to Matrix: the [`Platform`] calls.
 
-use futures::future::BoxFuture;
 use matrix_sdk::room::edit::EditedContent;
 use matrix_sdk::room::reply::{EnforceThread, Reply};
 use matrix_sdk::ruma::OwnedEventId;
@@ -8,8 +7,8 @@ use matrix_sdk::ruma::events::Mentions;
 use matrix_sdk::ruma::events::reaction::ReactionEventContent;
 use matrix_sdk::ruma::events::relation::Annotation;
 use matrix_sdk::ruma::events::room::message::{AddMentions, Relation, RoomMessageEventContent};
-use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+use tactful_core::MsgId;
+use tactful_runtime::{At, Capabilities, Done, OutMessage, Platform, PlatformError, Sent};
 
 use crate::MatrixPlatform;
 use crate::format;
@@ -34,7 +33,7 @@ impl Platform for MatrixPlatform {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let room = self.shared.room(msg.persona, msg.room).await?;
             let body = format::content(msg.text);
@@ -75,14 +74,8 @@ impl Platform for MatrixPlatform {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let r = self.shared.room(persona, room).await?;
             let edit = r
@@ -96,14 +89,8 @@ impl Platform for MatrixPlatform {
         })
     }
 
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let r = self.shared.room(persona, room).await?;
             // An `m.reaction` annotating the message with the emoji as its key.
@@ -115,13 +102,8 @@ impl Platform for MatrixPlatform {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let r = self.shared.room(persona, room).await?;
             r.redact(&event_id(id)?, None, None)

@@ -14,12 +14,7 @@ impl Shared {
     pub(crate) async fn keep_syncing(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
         let mut backoff = self.roster.backoff_always(i);
-        let client = loop {
-            match self.login(&persona).await {
-                Ok(c) => break c,
-                Err(e) => backoff.wait(&e).await,
-            }
-        };
+        let client = backoff.until_ok(|| self.login(&persona)).await;
         tracing::info!(persona = %persona.id, user = %persona.user_id, "logged in to Matrix");
         if let Ok(mut clients) = self.clients.lock() {
             clients.insert(persona.id.clone(), client.clone());

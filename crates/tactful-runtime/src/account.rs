@@ -290,6 +290,22 @@ impl Backoff {
         self.next
     }
 
+    /// Runs `step` until it succeeds, waiting (and saying why, see
+    /// [`Backoff::wait`]) between tries: an account's "who am I" or
+    /// login, which nothing can go on without.
+    pub async fn until_ok<T, E, F>(&mut self, mut step: impl FnMut() -> F) -> T
+    where
+        E: std::fmt::Display + Sync,
+        F: std::future::Future<Output = Result<T, E>>,
+    {
+        loop {
+            match step().await {
+                Ok(done) => return done,
+                Err(e) => self.wait(&e).await,
+            }
+        }
+    }
+
     /// Marks the account down for `why`, logs it at WARN with the pause,
     /// waits, and doubles the next pause (up to the cap).
     pub async fn wait(&mut self, why: &(dyn std::fmt::Display + Sync)) {
@@ -331,6 +347,28 @@ mod tests {
         assert_eq!(
             Backoff::new(Account::detached("Test", "docs"), Duration::from_millis(100)).next(),
             Duration::from_millis(100)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn until_ok_tries_again_after_each_pause_and_says_why() {
+        let connections = Connections::default();
+        let mut b = Backoff::new(connections.account("Test", "docs"), Duration::from_secs(60));
+        let mut tries = 0;
+        let before = tokio::time::Instant::now();
+        let got = b
+            .until_ok(|| {
+                tries += 1;
+                let n = tries;
+                async move { if n < 3 { Err(format!("refused {n}")) } else { Ok(n) } }
+            })
+            .await;
+        assert_eq!(got, 3);
+        assert_eq!(before.elapsed(), Duration::from_millis(500 + 1000), "two pauses");
+        assert_eq!(
+            connections.down(),
+            ["Test docs: refused 2"],
+            "the last cause is shown"
         );
     }
 }

@@ -38,7 +38,7 @@ use tactful_store::{Op, Placeholder as Recorded};
 
 use crate::clock::wall_clock;
 use crate::persist::Saver;
-use crate::platform::{OutMessage, Platform, PlatformError};
+use crate::platform::{At, OutMessage, Platform, PlatformError};
 
 /// What a placeholder says before any text is ready: a platform that
 /// hears its own personas' posts (Slack shows an app every message in
@@ -202,7 +202,7 @@ impl Typing {
         };
         Typing(Some(rt.spawn(async move {
             loop {
-                platform.typing(&persona, &room, thread.as_ref()).await;
+                platform.typing(At::new(&persona, &room, thread.as_ref())).await;
                 tokio::time::sleep(TYPING_EVERY).await;
             }
         })))
@@ -365,9 +365,7 @@ impl RoomDelivery {
                 match self
                     .platform
                     .react(
-                        &note.persona,
-                        &note.room,
-                        note.thread.as_ref(),
+                        At::new(&note.persona, &note.room, note.thread.as_ref()),
                         &note.msg,
                         &note.emoji,
                     )
@@ -537,8 +535,11 @@ impl RoomDelivery {
         }
         let (persona, thread) = (s.persona.clone(), s.thread.clone());
         let edited = twice("editing a streaming reply", &self.room, || {
-            self.platform
-                .edit(&persona, &self.room, thread.as_ref(), &placeholder, &body)
+            self.platform.edit(
+                At::new(&persona, &self.room, thread.as_ref()),
+                &placeholder,
+                &body,
+            )
         })
         .await;
         if edited.is_ok()
@@ -564,13 +565,14 @@ impl RoomDelivery {
     async fn remove_placeholder(&self, persona: &PersonaId, thread: Option<&ThreadId>, id: &MsgId) {
         if self.platform.capabilities().can_delete {
             let _ = twice("deleting a placeholder", &self.room, || {
-                self.platform.delete(persona, &self.room, thread, id)
+                self.platform.delete(At::new(persona, &self.room, thread), id)
             })
             .await;
         } else {
             // Without delete, the least trace left behind is an empty edit.
             let _ = twice("blanking a placeholder", &self.room, || {
-                self.platform.edit(persona, &self.room, thread, id, "\u{200b}")
+                self.platform
+                    .edit(At::new(persona, &self.room, thread), id, "\u{200b}")
             })
             .await;
         }
@@ -769,7 +771,8 @@ impl RoomDelivery {
             return Some(placeholder.clone());
         }
         twice("editing a placeholder into the reply", &self.room, || {
-            self.platform.edit(persona, &self.room, thread, placeholder, text)
+            self.platform
+                .edit(At::new(persona, &self.room, thread), placeholder, text)
         })
         .await
         .ok()

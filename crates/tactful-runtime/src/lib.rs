@@ -35,8 +35,8 @@ pub use markup::{escape_markup, markdown_html, markdown_plain};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, ROOM_MOVED, Saver};
 pub use platform::{
-    CALL_DEADLINE, Capabilities, Connected, Held, OutMessage, PROBE_TIMEOUT, Platform, PlatformError, Probe,
-    ProbeFailed, RoomScheme, account_index, past_deadline, within_deadline,
+    At, CALL_DEADLINE, Capabilities, Connected, Done, Held, OutMessage, PROBE_TIMEOUT, Platform,
+    PlatformError, Probe, ProbeFailed, RoomScheme, Sent, account_index, past_deadline, within_deadline,
 };
 pub use roster::Roster;
 pub use runtime::{

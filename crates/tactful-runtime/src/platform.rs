@@ -11,6 +11,37 @@ use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
 
 use crate::handle::RuntimeHandle;
 
+/// What a send comes to: the platform's id for the message, or why not.
+pub type Sent<'a> = BoxFuture<'a, Result<MsgId, PlatformError>>;
+
+/// What an edit, a deletion or a reaction comes to.
+pub type Done<'a> = BoxFuture<'a, Result<(), PlatformError>>;
+
+/// Where a call about a posted message goes: who speaks, the room, and
+/// the thread (Discord and Slack address a thread's messages through it).
+/// One value, so every platform's `edit`, `react`, `delete` and `typing`
+/// take the same three things the same way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At<'a> {
+    /// The persona whose account acts.
+    pub persona: &'a PersonaId,
+    /// The room.
+    pub room: &'a RoomId,
+    /// The thread, if the message is in one.
+    pub thread: Option<&'a ThreadId>,
+}
+
+impl<'a> At<'a> {
+    /// `persona` in `room`, in `thread` if any.
+    pub fn new(persona: &'a PersonaId, room: &'a RoomId, thread: Option<&'a ThreadId>) -> At<'a> {
+        At {
+            persona,
+            room,
+            thread,
+        }
+    }
+}
+
 /// What a platform can do with messages, and how its rooms are named: one
 /// constant per platform, which the delivery path and the driver read
 /// instead of asking each platform the same questions in code.
@@ -342,21 +373,15 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
 
     /// Posts a message, one part as [`Platform::parts`] cut it; returns
     /// its platform id.
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>>;
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a>;
 
     /// Replaces the text of a message this persona posted, in `thread`
     /// when it was posted in one (Discord addresses a thread's messages
     /// through the thread; the others need only the room).
     /// Platforms without edits ([`Capabilities::can_edit`] false) keep the
     /// default, which the delivery path never calls.
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         let _ = (persona, room, thread, id, text);
         Box::pin(async { Err(PlatformError("messages cannot be edited here".into())) })
     }
@@ -366,12 +391,8 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     /// while it runs, since platforms let the status lapse by itself; a
     /// failure only costs the status, so there is nothing to return.
     /// Platforms without such a status keep the default.
-    fn typing<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-    ) -> BoxFuture<'a, ()> {
+    fn typing<'a>(&'a self, at: At<'a>) -> BoxFuture<'a, ()> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         let _ = (persona, room, thread);
         Box::pin(async {})
     }
@@ -388,27 +409,16 @@ pub trait Platform: Send + Sync + std::fmt::Debug {
     /// `persona`: the sign that it read a message addressed to it and
     /// chose not to answer. Platforms without reactions
     /// ([`Capabilities::reactions`] false) keep the default.
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         let _ = (persona, room, thread, msg, emoji);
         Box::pin(async { Err(PlatformError("there are no reactions here".into())) })
     }
 
     /// Deletes a message this persona posted (in `thread`, as for
     /// [`Platform::edit`]). Platforms without deletes keep the default.
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         let _ = (persona, room, thread, id);
         Box::pin(async { Err(PlatformError("messages cannot be deleted here".into())) })
     }
@@ -434,7 +444,7 @@ mod tests {
             }
         }
 
-        fn send<'a>(&'a self, _: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+        fn send<'a>(&'a self, _: OutMessage<'a>) -> Sent<'a> {
             Box::pin(async { Err(PlatformError("unused".into())) })
         }
     }

@@ -13,11 +13,11 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
+use tactful_core::{MsgId, RoomId};
 use tokio::task::JoinHandle;
 
 use crate::handle::RuntimeHandle;
-use crate::platform::{Capabilities, Connected, Held, OutMessage, Platform, PlatformError};
+use crate::platform::{At, Capabilities, Connected, Done, Held, OutMessage, Platform, Sent};
 
 /// How long the old connection's goodbye may take before its tasks stop.
 const GOODBYE_WAIT: Duration = Duration::from_secs(3);
@@ -191,47 +191,28 @@ impl Platform for PlatformSlot {
         self.current().owns(room)
     }
 
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
         let p = self.current();
-        Box::pin(async move { p.react(persona, room, thread, msg, emoji).await })
+        Box::pin(async move { p.react(at, msg, emoji).await })
     }
 
     fn parts(&self, room: &RoomId, reply_to: Option<&MsgId>, text: &str) -> Vec<String> {
         self.current().parts(room, reply_to, text)
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         let p = self.current();
         Box::pin(async move { p.send(msg).await })
     }
 
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
         let p = self.current();
-        Box::pin(async move { p.edit(persona, room, thread, id, text).await })
+        Box::pin(async move { p.edit(at, id, text).await })
     }
 
-    fn typing<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-    ) -> BoxFuture<'a, ()> {
+    fn typing<'a>(&'a self, at: At<'a>) -> BoxFuture<'a, ()> {
         let p = self.current();
-        Box::pin(async move { p.typing(persona, room, thread).await })
+        Box::pin(async move { p.typing(at).await })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -239,14 +220,8 @@ impl Platform for PlatformSlot {
         Box::pin(async move { p.close().await })
     }
 
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
         let p = self.current();
-        Box::pin(async move { p.delete(persona, room, thread, id).await })
+        Box::pin(async move { p.delete(at, id).await })
     }
 }

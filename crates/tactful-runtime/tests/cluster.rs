@@ -14,8 +14,8 @@ use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
 use tactful_core::{EngineConfig, Message, MsgId, PersonaSpec, RoomId, TurnRequest};
 use tactful_runtime::{
-    Capabilities, ClusterConfig, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig,
-    Store, TraceEvent, wall_clock,
+    Capabilities, ClusterConfig, DeliveryConfig, OutMessage, Platform, Runtime, RuntimeConfig, Sent, Store,
+    TraceEvent, wall_clock,
 };
 use tactful_store::testing::Schema;
 use tactful_store::{Location, partition_of};
@@ -60,7 +60,7 @@ impl Platform for Posts {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             self.sent
                 .lock()

@@ -10,12 +10,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
-use tactful_core::{
-    ContextLimits, EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, ThreadId, TurnRequest,
-};
+use tactful_core::{ContextLimits, EngineConfig, Message, MsgId, PersonaSpec, ThreadId, TurnRequest};
 use tactful_runtime::{
-    Capabilities, DeliveryConfig, Health, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, Store,
-    TraceEvent, wall_clock,
+    At, Capabilities, DeliveryConfig, Done, Health, OutMessage, Platform, Runtime, RuntimeConfig, Sent,
+    Store, TraceEvent, wall_clock,
 };
 use tactful_store::LoadLimits;
 use tokio::sync::mpsc;
@@ -91,7 +89,7 @@ impl Platform for Double {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let n = self.sends.fetch_add(1, Ordering::SeqCst);
             if self.stuck_after.is_some_and(|k| n >= k) {
@@ -112,14 +110,8 @@ impl Platform for Double {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let thread = at.thread;
         Box::pin(async move {
             self.calls.lock().expect("lock").push(Call::Edit {
                 id: id.to_string(),
@@ -130,13 +122,8 @@ impl Platform for Double {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let thread = at.thread;
         Box::pin(async move {
             self.calls.lock().expect("lock").push(Call::Delete {
                 id: id.to_string(),

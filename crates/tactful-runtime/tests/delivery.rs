@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
-use tactful_core::{
-    EngineConfig, Message, MsgId, Output, PersonaId, PersonaSpec, RoomId, ThreadId, Timestamp, TurnRequest,
-};
+use tactful_core::{EngineConfig, Message, MsgId, Output, PersonaSpec, Timestamp, TurnRequest};
 use tactful_runtime::{
-    Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, TraceEvent,
+    At, Capabilities, DeliveryConfig, Done, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig,
+    Sent, TraceEvent,
 };
 use tokio::sync::mpsc;
 
@@ -104,7 +103,7 @@ impl Platform for Double {
         self.caps
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let mut fail = self.fail_sends.lock().expect("lock");
             let mut fail_reply = self.fail_replies.lock().expect("lock");
@@ -139,14 +138,8 @@ impl Platform for Double {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let _ = at;
         Box::pin(async move {
             self.calls.lock().expect("lock").push(Call::Edit {
                 id: id.to_string(),
@@ -156,13 +149,8 @@ impl Platform for Double {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let _ = at;
         Box::pin(async move {
             self.calls
                 .lock()

@@ -12,8 +12,7 @@ use futures::future::BoxFuture;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
 use tactful_core::{EngineConfig, Message, MsgId, Output, PersonaSpec, Timestamp, TurnRequest};
 use tactful_runtime::{
-    Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, Store,
-    TraceEvent,
+    Capabilities, DeliveryConfig, OutMessage, Platform, Runtime, RuntimeConfig, Sent, Store, TraceEvent,
 };
 use tokio::sync::mpsc;
 
@@ -39,7 +38,7 @@ impl Platform for Plain {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let _ = self.attempts.send(msg.text.to_owned());
             if self.stuck {

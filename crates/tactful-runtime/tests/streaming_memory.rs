@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use peak_alloc::PeakAlloc;
 use tactful_agents::{Agent, AgentError, AgentReply, Deltas};
-use tactful_core::{EngineConfig, Message, MsgId, PersonaId, PersonaSpec, RoomId, ThreadId, TurnRequest};
+use tactful_core::{EngineConfig, Message, MsgId, PersonaSpec, TurnRequest};
 use tactful_runtime::{
-    Capabilities, DeliveryConfig, OutMessage, Platform, PlatformError, Runtime, RuntimeConfig, TraceEvent,
+    At, Capabilities, DeliveryConfig, Done, OutMessage, Platform, Runtime, RuntimeConfig, Sent, TraceEvent,
     wall_clock,
 };
 use tokio::sync::mpsc;
@@ -65,18 +65,12 @@ impl Platform for SlowEdits {
         }
     }
 
-    fn send<'a>(&'a self, _: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, _: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async { Ok(MsgId::new("p1")) })
     }
 
-    fn edit<'a>(
-        &'a self,
-        _: &'a PersonaId,
-        _: &'a RoomId,
-        _: Option<&'a ThreadId>,
-        _: &'a MsgId,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, _: &'a MsgId, _: &'a str) -> Done<'a> {
+        let _ = at;
         Box::pin(async move {
             self.edits.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(1)).await;

@@ -162,12 +162,7 @@ impl Shared {
     pub(crate) async fn keep_connected(self: Arc<Self>, i: usize, listening: bool) {
         let persona = self.settings.personas[i].clone();
         let mut backoff = self.roster.backoff(i, listening);
-        loop {
-            match self.identify(i).await {
-                Ok(()) => break,
-                Err(e) => backoff.wait(&e).await,
-            }
-        }
+        backoff.until_ok(|| self.identify(i)).await;
         if !listening {
             return;
         }

@@ -6,9 +6,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
-use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
+use tactful_core::{MsgId, PersonaId, RoomId};
 use tactful_runtime::{
-    CALL_DEADLINE, Capabilities, OutMessage, Platform, PlatformError, account_index, past_deadline,
+    At, CALL_DEADLINE, Capabilities, Done, OutMessage, Platform, PlatformError, Sent, account_index,
+    past_deadline,
 };
 
 use crate::SlackPlatform;
@@ -115,7 +116,7 @@ impl Platform for SlackPlatform {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let i = self.index(msg.persona)?;
             let channel = Self::channel(msg.room)?;
@@ -163,14 +164,8 @@ impl Platform for SlackPlatform {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let i = self.index(persona)?;
             let channel = Self::channel(room)?;
@@ -190,13 +185,8 @@ impl Platform for SlackPlatform {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let i = self.index(persona)?;
             let channel = Self::channel(room)?;
@@ -212,14 +202,8 @@ impl Platform for SlackPlatform {
         })
     }
 
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let i = self.index(persona)?;
             let channel = Self::channel(room)?;

@@ -48,12 +48,7 @@ impl Shared {
         let persona = self.settings.personas[i].clone();
         let bot = self.bots[i].clone();
         let mut backoff = self.roster.backoff(i, listening);
-        loop {
-            match self.identify(i, &persona, &bot).await {
-                Ok(()) => break,
-                Err(e) => backoff.wait(&e).await,
-            }
-        }
+        backoff.until_ok(|| self.identify(i, &persona, &bot)).await;
         if !listening {
             return;
         }

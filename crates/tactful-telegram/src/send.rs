@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tactful_core::{MsgId, PersonaId, RoomId, ThreadId};
-use tactful_runtime::{Capabilities, OutMessage, Platform, PlatformError};
+use tactful_runtime::{At, Capabilities, Done, OutMessage, Platform, PlatformError, Sent};
 use teloxide_core::payloads::{
     EditMessageTextSetters as _, SendChatActionSetters as _, SendMessageSetters as _,
     SetMessageReactionSetters as _,
@@ -151,7 +151,7 @@ impl Platform for TelegramPlatform {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let (bot, chat) = self.route(msg.persona, msg.room)?;
             let thread = topic(msg.thread);
@@ -189,14 +189,8 @@ impl Platform for TelegramPlatform {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let (bot, chat) = self.route(persona, room)?;
             let target =
@@ -225,14 +219,8 @@ impl Platform for TelegramPlatform {
         })
     }
 
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let (bot, chat) = self.route(persona, room)?;
             let target = message_id(msg)
@@ -252,13 +240,8 @@ impl Platform for TelegramPlatform {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let (bot, chat) = self.route(persona, room)?;
             let target =
@@ -275,12 +258,8 @@ impl Platform for TelegramPlatform {
         })
     }
 
-    fn typing<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        thread: Option<&'a ThreadId>,
-    ) -> BoxFuture<'a, ()> {
+    fn typing<'a>(&'a self, at: At<'a>) -> BoxFuture<'a, ()> {
+        let (persona, room, thread) = (at.persona, at.room, at.thread);
         Box::pin(async move {
             let Ok((bot, chat)) = self.route(persona, room) else {
                 return;

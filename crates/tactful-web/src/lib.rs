@@ -59,11 +59,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use axum::Router;
 use axum::routing::get;
 use axum::serve::ListenerExt as _;
-use futures::future::BoxFuture;
 use tactful_core::policy::{Mode, PolicyTable};
-use tactful_core::{MsgId, Output, PersonaId, PersonaSpec, RoomId, ThreadId, Timestamp, UserId};
+use tactful_core::{MsgId, Output, PersonaId, PersonaSpec, RoomId, Timestamp, UserId};
 use tactful_runtime::{
-    Capabilities, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, TraceEvent, wall_clock,
+    At, Capabilities, Done, OutMessage, Platform, PlatformError, RuntimeHandle, Saver, Sent, TraceEvent,
+    wall_clock,
 };
 use tactful_store::Op;
 pub use tactful_store::ShownMessage;
@@ -582,7 +582,7 @@ impl Platform for WebPlatform {
         }
     }
 
-    fn send<'a>(&'a self, msg: OutMessage<'a>) -> BoxFuture<'a, Result<MsgId, PlatformError>> {
+    fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
         Box::pin(async move {
             let shared = &self.shared;
             let cast = shared.cast();
@@ -639,14 +639,8 @@ impl Platform for WebPlatform {
         })
     }
 
-    fn edit<'a>(
-        &'a self,
-        _persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-        text: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
+        let room = at.room;
         Box::pin(async move {
             let shared = &self.shared;
             shared.with_rooms(|rooms| {
@@ -684,14 +678,8 @@ impl Platform for WebPlatform {
         })
     }
 
-    fn react<'a>(
-        &'a self,
-        persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a tactful_core::ThreadId>,
-        msg: &'a MsgId,
-        emoji: &'a str,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
+        let (persona, room) = (at.persona, at.room);
         Box::pin(async move {
             let shared = &self.shared;
             let cast = shared.cast();
@@ -728,13 +716,8 @@ impl Platform for WebPlatform {
         })
     }
 
-    fn delete<'a>(
-        &'a self,
-        _persona: &'a PersonaId,
-        room: &'a RoomId,
-        _thread: Option<&'a ThreadId>,
-        id: &'a MsgId,
-    ) -> BoxFuture<'a, Result<(), PlatformError>> {
+    fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
+        let room = at.room;
         Box::pin(async move {
             let shared = &self.shared;
             shared.with_rooms(|rooms| {

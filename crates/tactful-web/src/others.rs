@@ -235,7 +235,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use tactful_core::{MsgId, PersonaId, RoomId, Timestamp, UserId};
-    use tactful_runtime::Platform;
+    use tactful_runtime::{At, Platform};
 
     use super::*;
     use crate::WebConfig;
@@ -349,12 +349,12 @@ mod tests {
         apply(&web.shared, from_elsewhere(ShownKind::Delete, "w8"), None);
         let (docs, lobby) = (PersonaId::new("docs"), RoomId::new("lobby"));
         let err = web
-            .edit(&docs, &lobby, None, &MsgId::new("w8"), "more")
+            .edit(At::new(&docs, &lobby, None), &MsgId::new("w8"), "more")
             .await
             .expect_err("deleted");
         assert!(err.0.contains(tactful_runtime::ROOM_MOVED), "{}", err.0);
         let err = web
-            .edit(&docs, &lobby, None, &MsgId::new("w9"), "more")
+            .edit(At::new(&docs, &lobby, None), &MsgId::new("w9"), "more")
             .await
             .expect_err("never here");
         assert!(!err.0.contains(tactful_runtime::ROOM_MOVED), "{}", err.0);

@@ -18,6 +18,7 @@ use discord_double::{
     AMBIENT, BANTER, Bot, CHANNEL, DM, DOCS_ROLE, Double, GUILD, Shown, THREAD, mention, message, reply, user,
 };
 use serde_json::json;
+use tactful_runtime::At;
 use twilight_model::id::Id;
 
 const DOCS: &str = "NzAwMQ.docs.test-token-secret";
@@ -659,11 +660,11 @@ async fn a_placeholder_another_process_posted_in_a_thread_is_edited_and_deleted_
     let second = dead.send(post("…")).await.expect("posted");
     let taker = platform();
     taker
-        .edit(&docs, &room, Some(&thread), &first, "the answer")
+        .edit(At::new(&docs, &room, Some(&thread)), &first, "the answer")
         .await
         .expect("edited in the thread");
     taker
-        .delete(&docs, &room, Some(&thread), &second)
+        .delete(At::new(&docs, &room, Some(&thread)), &second)
         .await
         .expect("deleted in the thread");
     let shown = double.bot_messages(THREAD);
@@ -672,7 +673,12 @@ async fn a_placeholder_another_process_posted_in_a_thread_is_edited_and_deleted_
     assert!(find(&second).is_none(), "deleted: {shown:?}");
     // Without the thread, the room's channel is asked, which does not
     // hold it.
-    assert!(taker.edit(&docs, &room, None, &first, "again").await.is_err());
+    assert!(
+        taker
+            .edit(At::new(&docs, &room, None), &first, "again")
+            .await
+            .is_err()
+    );
 }
 
 /// An eight-part answer, the process killed with `kill -9` while Discord
