@@ -15,6 +15,16 @@
 #[cfg(feature = "telegram")]
 mod harness;
 
+/// The tests' shared double scaffolding, where the Telegram double finds
+/// it (`crate::common::double`).
+#[cfg(feature = "telegram")]
+#[path = "../tests/common/double.rs"]
+mod double;
+#[cfg(feature = "telegram")]
+mod common {
+    pub(crate) use crate::double;
+}
+
 #[cfg(feature = "telegram")]
 #[path = "../tests/telegram_double/mod.rs"]
 mod telegram_double;

@@ -1,6 +1,7 @@
 //! Driving a `tactful` process and its web room from tests.
 #![allow(dead_code)] // each test file uses some of these
 
+pub mod double;
 pub mod model;
 pub mod split;
 pub mod sse;

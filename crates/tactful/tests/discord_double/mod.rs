@@ -10,6 +10,7 @@
 //! has no literal form, is JSON in Discord's documented shape.
 #![allow(dead_code)] // each test uses some of it
 
+use crate::common::double;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -111,11 +112,7 @@ struct Inner {
     via_root: u32,
 }
 
-struct Shared {
-    inner: Mutex<Inner>,
-    changed: tokio::sync::Notify,
-    url: String,
-}
+type Shared = double::State<Inner>;
 
 /// The running double.
 pub struct Double {
@@ -123,13 +120,7 @@ pub struct Double {
     /// gateway.
     pub url: String,
     shared: Arc<Shared>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Double {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+    _server: double::Server,
 }
 
 pub fn user(id: u64, name: &str, bot: bool) -> User {
@@ -297,17 +288,13 @@ fn guild_create(seq: u64, bot: &Bot) -> String {
 
 impl Double {
     pub async fn start(bots: Vec<Bot>) -> Double {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                bots,
-                next_id: 10_000,
-                ..Inner::default()
-            }),
-            changed: tokio::sync::Notify::new(),
-            url: url.clone(),
-        });
+        let (listener, url) = double::bind().await;
+        let inner = Inner {
+            bots,
+            next_id: 10_000,
+            ..Inner::default()
+        };
+        let shared = Arc::new(Shared::new(inner, &url));
         let api = || {
             Router::new()
                 .route("/api/v10/users/@me", get(me))
@@ -343,10 +330,8 @@ impl Double {
             .route("/", any(gateway))
             .fallback(not_found)
             .with_state(shared.clone());
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Double { url, shared, server }
+        let _server = double::serve(listener, app);
+        Double { url, shared, _server }
     }
 
     /// The gateway URL (`ws://...`).
@@ -478,24 +463,21 @@ impl Double {
 
     /// Waits (60 s at most) until `pred` holds.
     pub async fn wait_until(&self, what: &str, pred: impl Fn(&View<'_>) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let changed = self.shared.changed.notified();
-            // A copy: the predicate may ask the double more.
-            let (calls, messages) = self.with(|s| (s.calls.clone(), s.messages.clone()));
-            if pred(&View {
+        // A copy: the predicate may ask the double more.
+        let seen = || self.with(|s| (s.calls.clone(), s.messages.clone()));
+        let holds = || {
+            let (calls, messages) = seen();
+            pred(&View {
                 calls: &calls,
                 messages: &messages,
-            }) {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "the Discord double never saw: {what}\ncalls: {calls:#?}\nmessages: {messages:#?}"
-            );
-            let _ = tokio::time::timeout(left.min(Duration::from_millis(500)), changed).await;
-        }
+            })
+        };
+        let dump = || {
+            let (calls, messages) = seen();
+            format!("\ncalls: {calls:#?}\nmessages: {messages:#?}")
+        };
+        let what = format!("the Discord double never saw: {what}");
+        double::wait_until(&self.shared.changed, &what, holds, dump).await;
     }
 }
 

@@ -13,8 +13,9 @@
 //! `message_changed` and `message_deleted` events.
 #![allow(dead_code)] // each test uses some of it
 
+use crate::common::double;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -46,14 +47,7 @@ pub struct App {
 }
 
 /// A Web API call and its answer.
-#[derive(Clone, Debug)]
-pub struct Call {
-    pub token: String,
-    pub method: String,
-    pub body: Value,
-    pub status: u16,
-    pub at: Instant,
-}
+pub use double::Call;
 
 /// A message as it stands now.
 #[derive(Clone, Debug)]
@@ -218,24 +212,14 @@ fn now() -> SlackDateTime {
     serde_json::from_value(json!(secs)).expect("a date")
 }
 
-struct Shared {
-    inner: Mutex<Inner>,
-    changed: tokio::sync::Notify,
-    url: String,
-}
+type Shared = double::State<Inner>;
 
 /// The running double.
 pub struct Double {
     /// `http://127.0.0.1:port`; the Web API is under `/api`.
     pub url: String,
     shared: Arc<Shared>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Double {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+    _server: double::Server,
 }
 
 /// A person's (or a bot's) message event in `channel`.
@@ -283,32 +267,24 @@ fn event_json(body: SlackEventCallbackBody) -> Value {
 
 impl Double {
     pub async fn start(apps: Vec<App>, people: &[(&str, &str)]) -> Double {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a port");
-        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let (listener, url) = double::bind().await;
         let sockets = apps.iter().map(|_| Socket::default()).collect();
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                apps,
-                people: people
-                    .iter()
-                    .map(|(id, name)| ((*id).to_owned(), (*name).to_owned()))
-                    .collect(),
-                sockets,
-                ..Inner::default()
-            }),
-            changed: tokio::sync::Notify::new(),
-            url: url.clone(),
-        });
+        let inner = Inner {
+            apps,
+            people: people
+                .iter()
+                .map(|(id, name)| ((*id).to_owned(), (*name).to_owned()))
+                .collect(),
+            sockets,
+            ..Inner::default()
+        };
+        let shared = Arc::new(Shared::new(inner, &url));
         let app = Router::new()
             .route("/api/{method}", any(web_api))
             .route("/link/", get(link))
             .with_state(shared.clone());
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Double { url, shared, server }
+        let _server = double::serve(listener, app);
+        Double { url, shared, _server }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
@@ -522,21 +498,12 @@ impl Double {
 
     /// Waits (60 s at most) until `pred` holds.
     pub async fn wait_until(&self, what: &str, pred: impl Fn(&Double) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let changed = self.shared.changed.notified();
-            if pred(self) {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "the Slack double never saw: {what}\ncalls: {:#?}\nmessages: {:#?}",
-                self.calls(),
-                self.with(|s| s.messages.clone())
-            );
-            let _ = tokio::time::timeout(left.min(Duration::from_millis(500)), changed).await;
-        }
+        let dump = || {
+            let messages = self.with(|s| s.messages.clone());
+            format!("\ncalls: {:#?}\nmessages: {messages:#?}", self.calls())
+        };
+        let what = format!("the Slack double never saw: {what}");
+        double::wait_until(&self.shared.changed, &what, || pred(self), dump).await;
     }
 }
 

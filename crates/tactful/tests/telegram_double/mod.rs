@@ -9,8 +9,9 @@
 //! and the one bot of a private chat.
 #![allow(dead_code)] // each test uses some of it
 
+use crate::common::double;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -30,15 +31,7 @@ pub struct Bot {
 }
 
 /// A request a bot made, and how it was answered.
-#[derive(Clone, Debug)]
-pub struct Call {
-    pub token: String,
-    pub method: String,
-    pub body: Value,
-    pub status: u16,
-    /// When the double answered it (the benchmarks' clock).
-    pub at: Instant,
-}
+pub use double::Call;
 
 /// A message as it stands now (after edits), by a bot or a person.
 #[derive(Clone, Debug)]
@@ -96,22 +89,13 @@ impl Inner {
     }
 }
 
-struct Shared {
-    inner: Mutex<Inner>,
-    changed: tokio::sync::Notify,
-}
+type Shared = double::State<Inner>;
 
 /// The running double.
 pub struct Double {
     pub url: String,
     shared: Arc<Shared>,
-    server: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Double {
-    fn drop(&mut self) {
-        self.server.abort();
-    }
+    _server: double::Server,
 }
 
 fn now_secs() -> i64 {
@@ -138,22 +122,17 @@ fn fail(code: u16, description: &str, parameters: Option<Value>) -> Response {
 
 impl Double {
     pub async fn start(bots: Vec<Bot>) -> Double {
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                bots,
-                ..Inner::default()
-            }),
-            changed: tokio::sync::Notify::new(),
-        });
+        let (listener, url) = double::bind().await;
+        let inner = Inner {
+            bots,
+            ..Inner::default()
+        };
+        let shared = Arc::new(Shared::new(inner, &url));
         let app = Router::new()
             .route("/{bot}/{method}", post(handle))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Double { url, shared, server }
+        let _server = double::serve(listener, app);
+        Double { url, shared, _server }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
@@ -275,18 +254,13 @@ impl Double {
 
     /// Waits (60 s at most) until `pred` holds of the calls and messages.
     pub async fn wait_until(&self, what: &str, pred: impl Fn(&[Call], &[Shown]) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let changed = self.shared.changed.notified();
+        let holds = || {
             // A copy: the predicate may ask the double more.
             let (calls, messages) = self.with(|s| (s.calls.clone(), s.messages.clone()));
-            if pred(&calls, &messages) {
-                return;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "the Bot API double never saw: {what}");
-            let _ = tokio::time::timeout(left.min(Duration::from_millis(500)), changed).await;
-        }
+            pred(&calls, &messages)
+        };
+        let what = format!("the Bot API double never saw: {what}");
+        double::wait_until(&self.shared.changed, &what, holds, String::new).await;
     }
 }
 
