@@ -607,11 +607,17 @@ impl Driver {
         let worker = tokio::spawn(async move {
             while let Some((event, saved)) = rx.recv().await {
                 if let Some(saved) = saved {
+                    // What waited for the commit: a reply, or a reply
+                    // turn's placeholder (on record with its decision).
+                    let what = match event {
+                        DeliveryEvent::Start { .. } => "a placeholder",
+                        _ => "a reply",
+                    };
                     match saved.await {
                         // Decided after the room became another process's:
                         // its new owner answers.
                         Ok(Err(NotSaved::Fenced(e))) => {
-                            tracing::info!(room = %room_id, "a reply is not sent: {e}");
+                            tracing::info!(room = %room_id, "{what} is not sent: {e}");
                             let _ = engine.send(Event::Done(room_id.clone(), None));
                             continue;
                         }
@@ -619,7 +625,7 @@ impl Driver {
                         // change the store refused for good is sent all the
                         // same.
                         Ok(Err(e)) => {
-                            tracing::warn!(room = %room_id, "a reply is sent without being saved: {e}")
+                            tracing::warn!(room = %room_id, "{what} is sent without being saved: {e}")
                         }
                         _ => {}
                     }
