@@ -1,13 +1,11 @@
 //! The handle platforms hold on a running runtime: how they hand in what
 //! they hear, save their bookkeeping, and report their accounts.
 
-use std::sync::Mutex;
-
 use tactful_core::{EngineError, Message, PersonasChanged, PolicyTable, RoomId, Timestamp};
 use tactful_store::Op;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::connections::{Account, BANNER_WAIT, Connections, LinkState};
+use crate::connections::{Account, Connections};
 use crate::events::{Event, Personas};
 use crate::persist::{NotSaved, Saver};
 
@@ -192,21 +190,5 @@ impl RuntimeHandle {
             .get(&tactful_store::partition_of(room))
             .cloned()?;
         Some(saver.fenced(Some(lease)))
-    }
-
-    /// For a platform's start banner: waits a few seconds (at most
-    /// [`BANNER_WAIT`]) until every account of `personas` on `platform`
-    /// is connected, through the runtime a platform keeps once started;
-    /// each one's state then (connecting, without a runtime).
-    pub async fn banner_states(
-        runtime: &Mutex<Option<RuntimeHandle>>,
-        platform: &str,
-        personas: &[&str],
-    ) -> Vec<LinkState> {
-        let runtime = runtime.lock().ok().and_then(|r| r.clone());
-        match runtime {
-            Some(r) => r.connections().settle(platform, personas, BANNER_WAIT).await,
-            None => vec![LinkState::Connecting; personas.len()],
-        }
     }
 }

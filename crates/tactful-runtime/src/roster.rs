@@ -16,7 +16,7 @@ use std::time::Duration;
 use tactful_core::PersonaId;
 
 use crate::account::{AccountTask, AccountTasks, Backoff, Roll};
-use crate::connections::LinkState;
+use crate::connections::{BANNER_WAIT, LinkState};
 use crate::handle::RuntimeHandle;
 use crate::platform::Held;
 
@@ -139,11 +139,19 @@ impl Roster {
         self.identified.wait_for(self.personas.len(), within).await
     }
 
-    /// Each account's state for the start banner (see
-    /// [`RuntimeHandle::banner_states`]).
+    /// For the start banner: waits a few seconds (at most
+    /// [`BANNER_WAIT`]) until every account is connected; each one's state
+    /// then (connecting, before a runtime is kept).
     pub async fn banner_states(&self) -> Vec<LinkState> {
         let personas: Vec<&str> = self.personas.iter().map(PersonaId::as_str).collect();
-        RuntimeHandle::banner_states(&self.runtime, self.platform, &personas).await
+        match self.runtime() {
+            Some(r) => {
+                r.connections()
+                    .settle(self.platform, &personas, BANNER_WAIT)
+                    .await
+            }
+            None => vec![LinkState::Connecting; personas.len()],
+        }
     }
 }
 

@@ -596,11 +596,11 @@ impl Platform for WebPlatform {
             let room = msg.room.as_str();
             let saver = shared.saver().await?;
             let time = wall_clock();
-            let queued = shared.with_rooms(|rooms| {
+            let id = shared.with_rooms(|rooms| {
                 let r = rooms.entry(room.to_owned()).or_default();
                 // A part sent again (after a crash) is the part shown before.
                 if let Some(id) = msg.key.and_then(|k| r.by_key(k)) {
-                    return Err(id.to_owned());
+                    return id.to_owned();
                 }
                 let reply_to = msg.reply_to.map(MsgId::as_str);
                 let m = WebMsg {
@@ -625,17 +625,15 @@ impl Platform for WebPlatform {
                 // every reply a commit (BENCHMARKS.md). A person's message,
                 // which nothing else records, is still stored before it is
                 // shown.
-                r.queue_new(m.clone(), msg.key.map(str::to_owned), true);
                 if let Some(saver) = &saver {
                     saver.save_later(vec![shared.shown(room, &m, msg.key, time)]);
                 }
+                let id = m.id.clone();
+                r.queue_new(m, msg.key.map(str::to_owned), true);
                 r.flush(room, shared.config.history, &shared.events);
-                Ok(m)
+                id
             })?;
-            match queued {
-                Ok(m) => Ok(MsgId::new(m.id)),
-                Err(known) => Ok(MsgId::new(known)),
-            }
+            Ok(MsgId::new(id))
         })
     }
 

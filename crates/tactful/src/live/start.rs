@@ -84,14 +84,14 @@ impl Service {
             ),
             None => None,
         };
-        let held = Held {
+        let live = Live {
             config,
             runtime: &runtime,
             policies: &policies,
             feed: &observers.feed,
         };
-        tasks.extend(start_accounts(&held, &connected, observers.elsewhere.as_ref()));
-        let server = serve_server(&held, &metrics, reloader.clone()).await?;
+        tasks.extend(start_accounts(&live, &connected, observers.elsewhere.as_ref()));
+        let server = serve_server(&live, &metrics, reloader.clone()).await?;
         let listening = Listening {
             web: web_addr,
             server: server.as_ref().map(|(a, _)| *a),
@@ -326,7 +326,7 @@ async fn serve_web_room(
 
 /// What the last steps share: the config, the running runtime, the live
 /// policies and the console's feed.
-struct Held<'a> {
+struct Live<'a> {
     config: &'a Config,
     runtime: &'a Runtime,
     policies: &'a Arc<LivePolicies>,
@@ -337,11 +337,11 @@ struct Held<'a> {
 /// several, those whose leases this process takes (with the followers of
 /// the others' policy changes and console lines).
 fn start_accounts(
-    held: &Held<'_>,
+    live: &Live<'_>,
     connected: &[Arc<PlatformSlot>],
     elsewhere: Option<&Arc<Elsewhere>>,
 ) -> Vec<JoinHandle<()>> {
-    let (config, runtime) = (held.config, held.runtime);
+    let (config, runtime) = (live.config, live.runtime);
     let mut tasks = Vec::new();
     match config.cluster {
         None => {
@@ -351,12 +351,12 @@ fn start_accounts(
         }
         Some(_) => {
             tasks.push(crate::live_policies::follow_others(
-                held.policies.clone(),
+                live.policies.clone(),
                 config.store.clone(),
             ));
             if let Some(e) = elsewhere {
                 tasks.push(crate::console::elsewhere::follow(
-                    held.feed.clone(),
+                    live.feed.clone(),
                     e.clone(),
                     config.store.clone(),
                 ));
@@ -374,11 +374,11 @@ fn start_accounts(
 
 /// `/healthz`, `/metrics` and the console on `[server] listen`, when set.
 async fn serve_server(
-    held: &Held<'_>,
+    live: &Live<'_>,
     metrics: &Arc<Metrics>,
     reloader: SharedReloader,
 ) -> anyhow::Result<Option<(std::net::SocketAddr, JoinHandle<()>)>> {
-    let (config, runtime) = (held.config, held.runtime);
+    let (config, runtime) = (live.config, live.runtime);
     let health = runtime.health();
     if let Some(h) = &health {
         metrics.watch_store(h.clone());
@@ -389,10 +389,11 @@ async fn serve_server(
     };
     let store = config.store.is_kept().then(|| config.store.clone());
     let token = config.console_token.clone();
-    let (live, feed) = (held.policies.clone(), held.feed.clone());
+    let (policies, feed) = (live.policies.clone(), live.feed.clone());
     let sharing = config.cluster.is_some();
     let console = move |addr| {
-        let console = crate::console::Console::new(addr, store, token, live, feed).with_reloader(reloader);
+        let console =
+            crate::console::Console::new(addr, store, token, policies, feed).with_reloader(reloader);
         // Several processes: the rooms listing says which owns each.
         if sharing { console.with_owners() } else { console }
     };
