@@ -31,7 +31,7 @@ pub mod slot;
 pub use cluster::{ClusterConfig, DEFAULT_LEASE};
 pub use connections::{Account, Connections, LinkState};
 pub use delivery::{DeliveryConfig, PLACEHOLDER};
-pub use markup::{escape_markup, markdown_html, markdown_plain};
+pub use markup::{escape_markup, markdown_html, markdown_plain, markdown_styled};
 pub use metrics::Metrics;
 pub use persist::{Health, NotSaved, ROOM_MOVED, Saver};
 pub use platform::{

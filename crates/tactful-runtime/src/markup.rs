@@ -68,6 +68,19 @@ pub fn markdown_html(text: &str, clean: &ammonia::Builder<'_>) -> String {
 /// paragraphs are not separated by a blank line, which such a platform
 /// cannot show.
 pub fn markdown_plain(text: &str) -> String {
+    render_text(text, false)
+}
+
+/// `text` as XMPP clients style plain text (XEP-0393): as
+/// [`markdown_plain`], but emphasis keeps a marker those clients show
+/// (`*strong*`, `_emphasis_`, `~struck~`, `` `code` ``) and a code block
+/// keeps its ```` ``` ```` fences, so it shows as a block.
+pub fn markdown_styled(text: &str) -> String {
+    render_text(text, true)
+}
+
+/// [`markdown_plain`], or with XEP-0393's markers when `styled`.
+fn render_text(text: &str, styled: bool) -> String {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
     let mut out = String::with_capacity(text.len());
     // Per open list: the next item's number, or `None` for bullets.
@@ -82,7 +95,23 @@ pub fn markdown_plain(text: &str) -> String {
     };
     for e in Parser::new_ext(text, options) {
         match e {
+            Event::Code(t) if styled => {
+                out.push('`');
+                out.push_str(&t);
+                out.push('`');
+            }
             Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => out.push_str(&t),
+            Event::Start(Tag::Strong) | Event::End(TagEnd::Strong) if styled => out.push('*'),
+            Event::Start(Tag::Emphasis) | Event::End(TagEnd::Emphasis) if styled => out.push('_'),
+            Event::Start(Tag::Strikethrough) | Event::End(TagEnd::Strikethrough) if styled => out.push('~'),
+            Event::Start(Tag::CodeBlock(_)) if styled => {
+                newline(&mut out);
+                out.push_str("```\n");
+            }
+            Event::End(TagEnd::CodeBlock) if styled => {
+                newline(&mut out);
+                out.push_str("```\n");
+            }
             Event::SoftBreak | Event::HardBreak => out.push('\n'),
             Event::Start(Tag::Item) => {
                 newline(&mut out);
@@ -211,6 +240,15 @@ mod tests {
         assert_eq!(
             markdown_plain("[https://e.test](https://e.test)"),
             "https://e.test"
+        );
+    }
+
+    #[test]
+    fn markdown_keeps_the_markers_xmpp_clients_style() {
+        let md = "# Resetting\n\nHold **the button** for `5 s`, _gently_, not ~~hard~~.\n\n```sh\ntactful check\n```\n\n- one";
+        assert_eq!(
+            markdown_styled(md),
+            "Resetting\nHold *the button* for `5 s`, _gently_, not ~hard~.\n```\ntactful check\n```\n- one"
         );
     }
 

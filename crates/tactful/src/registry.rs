@@ -35,6 +35,7 @@ pub fn platforms() -> Vec<Registration> {
     platform!(list, "telegram", tactful_telegram);
     platform!(list, "discord", tactful_discord);
     platform!(list, "slack", tactful_slack);
+    platform!(list, "xmpp", tactful_xmpp);
     list
 }
 

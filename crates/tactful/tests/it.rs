@@ -23,6 +23,7 @@ mod matrix_setup;
 mod slack_double;
 mod telegram_double;
 mod telegram_setup;
+mod xmpp_setup;
 use cluster_setup::leases;
 
 // The tests, one module per file.
@@ -63,3 +64,5 @@ mod slack;
 mod store_health;
 mod telegram;
 mod telegram_emulator;
+mod xmpp;
+mod xmpp_config;

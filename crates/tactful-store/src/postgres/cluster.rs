@@ -56,12 +56,13 @@ const DECIDED_KEPT: &str = "1 day";
 /// as `(platform, room prefix)`: on IRC a message is a line written on the
 /// connection itself; on Matrix a post goes through the account's client,
 /// which exists only where it logged in and syncs (it knows the rooms it
-/// joined from its sync). Telegram, Slack and Discord take a post over
+/// joined from its sync); on XMPP a post is a stanza on the account's
+/// stream, in a room it joined there. Telegram, Slack and Discord take a post over
 /// HTTP from any process. All the rooms of such a platform belong to one
 /// partition ([`connection_partition`]), and the connection is held with
 /// that partition's lease, so the process that owns the rooms is the one
 /// that can post to them.
-pub const CONNECTION_BOUND: &[(&str, &str)] = &[("irc", "irc:"), ("matrix", "matrix:")];
+pub const CONNECTION_BOUND: &[(&str, &str)] = &[("irc", "irc:"), ("matrix", "matrix:"), ("xmpp", "xmpp:")];
 
 /// The partition `room` belongs to (FNV-1a of its id: the same on every
 /// machine and in every version, unlike the standard library's hasher);

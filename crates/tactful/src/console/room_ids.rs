@@ -18,7 +18,7 @@ pub const MAX_ROOM_BYTES: usize = 256;
 /// The room prefixes of the chat platforms tactful has, built into this
 /// binary or not (each crate's `ROOMS`; a test checks they agree): a
 /// room of another build's platform is still a room the store may hold.
-pub const PLATFORM_PREFIXES: &[&str] = &["irc:", "matrix:", "tg:", "discord:", "slack:"];
+pub const PLATFORM_PREFIXES: &[&str] = &["irc:", "matrix:", "tg:", "discord:", "slack:", "xmpp:"];
 
 /// Why no platform can have a room `room`; `None` when one can. `default`
 /// (the console's default layer) is taken.
@@ -152,7 +152,8 @@ mod tests {
     feature = "matrix",
     feature = "telegram",
     feature = "discord",
-    feature = "slack"
+    feature = "slack",
+    feature = "xmpp"
 ))]
 mod prefix_tests {
     #[test]
@@ -163,6 +164,7 @@ mod prefix_tests {
             tactful_telegram::inbound::ROOMS.prefix,
             tactful_discord::inbound::ROOMS.prefix,
             tactful_slack::inbound::ROOMS.prefix,
+            tactful_xmpp::ROOMS.prefix,
         ];
         assert_eq!(prefixes.as_slice(), super::PLATFORM_PREFIXES);
     }
