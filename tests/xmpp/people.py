@@ -25,6 +25,8 @@ Commands (all with "as": the acting user's localpart, except login):
   composing {as, room} -> the nicks that sent a "composing" chat state
   occupants {as, room} -> nicks present
   kick     {as, room, nick}
+  invite   {as, room, to}: a mediated invitation (XEP-0045) of JID `to`
+  ban      {as, room, jid}: makes `jid` an outcast of the room
 """
 
 import asyncio
@@ -232,6 +234,18 @@ async def occupants(cmd):
     return sorted(p.plugin["xep_0045"].get_roster(cmd["room"]) or [])
 
 
+async def invite(cmd):
+    p = clients[cmd["as"]]
+    p.plugin["xep_0045"].invite(cmd["room"], cmd["to"], reason="join us")
+    return True
+
+
+async def ban(cmd):
+    p = clients[cmd["as"]]
+    await p.plugin["xep_0045"].set_affiliation(cmd["room"], "outcast", jid=cmd["jid"], reason="test ban")
+    return True
+
+
 async def kick(cmd):
     p = clients[cmd["as"]]
     await p.plugin["xep_0045"].set_role(cmd["room"], cmd["nick"], "none", reason="test kick")
@@ -251,6 +265,8 @@ OPS = {
     "composing": composing,
     "occupants": occupants,
     "kick": kick,
+    "invite": invite,
+    "ban": ban,
 }
 
 

@@ -653,3 +653,62 @@ fn doctor_logs_each_account_in_and_joins_each_room() {
     );
     assert!(!table.contains("pw-"), "{table}");
 }
+
+/// Invitations are taken from `invites_from` only; a banned persona stays
+/// out and says so; the metrics name each account's connection.
+#[test]
+fn invites_from_the_allowed_are_taken_and_a_ban_keeps_a_persona_out() {
+    let Some(mut w) = world() else {
+        return;
+    };
+    let lobby = room("lobby");
+    w.people.join("alice", &lobby, "alice");
+    let (tactful, logs) = {
+        let store = w.dir.path().join("tactful.db");
+        w.config = config(w.prosody.port, &store, std::slice::from_ref(&lobby), w.metrics)
+            .replace("invites_from = [\"localhost\"]", "invites_from = [\"alice@localhost\"]");
+        common::run_tactful_logged(w.dir.path(), &w.config, &[])
+    };
+    let people = &mut w.people;
+    people.wait_occupants("alice", &lobby, &["Docs", "Chef", "Amb"]);
+    assert_eq!(metric(w.metrics, "tactful_platform_connected"), Some(3.0), "one per account");
+
+    // alice may invite: Docs comes into her side room and answers there.
+    let side = room("side");
+    people.join("alice", &side, "alice");
+    people.call(json!({"op": "invite", "as": "alice", "room": side, "to": jid("docs")}));
+    people.wait_occupants("alice", &side, &["Docs"]);
+    let q = people.say("alice", &side, "Docs: hello in here? reset");
+    people.wait_messages("alice", &side, "Docs' answer in the room it was invited to", |m| {
+        !replies_to(m, "Docs", &q).is_empty()
+    });
+    // bob may not: Chef stays out of his room.
+    let bobs = room("bobs");
+    people.join("bob", &bobs, "bob");
+    people.call(json!({"op": "invite", "as": "bob", "room": bobs, "to": jid("chef")}));
+    logs.wait_for("the refused invite", |l| {
+        l.contains("ignored an invite") && l.contains("persona=chef") && l.contains("bob@localhost")
+    });
+    let present = people.call(json!({"op": "occupants", "as": "bob", "room": bobs}));
+    assert_eq!(present, json!(["bob"]), "Chef did not join bob's room");
+
+    // alice bans Chef from the lobby: it says so and does not come back.
+    people.call(json!({"op": "ban", "as": "alice", "room": lobby, "jid": jid("chef")}));
+    logs.wait_for("the ban", |l| l.contains("banned from the room") && l.contains("persona=chef"));
+    let q = people.say("alice", &lobby, "Docs: still here after the ban? reset");
+    people.wait_messages("alice", &lobby, "Docs' answer after the ban", |m| {
+        !replies_to(m, "Docs", &q).is_empty()
+    });
+    let joins = logs
+        .lines()
+        .iter()
+        .filter(|l| l.contains("joined the XMPP room") && l.contains("persona=chef") && l.contains(&lobby))
+        .count();
+    assert_eq!(joins, 1, "Chef did not try to join again after the ban");
+    let present = people.call(json!({"op": "occupants", "as": "alice", "room": lobby}));
+    assert!(
+        !present.as_array().is_some_and(|p| p.iter().any(|n| n == "Chef")),
+        "{present}"
+    );
+    drop(tactful);
+}
