@@ -220,9 +220,23 @@ pub(crate) fn banner(s: &XmppSettings, nicks: &[String]) -> String {
     format!("on XMPP at {at} in {rooms} as {}", nicks.join(", "))
 }
 
-/// The settings' secrets (the accounts' passwords), for redaction.
+/// The settings' secrets, for redaction: each account's password, and
+/// its SASL PLAIN message as it goes on the wire (base64 of
+/// `\0<localpart>\0<password>`), which `tokio-xmpp` logs with everything
+/// it sends at TRACE.
 pub fn secrets(s: &XmppSettings) -> Vec<String> {
-    s.personas.iter().map(|p| p.password.clone()).collect()
+    use base64::Engine as _;
+    s.personas
+        .iter()
+        .flat_map(|p| {
+            let node = p.jid.node().map(|n| n.to_string()).unwrap_or_default();
+            let plain = format!("\0{node}\0{}", p.password);
+            [
+                p.password.clone(),
+                base64::engine::general_purpose::STANDARD.encode(plain),
+            ]
+        })
+        .collect()
 }
 
 impl PlatformConfig for XmppSettings {

@@ -146,10 +146,21 @@ impl Session<'_> {
             self.invited(room, by).await;
             return;
         }
-        if let Some(state) = self.rooms.get_mut(&bare) {
+        if self.rooms.contains_key(&bare) {
             if m.type_ != MessageType::Groupchat {
                 return; // A private message through the room: not taken.
             }
+            // The echo of a post of this persona's settles its send at
+            // once, even while the room's archive is being read.
+            if let Some(origin) = origin_of(&m.payloads)
+                && let Some(done) = self.echoes.remove(&origin)
+            {
+                let _ = done.send(Ok(stanza_id_by(&m.payloads, &bare)));
+                return;
+            }
+            let Some(state) = self.rooms.get_mut(&bare) else {
+                return;
+            };
             if let Some(waiting) = state.waiting.as_mut() {
                 if waiting.len() >= MAX_WAITING {
                     waiting.remove(0);
@@ -193,23 +204,19 @@ impl Session<'_> {
         {
             return; // A correction: the message it corrects was heard already.
         }
-        let live = archived.is_none() && delay_of(&m.payloads).is_none();
         let personas = &shared.settings.personas;
         let held: Vec<(PersonaId, String)> = personas
             .iter()
             .filter_map(|p| shared.nick_in(room, &p.id).map(|n| (p.id.clone(), n)))
             .collect();
-        // A persona's own message (the engine heard it when it was sent):
-        // live, the nick a persona holds there now (the room lets nobody
-        // else speak as it); from the history, a persona's nick and an id
-        // of tactful's form.
-        if live && held.iter().any(|(_, n)| *n == nick) {
-            return;
-        }
-        if !live
-            && origin.as_deref().is_some_and(looks_sent_by_tactful)
-            && personas.iter().any(|p| nick.trim_end_matches('_') == p.nick)
-        {
+        // A persona's message (the engine heard it when it was sent): an id
+        // of the form tactful gives what it sends, under a persona's nick
+        // (held now, or its own or a fallback, for the history). Never by
+        // the nick alone: someone else on a persona's nick, or the
+        // persona's account used by hand, is a person.
+        let by_persona = held.iter().any(|(_, n)| *n == nick)
+            || personas.iter().any(|p| nick.trim_end_matches('_') == p.nick);
+        if by_persona && origin.as_deref().is_some_and(looks_sent_by_tactful) {
             return;
         }
         let id = stanza_id

@@ -322,4 +322,23 @@ mod connection_bound_tests {
             tactful_store::connection_partition("matrix")
         );
     }
+
+    /// The same for XMPP: a post is a stanza on the account's own stream,
+    /// in a room it joined there; a room and a one-to-one chat alike.
+    #[cfg(feature = "xmpp")]
+    #[test]
+    fn the_store_knows_xmpp_rooms_by_the_prefix_xmpp_gives_them() {
+        assert!(
+            tactful_store::CONNECTION_BOUND.contains(&("xmpp", tactful_xmpp::ROOMS.prefix)),
+            "{:?}",
+            tactful_store::CONNECTION_BOUND
+        );
+        for native in ["team@conference.example.org", "dm:docs:alice@example.org"] {
+            let room = tactful_xmpp::ROOMS.room(native);
+            assert_eq!(
+                Some(tactful_store::partition_of(&room)),
+                tactful_store::connection_partition("xmpp")
+            );
+        }
+    }
 }

@@ -53,15 +53,7 @@ homeserver = "{homeserver}"
 invites_from = ["{SERVER}"]
 
 {personas}
-[agents.helper]
-kind = "script"
-rules = [
-  {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the **reset** button for `5 s`." }},
-  {{ when = "(?i)wifi", reply = "[[reply_to:{{msg_id}}]]\nThe wifi password is on the fridge." }},
-  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
-  {{ when = "", reply = "Happy to help, {{from_name}}." }},
-]
-
+{helper}
 [agents.gatekeeper]
 kind = "script"
 rules = [{{ when = "\\?", reply = "Gatekeeper says: try the drawer." }}]
@@ -109,6 +101,7 @@ mode = "observe"
 mode = "observe"
 "##,
         store = store.display(),
+        helper = common::conf::help_desk("helper", false),
     )
 }
 

@@ -439,3 +439,76 @@ async fn a_slack_api_echoing_the_tokens_does_not_put_them_in_a_trace_level_log()
         &[BOT_TOKEN, APP_TOKEN],
     );
 }
+
+#[cfg(feature = "xmpp")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_xmpp_password_stays_out_of_a_trace_level_log() {
+    use base64::Engine as _;
+    // A minimal XMPP server that offers only SASL PLAIN, so the password
+    // goes out (base64) in a line the client library logs at TRACE.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[store]\npath = \":memory:\"\n\n\
+             [[persona]]\nid = \"docs\"\nagent = \"a\"\nxmpp = {{ jid = \"docs@localhost\", password = {} }}\n\n\
+             [agents.a]\nkind = \"script\"\nrules = [{{ when = \"\", reply = \"ok\" }}]\n\n\
+             [platforms.xmpp]\nserver = \"127.0.0.1\"\nport = {port}\ntls = \"none\"\n",
+            toml::Value::String(PASSWORD.to_owned())
+        ),
+    )
+    .expect("config");
+    let mut run = Running::start(&path, Some("info,tokio_xmpp=trace"));
+    let (mut sock, _) = tokio::time::timeout(Duration::from_secs(30), listener.accept())
+        .await
+        .expect("tactful connects")
+        .expect("accept");
+    let auth = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut seen = String::new();
+        let mut buf = [0u8; 4096];
+        let mut greeted = false;
+        loop {
+            let n = sock.read(&mut buf).await.expect("read");
+            assert!(n > 0, "the client hung up: {seen}");
+            seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if !greeted && seen.contains("<stream:stream") {
+                greeted = true;
+                sock.write_all(
+                    b"<?xml version='1.0'?><stream:stream xmlns='jabber:client' \
+                      xmlns:stream='http://etherx.jabber.org/streams' id='s1' from='localhost' version='1.0'>\
+                      <stream:features><mechanisms xmlns='urn:ietf:params:xml:ns:xmpp-sasl'>\
+                      <mechanism>PLAIN</mechanism></mechanisms></stream:features>",
+                )
+                .await
+                .expect("write");
+            }
+            if let Some(at) = seen.find("<auth") {
+                if let Some(end) = seen[at..].find("</auth>") {
+                    let auth = seen[at..at + end].to_owned();
+                    sock.write_all(
+                        b"<failure xmlns='urn:ietf:params:xml:ns:xmpp-sasl'><not-authorized/></failure>",
+                    )
+                    .await
+                    .expect("write");
+                    return auth;
+                }
+            }
+        }
+    })
+    .await
+    .expect("the client authenticates");
+    let wire = base64::engine::general_purpose::STANDARD.encode(format!("\0docs\0{PASSWORD}"));
+    assert!(auth.contains(&wire), "the password went out as PLAIN: {auth}");
+    // The library logs what it sends at TRACE: that line is masked.
+    let log = run
+        .until("with the auth line", |l| {
+            l.contains("SEND") && l.contains("<auth")
+        })
+        .join("\n");
+    assert!(log.contains("[redacted]"), "{log}");
+    assert!(!leaks(&log, PASSWORD), "{log}");
+    assert!(!log.contains(&wire), "{log}");
+}

@@ -64,15 +64,7 @@ nick_retry_seconds = 1
 invites_from = ["localhost"]
 
 {personas}
-[agents.docs]
-kind = "script"
-rules = [
-  {{ when = "(?i)reset", reply = "[[reply_to:{{msg_id}}]]\nHold the **reset** button for `5 s`." }},
-  {{ when = "(?i)wifi", reply = "[[reply_to:{{msg_id}}]]\nThe wifi password is on the fridge." }},
-  {{ when = "(?i)never mind", reply = "NO_REPLY" }},
-  {{ when = "", reply = "[[reply_to:{{msg_id}}]]\nHappy to help, {{from_name}}." }},
-]
-
+{docs}
 [agents.chef]
 kind = "script"
 rules = [{{ when = "", reply = "[[reply_to:{{msg_id}}]]\nChef here: {{from_name}}, try the oven." }}]
@@ -91,6 +83,7 @@ ambient = {{ flush_messages = 1, cooldown_seconds = 0 }}
 "##,
         rooms = rooms.join(", "),
         store = store.display(),
+        docs = common::conf::help_desk("docs", true),
     )
 }
 
@@ -665,13 +658,19 @@ fn invites_from_the_allowed_are_taken_and_a_ban_keeps_a_persona_out() {
     w.people.join("alice", &lobby, "alice");
     let (tactful, logs) = {
         let store = w.dir.path().join("tactful.db");
-        w.config = config(w.prosody.port, &store, std::slice::from_ref(&lobby), w.metrics)
-            .replace("invites_from = [\"localhost\"]", "invites_from = [\"alice@localhost\"]");
+        w.config = config(w.prosody.port, &store, std::slice::from_ref(&lobby), w.metrics).replace(
+            "invites_from = [\"localhost\"]",
+            "invites_from = [\"alice@localhost\"]",
+        );
         common::run_tactful_logged(w.dir.path(), &w.config, &[])
     };
     let people = &mut w.people;
     people.wait_occupants("alice", &lobby, &["Docs", "Chef", "Amb"]);
-    assert_eq!(metric(w.metrics, "tactful_platform_connected"), Some(3.0), "one per account");
+    assert_eq!(
+        metric(w.metrics, "tactful_platform_connected"),
+        Some(3.0),
+        "one per account"
+    );
 
     // alice may invite: Docs comes into her side room and answers there.
     let side = room("side");
@@ -679,9 +678,12 @@ fn invites_from_the_allowed_are_taken_and_a_ban_keeps_a_persona_out() {
     people.call(json!({"op": "invite", "as": "alice", "room": side, "to": jid("docs")}));
     people.wait_occupants("alice", &side, &["Docs"]);
     let q = people.say("alice", &side, "Docs: hello in here? reset");
-    people.wait_messages("alice", &side, "Docs' answer in the room it was invited to", |m| {
-        !replies_to(m, "Docs", &q).is_empty()
-    });
+    people.wait_messages(
+        "alice",
+        &side,
+        "Docs' answer in the room it was invited to",
+        |m| !replies_to(m, "Docs", &q).is_empty(),
+    );
     // bob may not: Chef stays out of his room.
     let bobs = room("bobs");
     people.join("bob", &bobs, "bob");
@@ -694,7 +696,9 @@ fn invites_from_the_allowed_are_taken_and_a_ban_keeps_a_persona_out() {
 
     // alice bans Chef from the lobby: it says so and does not come back.
     people.call(json!({"op": "ban", "as": "alice", "room": lobby, "jid": jid("chef")}));
-    logs.wait_for("the ban", |l| l.contains("banned from the room") && l.contains("persona=chef"));
+    logs.wait_for("the ban", |l| {
+        l.contains("banned from the room") && l.contains("persona=chef")
+    });
     let q = people.say("alice", &lobby, "Docs: still here after the ban? reset");
     people.wait_messages("alice", &lobby, "Docs' answer after the ban", |m| {
         !replies_to(m, "Docs", &q).is_empty()

@@ -1,7 +1,9 @@
 //! Driving a `tactful` process and its web room from tests.
 #![allow(dead_code)] // each test file uses some of these
 
+pub mod conf;
 pub mod double;
+pub mod lines;
 pub mod model;
 pub mod split;
 pub mod sse;

@@ -3,13 +3,13 @@
 //! both from the virtualenv scripts/test makes.
 #![allow(dead_code)] // each test file uses some of these
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::lines::JsonLines;
 use crate::common::{Reaper, free_port, http_get};
 
 pub const SECRET: &str = "tactful-test-shared-secret";
@@ -143,41 +143,18 @@ fn http_ok(port: u16, path: &str) -> bool {
 }
 
 /// The people: a matrix-nio process spoken to in JSON lines.
-pub struct Humans {
-    _child: Reaper,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
+pub struct Humans(JsonLines);
 
 impl Humans {
     pub fn start(venv: &Path, homeserver: &str) -> Humans {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/matrix/humans.py");
-        let mut child: Child = Command::new(venv.join("bin/python"))
-            .arg(script)
-            .arg(homeserver)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("humans.py starts");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        Humans {
-            _child: Reaper(child),
-            stdin,
-            stdout,
-        }
+        let mut command = Command::new(venv.join("bin/python"));
+        command.arg(script).arg(homeserver);
+        Humans(JsonLines::start("humans.py", command))
     }
 
     pub fn call(&mut self, cmd: Value) -> Value {
-        writeln!(self.stdin, "{cmd}").expect("write to humans.py");
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("read from humans.py");
-        let answer: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("humans.py said {line:?}: {e}"));
-        match answer.get("ok") {
-            Some(v) => v.clone(),
-            None => panic!("{cmd} failed: {}", answer["error"]),
-        }
+        self.0.call(cmd)
     }
 
     pub fn register(&mut self, user: &str) {

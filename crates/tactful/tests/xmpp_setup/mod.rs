@@ -4,13 +4,13 @@
 //! from the virtualenv scripts/test makes.
 #![allow(dead_code)] // each test file uses some of these
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::common::lines::JsonLines;
 use crate::common::{Reaper, free_port};
 
 const PROSODY: &str = "/usr/bin/prosody";
@@ -210,48 +210,18 @@ Component "{MUC}" "muc"
 }
 
 /// The people: a slixmpp process spoken to in JSON lines.
-pub struct People {
-    _child: Reaper,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
+pub struct People(JsonLines);
 
 impl People {
     pub fn start(venv: &Path, port: u16) -> People {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/xmpp/people.py");
-        let mut child: Child = Command::new(venv.join("bin/python"))
-            .arg("-W")
-            .arg("ignore")
-            .arg(script)
-            .arg(port.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(if std::env::var_os("TACTFUL_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .spawn()
-            .expect("people.py starts");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        People {
-            _child: Reaper(child),
-            stdin,
-            stdout,
-        }
+        let mut command = Command::new(venv.join("bin/python"));
+        command.args(["-W", "ignore"]).arg(script).arg(port.to_string());
+        People(JsonLines::start("people.py", command))
     }
 
     pub fn call(&mut self, cmd: Value) -> Value {
-        writeln!(self.stdin, "{cmd}").expect("write to people.py");
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).expect("read from people.py");
-        let answer: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("people.py said {line:?}: {e}"));
-        match answer.get("ok") {
-            Some(v) => v.clone(),
-            None => panic!("{cmd} failed: {}", answer["error"]),
-        }
+        self.0.call(cmd)
     }
 
     pub fn login(&mut self, user: &str) {
