@@ -22,6 +22,11 @@ use crate::platform::{At, Capabilities, Connected, Done, Held, OutMessage, Platf
 /// How long the old connection's goodbye may take before its tasks stop.
 const GOODBYE_WAIT: Duration = Duration::from_secs(3);
 
+/// How long a call to a platform only its connection can post to waits
+/// for this process to switch that connection in (see `for_call`): the
+/// lease round that hands a process the rooms hands it the connection too.
+const SWITCH_WAIT: Duration = Duration::from_secs(30);
+
 /// One platform's current connection, replaceable (see the module docs).
 pub struct PlatformSlot {
     name: &'static str,
@@ -31,6 +36,8 @@ pub struct PlatformSlot {
     /// its store; when several processes share it, those whose lease it
     /// holds (one poller per bot token), `None` while it holds none.
     held: Mutex<Option<Held>>,
+    /// Woken whenever a new connection is switched in.
+    switched: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for PlatformSlot {
@@ -47,12 +54,34 @@ impl PlatformSlot {
             current: RwLock::new(platform),
             tasks: Mutex::new(Vec::new()),
             held: Mutex::new(Some(Held::Every)),
+            switched: tokio::sync::Notify::new(),
         })
     }
 
     /// The `[platforms.<name>]` key.
     pub fn name(&self) -> &'static str {
         self.name
+    }
+
+    /// The connection a call should go through. A platform that can only
+    /// post through its own connection (IRC, Matrix, XMPP: the store's
+    /// `CONNECTION_BOUND`) is not connected by a process that does not hold
+    /// it, and the process taking its rooms over may carry a turn on a
+    /// moment before it has switched the connection in: such a call waits
+    /// (up to [`SWITCH_WAIT`]) for the switch instead of going to the
+    /// platform that will never connect (which made it wait the platform's
+    /// own 30 s for a connection and fail).
+    async fn for_call(&self) -> Arc<dyn Connected> {
+        if tactful_store::connection_partition(self.name).is_none() {
+            return self.current();
+        }
+        let deadline = tokio::time::Instant::now() + SWITCH_WAIT;
+        loop {
+            let switched = self.switched.notified();
+            if self.is_held() || tokio::time::timeout_at(deadline, switched).await.is_err() {
+                return self.current();
+            }
+        }
     }
 
     /// The connection in use now.
@@ -128,6 +157,7 @@ impl PlatformSlot {
         runtime.connections().forget(self.name);
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = new;
         self.start(runtime);
+        self.switched.notify_waiters();
     }
 
     /// Stops the connection because other processes hold its accounts
@@ -192,8 +222,10 @@ impl Platform for PlatformSlot {
     }
 
     fn react<'a>(&'a self, at: At<'a>, msg: &'a MsgId, emoji: &'a str) -> Done<'a> {
-        let p = self.current();
-        Box::pin(async move { p.react(at, msg, emoji).await })
+        Box::pin(async move {
+            let p = self.for_call().await;
+            p.react(at, msg, emoji).await
+        })
     }
 
     fn parts(&self, room: &RoomId, reply_to: Option<&MsgId>, text: &str) -> Vec<String> {
@@ -201,18 +233,24 @@ impl Platform for PlatformSlot {
     }
 
     fn send<'a>(&'a self, msg: OutMessage<'a>) -> Sent<'a> {
-        let p = self.current();
-        Box::pin(async move { p.send(msg).await })
+        Box::pin(async move {
+            let p = self.for_call().await;
+            p.send(msg).await
+        })
     }
 
     fn edit<'a>(&'a self, at: At<'a>, id: &'a MsgId, text: &'a str) -> Done<'a> {
-        let p = self.current();
-        Box::pin(async move { p.edit(at, id, text).await })
+        Box::pin(async move {
+            let p = self.for_call().await;
+            p.edit(at, id, text).await
+        })
     }
 
     fn typing<'a>(&'a self, at: At<'a>) -> BoxFuture<'a, ()> {
-        let p = self.current();
-        Box::pin(async move { p.typing(at).await })
+        Box::pin(async move {
+            let p = self.for_call().await;
+            p.typing(at).await
+        })
     }
 
     fn close(&self) -> BoxFuture<'_, ()> {
@@ -221,7 +259,9 @@ impl Platform for PlatformSlot {
     }
 
     fn delete<'a>(&'a self, at: At<'a>, id: &'a MsgId) -> Done<'a> {
-        let p = self.current();
-        Box::pin(async move { p.delete(at, id).await })
+        Box::pin(async move {
+            let p = self.for_call().await;
+            p.delete(at, id).await
+        })
     }
 }

@@ -15,9 +15,8 @@ use crate::stanzas::{
     NS_CONFERENCE, NS_DELAY, NS_FALLBACK, NS_FORWARD, NS_MAM, NS_MUC_USER, NS_REFERENCE, NS_REPLY, NS_SID,
 };
 
-/// Live messages that may wait behind a room's archive being read; past
-/// this the oldest waiting one is dropped (the archive has it).
-const MAX_WAITING: usize = 10_000;
+/// The most rooms invitations may add to the configured ones.
+const MAX_INVITED_ROOMS: usize = 100;
 
 /// A message read from a room's archive: its id there and when it was said.
 pub(crate) struct Archived {
@@ -104,13 +103,36 @@ fn reply_of(payloads: &[Element]) -> Option<MsgId> {
         .map(MsgId::new)
 }
 
-/// Whether `id` has the form of the ids tactful gives what it sends.
+/// Whether `id` has the form of the ids tactful gives what it sends
+/// (`tf<epoch>-<n>-<random hex>`).
 fn looks_sent_by_tactful(id: &str) -> bool {
-    id.strip_prefix("tf")
-        .and_then(|rest| rest.split_once('-'))
-        .is_some_and(|(a, b)| {
-            !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit())
-        })
+    let mut parts = id.strip_prefix("tf").unwrap_or("").split('-');
+    let digits = |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()));
+    digits(parts.next())
+        && digits(parts.next())
+        && parts
+            .next()
+            .is_some_and(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_hexdigit()))
+        && parts.next().is_none()
+}
+
+/// The real JID a message carries for its author (a room that shows
+/// them puts it in the archive's copy), if any.
+fn real_jid_in(m: &Stanza_) -> Option<BareJid> {
+    crate::stanzas::muc_real_jid(&m.payloads)
+        .and_then(|j| BareJid::new(j.split('/').next().unwrap_or("")).ok())
+}
+
+/// A key for a room message that has no id at all (a room without
+/// stanza-ids, a client without ids), the same for every persona that
+/// hears it: who, when and what.
+fn key_without_id(nick: &str, m: &Stanza_) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    nick.hash(&mut h);
+    m.bodies.hash(&mut h);
+    delay_of(&m.payloads).map(Timestamp::as_millis).hash(&mut h);
+    format!("h{:016x}", h.finish())
 }
 
 impl Session<'_> {
@@ -123,8 +145,16 @@ impl Session<'_> {
         if archived.is_none()
             && let Some(result) = m.payloads.iter().find(|p| p.is("result", NS_MAM))
         {
-            // Only rooms' archives are asked for.
-            if !self.rooms.contains_key(&bare) {
+            // Only from a room's archive this persona is reading (the room
+            // itself, and the query's own id): an occupant can put a
+            // `<result>` in a message, and must not pass for someone else.
+            let reading = self
+                .rooms
+                .get(&bare)
+                .and_then(|r| r.catching.as_ref())
+                .is_some_and(|(_, q)| result.attr("queryid") == Some(q.as_str()));
+            if from.resource().is_some() || !reading {
+                tracing::debug!(persona = %self.persona.id, %from, "XMPP: skipped an archive result nobody asked for");
                 return;
             }
             let Some((inner, found)) = unwrap_result(result) else {
@@ -139,10 +169,19 @@ impl Session<'_> {
             return;
         }
         if m.type_ == MessageType::Error {
-            tracing::debug!(persona = %self.persona.id, %from, "XMPP: an error came back for a message");
+            // A post of this persona's bounced (sent while out of the
+            // room, say): its send fails instead of waiting for an echo.
+            let sent = origin_of(&m.payloads).or_else(|| m.id.as_ref().map(|i| i.0.clone()));
+            if let Some(done) = sent.and_then(|id| self.echoes.remove(&id)) {
+                let why =
+                    crate::stanzas::error_condition(&m.payloads).unwrap_or_else(|| "an error".to_owned());
+                let _ = done.send(Err(format!("{from} refused the message: {why}")));
+            } else {
+                tracing::debug!(persona = %self.persona.id, %from, "XMPP: an error came back for a message");
+            }
             return;
         }
-        if let Some((room, by)) = invite_of(&m, &bare) {
+        if let Some((room, by)) = invite_of(&m, &bare, &self.shared.settings.rooms) {
             self.invited(room, by).await;
             return;
         }
@@ -152,28 +191,40 @@ impl Session<'_> {
             }
             // The echo of a post of this persona's settles its send at
             // once, even while the room's archive is being read.
-            if let Some(origin) = origin_of(&m.payloads)
-                && let Some(done) = self.echoes.remove(&origin)
-            {
-                let _ = done.send(Ok(stanza_id_by(&m.payloads, &bare)));
+            if self.settles_echo(&bare, &m) {
                 return;
             }
-            let Some(state) = self.rooms.get_mut(&bare) else {
-                return;
-            };
-            if let Some(waiting) = state.waiting.as_mut() {
-                if waiting.len() >= MAX_WAITING {
-                    waiting.remove(0);
-                }
-                waiting.push(m);
-                return;
+            if let Some(m) = self.wait_behind_archive(&bare, m) {
+                self.room_message(&bare, m, None);
             }
-            self.room_message(&bare, m, None);
             return;
         }
-        if matches!(m.type_, MessageType::Chat | MessageType::Normal) {
+        // A person writes one to one (a server's own notices, from a JID
+        // without a name, are not conversation).
+        if matches!(m.type_, MessageType::Chat | MessageType::Normal) && bare.node().is_some() {
             self.direct_message(&bare, &m);
         }
+    }
+
+    /// Whether `m` is the room's echo of a post of this persona's (its
+    /// origin-id, under the nick the persona has there): the post's send
+    /// then learns the id the room gave it.
+    fn settles_echo(&mut self, room: &BareJid, m: &Stanza_) -> bool {
+        let nick = m.from.as_ref().and_then(|f| f.resource()).map(|r| r.to_string());
+        let ours = self
+            .rooms
+            .get(room)
+            .is_some_and(|r| nick.as_deref() == Some(r.nick.as_str()));
+        let Some(origin) = origin_of(&m.payloads) else {
+            return false;
+        };
+        if !ours || !self.echoes.contains_key(&origin) {
+            return false;
+        }
+        if let Some(done) = self.echoes.remove(&origin) {
+            let _ = done.send(Ok(stanza_id_by(&m.payloads, room)));
+        }
+        true
     }
 
     /// A room's message, live or from its archive or history.
@@ -187,12 +238,7 @@ impl Session<'_> {
             .as_ref()
             .map(|a| a.id.clone())
             .or_else(|| stanza_id_by(&m.payloads, room));
-        // The echo of what this persona sent: its send learns the id the
-        // room gave it.
-        if let Some(o) = &origin
-            && let Some(done) = self.echoes.remove(o)
-        {
-            let _ = done.send(Ok(stanza_id));
+        if archived.is_none() && self.settles_echo(room, &m) {
             return;
         }
         let Some(body) = body_of(&m) else {
@@ -221,7 +267,7 @@ impl Session<'_> {
         }
         let id = stanza_id
             .or_else(|| m.id.as_ref().map(|i| i.0.clone()))
-            .unwrap_or_else(|| shared.new_id());
+            .unwrap_or_else(|| key_without_id(&nick, &m));
         if !shared
             .seen
             .lock()
@@ -230,12 +276,24 @@ impl Session<'_> {
             return;
         }
         let state = self.rooms.get(room);
-        let real = state.and_then(|s| s.occupants.get(&nick).cloned().flatten());
+        // Who wrote it: the real JID the room shows now, for what is said
+        // now; for the history or the archive, only what the message itself
+        // carries (whoever has that nick today may not be its author).
+        let live = archived.is_none() && delay_of(&m.payloads).is_none();
+        let real = if live {
+            state.and_then(|s| s.occupants.get(&nick).cloned().flatten())
+        } else {
+            real_jid_in(&m)
+        };
         // Addressed by nick: the one a persona holds, and its own while it
         // is on a fallback and nobody else holds it.
         let mut names: Vec<(&str, &PersonaId)> = held.iter().map(|(p, n)| (n.as_str(), p)).collect();
         for p in personas {
-            let someone_else = state.is_some_and(|s| s.occupants.contains_key(&p.nick));
+            // The nick is someone else's while an occupant holds it that
+            // the room does not show to be the persona's own account.
+            let someone_else = state
+                .and_then(|s| s.occupants.get(&p.nick))
+                .is_some_and(|real| real.as_ref() != Some(&p.jid));
             if !someone_else && !names.iter().any(|(n, _)| *n == p.nick) {
                 names.push((p.nick.as_str(), &p.id));
             }
@@ -320,9 +378,14 @@ impl Session<'_> {
         {
             return;
         }
-        let id = stanza_id_by(&m.payloads, &persona.jid)
-            .or_else(|| m.id.as_ref().map(|i| i.0.clone()))
-            .unwrap_or_else(|| shared.new_id());
+        // The message's own id: the one the person's client knows, which a
+        // reply or a reaction to it must name in a one-to-one chat.
+        let id =
+            m.id.as_ref()
+                .map(|i| i.0.clone())
+                .or_else(|| origin_of(&m.payloads))
+                .or_else(|| stanza_id_by(&m.payloads, &persona.jid))
+                .unwrap_or_else(|| shared.new_id());
         let room = rooms::direct_room(&persona.id, from);
         if !shared
             .seen
@@ -378,6 +441,10 @@ impl Session<'_> {
         if self.rooms.contains_key(&room) {
             return;
         }
+        if self.rooms.len() >= self.shared.settings.rooms.len() + MAX_INVITED_ROOMS {
+            tracing::warn!(persona = %self.persona.id, %room, inviter = %by, "XMPP: ignored an invite: already in {MAX_INVITED_ROOMS} rooms it was invited to");
+            return;
+        }
         tracing::info!(persona = %self.persona.id, %room, inviter = %by, "XMPP: invited; joining the room");
         self.rooms.insert(room.clone(), Default::default());
         let nick = self.persona.nick.clone();
@@ -397,11 +464,20 @@ fn unwrap_result(result: &Element) -> Option<(Stanza_, Archived)> {
 
 /// A mediated invite (XEP-0045, from the room) or a direct one
 /// (XEP-0249, from the person): the room and who invites.
-fn invite_of(m: &Stanza_, from: &BareJid) -> Option<(BareJid, BareJid)> {
+fn invite_of(m: &Stanza_, from: &BareJid, services: &[BareJid]) -> Option<(BareJid, BareJid)> {
+    let from_room = m.from.as_ref().is_some_and(|f| f.resource().is_none())
+        && from.node().is_some()
+        && services.iter().any(|r| r.domain() == from.domain());
     for p in &m.payloads {
+        // A mediated invitation names its inviter itself: believed only
+        // from a room (no resource) of a service the configured rooms are
+        // on, which checked who invited.
         if p.is("x", NS_MUC_USER)
             && let Some(invite) = p.get_child("invite", NS_MUC_USER)
         {
+            if !from_room {
+                return None;
+            }
             let by = invite
                 .attr("from")
                 .and_then(|f| BareJid::new(f.split('/').next()?).ok())?;
@@ -421,9 +497,11 @@ mod tests {
 
     #[test]
     fn ids_of_tactfuls_form_are_told_from_others() {
-        assert!(looks_sent_by_tactful("tf1764000000000-12"));
-        assert!(!looks_sent_by_tactful("tf-12"));
+        assert!(looks_sent_by_tactful("tf1764000000000-12-9f3ab0c2d4e5f607"));
+        assert!(!looks_sent_by_tactful("tf1764000000000-12"));
+        assert!(!looks_sent_by_tactful("tf-12-ab"));
         assert!(!looks_sent_by_tactful("abc"));
-        assert!(!looks_sent_by_tactful("tf12-x"));
+        assert!(!looks_sent_by_tactful("tf12-3-xyz"));
+        assert!(!looks_sent_by_tactful("tf12-3-ab-cd"));
     }
 }

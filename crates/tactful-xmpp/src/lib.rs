@@ -144,9 +144,16 @@ impl XmppPlatform {
 }
 
 impl Shared {
-    /// A new id for a stanza tactful sends (its origin-id too).
+    /// A new id for a stanza tactful sends (its origin-id too): unique
+    /// across restarts, and with a random part nobody can guess, since
+    /// echoes and IQ answers are matched by it.
     fn new_id(&self) -> String {
-        format!("tf{}-{}", self.epoch, self.next.fetch_add(1, Ordering::SeqCst))
+        format!(
+            "tf{}-{}-{:016x}",
+            self.epoch,
+            self.next.fetch_add(1, Ordering::SeqCst),
+            rand::random::<u64>()
+        )
     }
 
     /// The nick `persona` has in `room` now, if it is in.

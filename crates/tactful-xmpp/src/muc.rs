@@ -35,6 +35,7 @@ impl Session<'_> {
             return;
         };
         state.nick = nick.to_owned();
+        state.joining_at = Some(tokio::time::Instant::now());
         let known = self.shared.last.lock().is_ok_and(|l| l.contains_key(room));
         let history = if known || self.careful() { 0 } else { HISTORY };
         let presence = Presence::available()
@@ -59,8 +60,28 @@ impl Session<'_> {
         }
     }
 
-    /// Every self-ping period: is the persona still in each room?
+    /// Every self-ping period: is the persona still in each room? And a
+    /// room it is not in (a join refused, or not answered) is asked again.
     pub(crate) async fn self_ping(&mut self) {
+        if !self.online {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        let refused: Vec<BareJid> = self
+            .rooms
+            .iter()
+            .filter(|(_, r)| {
+                !r.joined
+                    && !r.banned
+                    && r.joining_at
+                        .is_none_or(|at| now.duration_since(at) >= self.shared.settings.self_ping)
+            })
+            .map(|(j, _)| j.clone())
+            .collect();
+        for room in refused {
+            let own = self.persona.nick.clone();
+            self.join(&room, &own).await;
+        }
         let joined: Vec<(BareJid, String)> = self
             .rooms
             .iter()
@@ -108,15 +129,16 @@ impl Session<'_> {
             return;
         };
         let room = from.to_bare();
+        // Someone asks to see the persona's presence (from their bare
+        // JID): let them, so their client offers a one-to-one chat.
+        if p.type_ == PresenceType::Subscribe && !self.rooms.contains_key(&room) {
+            self.send(Presence::subscribed().with_to(Jid::from(room))).await;
+            return;
+        }
         let Some(nick) = from.resource().map(|r| r.to_string()) else {
             return;
         };
         if !self.rooms.contains_key(&room) {
-            // Someone asks to see the persona's presence: let them, so
-            // their client offers a one-to-one chat.
-            if p.type_ == PresenceType::Subscribe {
-                self.send(Presence::subscribed().with_to(Jid::from(room))).await;
-            }
             return;
         }
         let statuses = stanzas::muc_statuses(&p.payloads);
@@ -127,8 +149,10 @@ impl Session<'_> {
             return;
         }
         let own = statuses.contains(&110);
+        let Some(state) = self.rooms.get_mut(&room) else {
+            return;
+        };
         if !own {
-            let state = self.rooms.get_mut(&room).expect("checked");
             if p.type_ == PresenceType::Unavailable {
                 state.occupants.remove(&nick);
                 // Whoever held the persona's own nick left: take it.
@@ -146,13 +170,13 @@ impl Session<'_> {
             }
             return;
         }
-        let state = self.rooms.get_mut(&room).expect("checked");
         if p.type_ == PresenceType::Unavailable {
             if statuses.contains(&303) {
                 return; // A nick change: the presence under the new nick follows.
             }
             state.joined = false;
             state.asking = None;
+            state.occupants.clear();
             self.shared.set_nick(&room, &persona.id, None);
             if statuses.contains(&301) {
                 state.banned = true;
@@ -169,10 +193,17 @@ impl Session<'_> {
             return;
         }
         let first = !state.joined;
+        let previous = std::mem::take(&mut state.nick);
         state.joined = true;
+        state.joining_at = None;
         state.asking = None;
         state.nick.clone_from(&nick);
         self.shared.set_nick(&room, &persona.id, Some(&nick));
+        // Posts waiting for the persona to be in the room may go.
+        self.shared.connected.notify_waiters();
+        if !first && nick == previous {
+            return; // Its presence again (a join repeated): nothing changed.
+        }
         if nick == persona.nick {
             tracing::info!(persona = %persona.id, %room, %nick, "joined the XMPP room");
         } else {

@@ -11,9 +11,10 @@ use super::*;
 use crate::session::Command;
 use crate::stanzas;
 
-/// How long a room post waits for its echo before it settles for the id
-/// tactful gave it (a reply to it then cannot be told from others').
-const ECHO_WAIT: Duration = Duration::from_secs(10);
+/// How long a post waits to be written and, in a room, echoed; past it, a
+/// room post settles for the id tactful gave it (longer than a write may
+/// take, so a post that could not be written fails first).
+const ECHO_WAIT: Duration = Duration::from_secs(40);
 
 /// The longest message, in characters: far under the stanza limits
 /// servers keep (Prosody's is 256 KiB), and readable in one screen of a
@@ -36,31 +37,41 @@ impl Shared {
     }
 
     /// Hands `stanza` to `persona`'s session, waiting up to
-    /// [`CONNECT_WAIT`] for it to be online; for a room post (`echo`),
-    /// waits for the room's id of it.
+    /// [`CONNECT_WAIT`] for it to be online (and, for a room post, in the
+    /// room); for a room post (`echo`), waits for the room's id of it.
     async fn deliver(
         &self,
         persona: &PersonaId,
+        target: &Target,
         stanza: Stanza_,
         echo: Option<String>,
     ) -> Result<Option<String>, PlatformError> {
         let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
         let tx = loop {
             let connected = self.connected.notified();
-            if let Some(tx) = self.live.lock().ok().and_then(|l| l.get(persona).cloned()) {
+            let in_room = match target {
+                Target::Muc(room) => self.nick_in(room, persona).is_some(),
+                Target::Direct(..) => true,
+            };
+            if let Some(tx) = self.live.lock().ok().and_then(|l| l.get(persona).cloned())
+                && in_room
+            {
                 break tx;
             }
             if self.closing.load(Ordering::SeqCst)
                 || tokio::time::timeout_at(deadline, connected).await.is_err()
             {
                 return Err(PlatformError(format!(
-                    "{persona} is not connected to XMPP (waited {} s)",
+                    "{persona} is not connected to XMPP{} (waited {} s)",
+                    match target {
+                        Target::Muc(room) => format!(" or not in {room}"),
+                        Target::Direct(..) => String::new(),
+                    },
                     CONNECT_WAIT.as_secs()
                 )));
             }
         };
         let (done, answer) = oneshot::channel();
-        let waits = echo.is_some();
         tx.send(Command::Send {
             stanza: Box::new(stanza),
             echo,
@@ -68,17 +79,15 @@ impl Shared {
         })
         .await
         .map_err(|_| PlatformError(format!("{persona}'s XMPP connection closed")))?;
-        if !waits {
-            return answer
-                .await
-                .map_err(|_| PlatformError(format!("{persona}'s XMPP connection closed")))?
-                .map_err(|e| PlatformError(format!("XMPP: {e}")));
-        }
         match tokio::time::timeout(ECHO_WAIT, answer).await {
             Ok(Ok(Ok(id))) => Ok(id),
             Ok(Ok(Err(e))) => Err(PlatformError(format!("XMPP: {e}"))),
-            // Sent, but no echo (yet): the post stands under tactful's id.
-            Ok(Err(_)) | Err(_) => Ok(None),
+            Ok(Err(_)) => Err(PlatformError(format!(
+                "{persona}'s XMPP connection closed before the message was confirmed"
+            ))),
+            // Written (a failure to write comes sooner), but no echo: the
+            // post stands under tactful's id.
+            Err(_) => Ok(None),
         }
     }
 
@@ -176,7 +185,7 @@ impl Platform for XmppPlatform {
             stanza.payloads.push(stanzas::chat_state("active"));
             stanza.bodies.insert(Lang::default(), body);
             let echo = matches!(target, Target::Muc(_)).then(|| id.clone());
-            let room_id = shared.deliver(msg.persona, stanza, echo).await?;
+            let room_id = shared.deliver(msg.persona, &target, stanza, echo).await?;
             let platform_id = room_id.unwrap_or_else(|| id.clone());
             if let Ok(mut posts) = shared.posts.lock() {
                 posts.insert(platform_id.clone(), Post { own_id: id, reply });
@@ -197,7 +206,10 @@ impl Platform for XmppPlatform {
                 body = r.apply(&mut stanza, body);
             }
             stanza.bodies.insert(Lang::default(), body);
-            shared.deliver(at.persona, stanza, None).await.map(|_| ())
+            shared
+                .deliver(at.persona, &target, stanza, None)
+                .await
+                .map(|_| ())
         })
     }
 
@@ -217,7 +229,10 @@ impl Platform for XmppPlatform {
                 Lang::default(),
                 "(a message was taken back; this client cannot show that)".to_owned(),
             );
-            shared.deliver(at.persona, stanza, None).await.map(|_| ())
+            shared
+                .deliver(at.persona, &target, stanza, None)
+                .await
+                .map(|_| ())
         })
     }
 
@@ -228,7 +243,10 @@ impl Platform for XmppPlatform {
             let (mut stanza, _) = shared.stanza(&target);
             stanza.payloads.push(stanzas::reactions(msg.as_str(), emoji));
             stanza.payloads.push(stanzas::hint("store"));
-            shared.deliver(at.persona, stanza, None).await.map(|_| ())
+            shared
+                .deliver(at.persona, &target, stanza, None)
+                .await
+                .map(|_| ())
         })
     }
 
@@ -241,7 +259,7 @@ impl Platform for XmppPlatform {
             let (mut stanza, _) = shared.stanza(&target);
             stanza.payloads.push(stanzas::chat_state("composing"));
             stanza.payloads.push(stanzas::hint("no-store"));
-            let _ = shared.deliver(at.persona, stanza, None).await;
+            let _ = shared.deliver(at.persona, &target, stanza, None).await;
         })
     }
 

@@ -54,6 +54,10 @@ pub(crate) enum Command {
     Close(oneshot::Sender<()>),
 }
 
+/// Live messages that may wait behind a room's archive being read, in
+/// bytes of text; past it the oldest are dropped (the archive has them).
+const MAX_WAITING_BYTES: usize = 8 << 20;
+
 /// What an IQ in flight was for.
 pub(crate) enum Pending {
     /// A page of `room`'s archive.
@@ -79,8 +83,16 @@ pub(crate) struct RoomState {
     /// The nick asked for by a nick change in flight.
     pub(crate) asking: Option<String>,
     pub(crate) banned: bool,
-    /// Live messages waiting behind the archive being read.
-    pub(crate) waiting: Option<Vec<Stanza_>>,
+    /// Live messages waiting behind the archive being read, and the
+    /// bytes of text they hold.
+    pub(crate) waiting: Option<std::collections::VecDeque<Stanza_>>,
+    pub(crate) waiting_bytes: usize,
+    /// The archive query being read: its IQ id and its query id (results
+    /// carry it; anything else claiming to be a result is not one).
+    pub(crate) catching: Option<(String, String)>,
+    /// When a join was last asked for and not answered (a refused one is
+    /// asked again at the next self-ping).
+    pub(crate) joining_at: Option<Instant>,
     /// Occupants' real JIDs, where the room shows them.
     pub(crate) occupants: HashMap<String, Option<BareJid>>,
 }
@@ -95,12 +107,15 @@ pub(crate) struct Session<'a> {
     /// Room messages sent and not echoed yet: origin-id to the waiting send.
     pub(crate) echoes: HashMap<String, oneshot::Sender<Result<Option<String>, String>>>,
     answers: mpsc::UnboundedSender<Answer>,
-    /// IQs sent and not answered yet, by id, with when they were sent.
-    iqs: HashMap<String, (Pending, Instant)>,
+    /// IQs sent and not answered yet, by id: what for, to whom (only
+    /// they may answer), and when.
+    iqs: HashMap<String, (Pending, Jid, Instant)>,
     /// When the stream last came online, and how many times in a row it
     /// dropped within [`QUICK`] of that.
     last_online: Option<Instant>,
     quick_drops: u32,
+    /// Whether the stream is up now (joins wait for it).
+    pub(crate) online: bool,
 }
 
 /// The stream for `persona`, connecting as the settings say: it
@@ -139,12 +154,34 @@ pub(crate) async fn written(mut token: tokio_xmpp::stanzastream::StanzaToken) ->
     }
 }
 
+/// A task aborted when its handle is dropped (the persona's task was).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> AbortOnDrop<T> {
+    async fn wait(mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl Shared {
     pub(crate) async fn keep_connected(self: Arc<Self>, i: usize) {
         let persona = self.settings.personas[i].clone();
         let mut backoff = self.roster.backoff_always(i);
         loop {
-            let result = self.session(&persona, backoff.account()).await;
+            // On a task of its own, so a panic in the client library ends
+            // this connection, not the persona's presence on XMPP.
+            let (me, who, account) = (self.clone(), persona.clone(), backoff.account().clone());
+            let task = AbortOnDrop(tokio::spawn(async move { me.session(&who, &account).await }));
+            let result = match task.wait().await {
+                Ok(r) => r,
+                Err(e) => Err(format!("the connection's task failed: {e}")),
+            };
             if let Ok(mut live) = self.live.lock() {
                 live.remove(&persona.id);
             }
@@ -185,6 +222,7 @@ impl Shared {
             iqs: HashMap::new(),
             last_online: None,
             quick_drops: 0,
+            online: false,
         };
         let mut retry = tokio::time::interval(self.settings.nick_retry);
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -281,8 +319,9 @@ impl Session<'_> {
     }
 
     /// Sends an IQ to `to`, remembering what it is for.
-    pub(crate) async fn send_iq(&mut self, to: Jid, set: bool, payload: Element, pending: Pending) {
+    pub(crate) async fn send_iq(&mut self, to: Jid, set: bool, payload: Element, pending: Pending) -> String {
         let id = self.shared.new_id();
+        let from = to.clone();
         let iq = if set {
             Iq::Set {
                 from: None,
@@ -299,7 +338,8 @@ impl Session<'_> {
             }
         };
         self.send(iq).await;
-        self.iqs.insert(id, (pending, Instant::now()));
+        self.iqs.insert(id.clone(), (pending, from, Instant::now()));
+        id
     }
 
     /// IQs unanswered for [`IQ_WAIT`] count as failed.
@@ -308,13 +348,17 @@ impl Session<'_> {
         let stale: Vec<String> = self
             .iqs
             .iter()
-            .filter(|(_, (_, at))| now.duration_since(*at) > IQ_WAIT)
+            .filter(|(_, (_, _, at))| now.duration_since(*at) > IQ_WAIT)
             .map(|(id, _)| id.clone())
             .collect();
         for id in stale {
-            if let Some((pending, _)) = self.iqs.remove(&id) {
-                self.answered(pending, Err(format!("no answer within {} s", IQ_WAIT.as_secs())))
-                    .await;
+            if let Some((pending, _, _)) = self.iqs.remove(&id) {
+                self.answered(
+                    &id,
+                    pending,
+                    Err(format!("no answer within {} s", IQ_WAIT.as_secs())),
+                )
+                .await;
             }
         }
     }
@@ -322,6 +366,7 @@ impl Session<'_> {
     /// The connection dropped; the stream is making it again.
     fn suspended(&mut self) {
         let persona = self.persona;
+        self.online = false;
         tracing::warn!(persona = %persona.id, "XMPP: the connection to the server was lost; reconnecting");
         self.account
             .down("the connection to the server was lost; reconnecting");
@@ -333,6 +378,7 @@ impl Session<'_> {
     /// Online (again): presence, rooms, and the platform may send.
     async fn online(&mut self, resumed: bool, tx: &mpsc::Sender<Command>) {
         let persona = self.persona;
+        self.online = true;
         if !resumed {
             let now = tokio::time::Instant::now();
             self.quick_drops = match self.last_online {
@@ -340,17 +386,31 @@ impl Session<'_> {
                 _ => 0,
             };
             self.last_online = Some(now);
-            // A new stream: the rooms know nothing of this session.
+            // A new stream: the rooms know nothing of this session, and
+            // what was asked on the old one is not answered.
+            self.iqs.clear();
             self.send(Presence::available()).await;
+            let careful = self.quick_drops >= QUICK_DROPS;
             let rooms: Vec<BareJid> = self.rooms.keys().cloned().collect();
             for room in &rooms {
-                if let Some(r) = self.rooms.get_mut(room) {
-                    r.joined = false;
-                    r.asking = None;
-                    r.occupants.clear();
-                    r.waiting = None;
-                }
+                let Some(r) = self.rooms.get_mut(room) else {
+                    continue;
+                };
+                r.joined = false;
+                r.asking = None;
+                r.occupants.clear();
+                r.catching = None;
+                r.joining_at = None;
+                r.waiting_bytes = 0;
+                let waiting = r.waiting.take();
                 self.shared.set_nick(room, &persona.id, None);
+                // Live messages that waited behind the archive: read again
+                // from it after the join, unless the archive is skipped now.
+                if careful {
+                    for m in waiting.unwrap_or_default() {
+                        self.message(m, None).await;
+                    }
+                }
             }
             match self.quick_drops.checked_sub(QUICK_DROPS) {
                 None => self.join_all().await,
@@ -389,26 +449,58 @@ impl Session<'_> {
             return;
         };
         if let Some(state) = self.rooms.get_mut(room) {
-            state.waiting.get_or_insert_with(Vec::new);
+            state.waiting.get_or_insert_with(Default::default);
         }
         self.query_archive(room, &after).await;
     }
 
     async fn query_archive(&mut self, room: &BareJid, after: &str) {
         let queryid = self.shared.new_id();
-        self.send_iq(
-            Jid::from(room.clone()),
-            true,
-            stanzas::mam_query(&queryid, after, PAGE),
-            Pending::Archive(room.clone()),
-        )
-        .await;
+        let id = self
+            .send_iq(
+                Jid::from(room.clone()),
+                true,
+                stanzas::mam_query(&queryid, after, PAGE),
+                Pending::Archive(room.clone()),
+            )
+            .await;
+        if let Some(state) = self.rooms.get_mut(room) {
+            state.catching = Some((id, queryid));
+        }
+    }
+
+    /// Holds a live message of `room` behind the archive being read, if
+    /// it is; gives it back otherwise.
+    pub(crate) fn wait_behind_archive(&mut self, room: &BareJid, m: Stanza_) -> Option<Stanza_> {
+        let Some(state) = self.rooms.get_mut(room) else {
+            return Some(m);
+        };
+        let Some(waiting) = state.waiting.as_mut() else {
+            return Some(m);
+        };
+        state.waiting_bytes += m.bodies.values().map(String::len).sum::<usize>();
+        waiting.push_back(m);
+        while state.waiting_bytes > MAX_WAITING_BYTES {
+            let Some(old) = waiting.pop_front() else {
+                break;
+            };
+            state.waiting_bytes = state
+                .waiting_bytes
+                .saturating_sub(old.bodies.values().map(String::len).sum::<usize>());
+        }
+        None
     }
 
     /// An IQ came back: `Ok` with its payload, or the error's condition.
-    async fn answered(&mut self, pending: Pending, result: Result<Option<Element>, String>) {
+    async fn answered(&mut self, id: &str, pending: Pending, result: Result<Option<Element>, String>) {
         match pending {
             Pending::Archive(room) => {
+                // Only the query being read now (an older one, from before a
+                // kick and a new join, is over).
+                match self.rooms.get_mut(&room) {
+                    Some(r) if r.catching.as_ref().is_some_and(|(q, _)| q == id) => r.catching = None,
+                    _ => return,
+                }
                 let more = match &result {
                     Ok(Some(fin)) if fin.is("fin", NS_MAM) && fin.attr("complete") != Some("true") => fin
                         .get_child("set", NS_RSM)
@@ -423,7 +515,10 @@ impl Session<'_> {
                 match more {
                     Some(last) => self.query_archive(&room, &last).await,
                     None => {
-                        let waiting = self.rooms.get_mut(&room).and_then(|r| r.waiting.take());
+                        let waiting = self.rooms.get_mut(&room).and_then(|r| {
+                            r.waiting_bytes = 0;
+                            r.waiting.take()
+                        });
                         for m in waiting.unwrap_or_default() {
                             self.message(m, None).await;
                         }
@@ -431,23 +526,28 @@ impl Session<'_> {
                 }
             }
             Pending::Ping(room) => {
-                // XEP-0410: these say the persona is not in the room (any
-                // other answer, even an error, says it is).
-                let gone = matches!(
-                    result.as_ref().err().map(String::as_str),
-                    Some("not-acceptable" | "item-not-found")
-                );
-                let nick = match self.rooms.get_mut(&room) {
+                // XEP-0410: an answer, or these errors, say the persona is
+                // in the room (the last: its nick changed); a remote server
+                // that cannot be reached says nothing; any other error says
+                // it is not.
+                let gone = match result.as_ref().err().map(String::as_str) {
+                    None | Some("service-unavailable" | "feature-not-implemented" | "item-not-found") => {
+                        false
+                    }
+                    Some("remote-server-not-found" | "remote-server-timeout") => false,
+                    Some(e) => !e.starts_with("no answer within"),
+                };
+                match self.rooms.get_mut(&room) {
                     Some(r) if gone && r.joined => {
                         r.joined = false;
-                        r.nick.clone()
+                        r.occupants.clear();
                     }
                     _ => return,
-                };
+                }
                 tracing::warn!(persona = %self.persona.id, %room, "XMPP: no longer in the room (self-ping); joining again");
                 self.shared.set_nick(&room, &self.persona.id, None);
                 let own = self.persona.nick.clone();
-                self.join(&room, if nick.is_empty() { &own } else { &nick }).await;
+                self.join(&room, &own).await;
             }
         }
     }
@@ -456,14 +556,16 @@ impl Session<'_> {
     /// and rooms check clients are alive).
     async fn iq(&mut self, iq: Iq) {
         match iq {
-            Iq::Result { id, payload, .. } => {
-                if let Some((pending, _)) = self.iqs.remove(&id) {
-                    self.answered(pending, Ok(payload)).await;
+            Iq::Result {
+                id, payload, from, ..
+            } => {
+                if let Some(pending) = self.answer_to(&id, from.as_ref()) {
+                    self.answered(&id, pending, Ok(payload)).await;
                 }
             }
-            Iq::Error { id, error, .. } => {
-                if let Some((pending, _)) = self.iqs.remove(&id) {
-                    self.answered(pending, Err(condition_name(&error.defined_condition)))
+            Iq::Error { id, error, from, .. } => {
+                if let Some(pending) = self.answer_to(&id, from.as_ref()) {
+                    self.answered(&id, pending, Err(condition_name(&error.defined_condition)))
                         .await;
                 }
             }
@@ -478,8 +580,35 @@ impl Session<'_> {
                 })
                 .await;
             }
-            _ => {}
+            // RFC 6120: a request nobody here serves gets an error.
+            Iq::Get { from, id, .. } | Iq::Set { from, id, .. } => {
+                use tokio_xmpp::parsers::stanza_error::{DefinedCondition, ErrorType, StanzaError};
+                self.send(Iq::Error {
+                    from: None,
+                    to: from,
+                    id,
+                    payload: None,
+                    error: StanzaError::new(
+                        ErrorType::Cancel,
+                        DefinedCondition::ServiceUnavailable,
+                        "en",
+                        "",
+                    ),
+                })
+                .await;
+            }
         }
+    }
+
+    /// The IQ of ours `id` answers, if `from` is whom it was sent to (a
+    /// guessed id from anyone else answers nothing).
+    fn answer_to(&mut self, id: &str, from: Option<&Jid>) -> Option<Pending> {
+        let (_, to, _) = self.iqs.get(id)?;
+        if from != Some(to) {
+            tracing::debug!(persona = %self.persona.id, "XMPP: an IQ answer from someone it was not asked of");
+            return None;
+        }
+        self.iqs.remove(id).map(|(pending, _, _)| pending)
     }
 }
 

@@ -41,6 +41,7 @@ mod cluster_irc;
 mod cluster_matrix;
 mod cluster_notes;
 mod cluster_slack;
+mod cluster_xmpp;
 mod console;
 mod console_live;
 mod discord;

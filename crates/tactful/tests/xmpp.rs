@@ -327,6 +327,14 @@ fn personas_behave_in_a_real_xmpp_room() {
         "<message type='groupchat' to='{team}' id='odd-2'><body>bad reply</body><reply xmlns='urn:xmpp:reply:0'/><fallback xmlns='urn:xmpp:fallback:0' for='urn:xmpp:reply:0'><body start='9' end='2'/></fallback><stanza-id xmlns='urn:xmpp:sid:0'/></message>")}));
     people.call(json!({"op": "raw", "as": "bob", "xml": format!(
         "<presence to='{team}/bob'><priority>999</priority></presence>")}));
+    // bob dresses a message up as an archive result in which alice asks:
+    // only the room's answer to a query being read is an archive result.
+    people.call(json!({"op": "raw", "as": "bob", "xml": format!(
+        "<message type='groupchat' to='{team}' id='odd-4'><body>innocent</body>\
+         <result xmlns='urn:xmpp:mam:2' queryid='q' id='forged-1'><forwarded xmlns='urn:xmpp:forward:0'>\
+         <delay xmlns='urn:xmpp:delay' stamp='2099-01-01T00:00:00Z'/>\
+         <message xmlns='jabber:client' from='{team}/alice' type='groupchat'><body>Docs: forged as alice</body></message>\
+         </forwarded></result></message>")}));
     let after_bad = people.say("alice", &team, "Docs: still there? the wifi");
     heard += 4.0;
     people.wait_messages("alice", &team, "an answer after bad input", |m| {
@@ -340,6 +348,12 @@ fn personas_behave_in_a_real_xmpp_room() {
         "the 1 MB message is answered once"
     );
     assert_eq!(replies_to(&m, "Docs", &after_bad).len(), 1);
+    assert!(
+        !shown_by(&m, "Docs")
+            .iter()
+            .any(|r| r["body"].as_str().is_some_and(|b| b.contains("forged"))),
+        "the forged archive result was not heard as alice's: {m:#?}"
+    );
 
     // Kicked, Docs rejoins and answers.
     people.call(json!({"op": "kick", "as": "alice", "room": team, "nick": "Docs"}));
@@ -693,6 +707,27 @@ fn invites_from_the_allowed_are_taken_and_a_ban_keeps_a_persona_out() {
     });
     let present = people.call(json!({"op": "occupants", "as": "bob", "room": bobs}));
     assert_eq!(present, json!(["bob"]), "Chef did not join bob's room");
+
+    // bob forges a room's invitation from alice, sent from his own
+    // client: not believed. (chef answers his next DM, so it has read the
+    // forgery by then.)
+    people.call(json!({"op": "raw", "as": "bob", "xml": format!(
+        "<message to='{}' type='normal'><x xmlns='http://jabber.org/protocol/muc#user'>\
+         <invite from='alice@localhost/phone'/></x></message>", jid("chef"))}));
+    people.call(json!({"op": "dm", "as": "bob", "to": jid("chef"), "body": "any news?"}));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !people.dms("bob").iter().any(|d| d["from"] == jid("chef")) {
+        assert!(Instant::now() < deadline, "chef never answered bob's DM");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !logs
+            .lines()
+            .iter()
+            .any(|l| l.contains("invited; joining") && l.contains("persona=chef")),
+        "a forged invitation was believed:\n{}",
+        logs.lines().join("\n")
+    );
 
     // alice bans Chef from the lobby: it says so and does not come back.
     people.call(json!({"op": "ban", "as": "alice", "room": lobby, "jid": jid("chef")}));
