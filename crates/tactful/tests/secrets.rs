@@ -485,16 +485,16 @@ async fn the_xmpp_password_stays_out_of_a_trace_level_log() {
                 .await
                 .expect("write");
             }
-            if let Some(at) = seen.find("<auth") {
-                if let Some(end) = seen[at..].find("</auth>") {
-                    let auth = seen[at..at + end].to_owned();
-                    sock.write_all(
-                        b"<failure xmlns='urn:ietf:params:xml:ns:xmpp-sasl'><not-authorized/></failure>",
-                    )
-                    .await
-                    .expect("write");
-                    return auth;
-                }
+            if let Some(at) = seen.find("<auth")
+                && let Some(end) = seen[at..].find("</auth>")
+            {
+                let auth = seen[at..at + end].to_owned();
+                sock.write_all(
+                    b"<failure xmlns='urn:ietf:params:xml:ns:xmpp-sasl'><not-authorized/></failure>",
+                )
+                .await
+                .expect("write");
+                return auth;
             }
         }
     })
