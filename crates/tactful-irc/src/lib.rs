@@ -127,16 +127,11 @@ impl IrcPlatform {
     /// connections, and says which are still connecting.
     pub async fn describe(&self, wait: Duration) -> String {
         let shared = &self.shared;
-        let everyone = async {
-            loop {
-                let changed = shared.connected.notified();
-                if self.connected() == shared.settings.personas.len() {
-                    return;
-                }
-                changed.await;
-            }
-        };
-        let _ = tokio::time::timeout(wait, everyone).await;
+        let everyone = shared.settings.personas.len();
+        tactful_runtime::waiting::until(&shared.connected, wait, || {
+            (self.connected() == everyone).then_some(())
+        })
+        .await;
         let live = shared.live.lock().map(|l| l.clone()).unwrap_or_default();
         let nicks: Vec<String> = shared
             .settings

@@ -80,16 +80,10 @@ impl Platform for IrcPlatform {
             }
             // The server answers QUIT by closing the connection; wait for
             // that (briefly: a server that does not must not hold us up).
-            let all_closed = async {
-                loop {
-                    let ended = shared.ended.notified();
-                    if shared.live.lock().map_or(true, |l| l.is_empty()) {
-                        return;
-                    }
-                    ended.await;
-                }
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(3), all_closed).await;
+            tactful_runtime::waiting::until(&shared.ended, Duration::from_secs(3), || {
+                shared.live.lock().map_or(true, |l| l.is_empty()).then_some(())
+            })
+            .await;
         })
     }
 

@@ -169,28 +169,27 @@ impl Shared {
     /// turns it carries on are delivered once it is connected, not lost).
     /// Nothing was sent when this fails, so the error is certain.
     pub(crate) async fn sender_of(&self, persona: &PersonaId) -> Result<IrcSender, PlatformError> {
-        let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
-        loop {
-            // Asked before looking: a connection made in between wakes it.
-            let connected = self.connected.notified();
-            if let Some(sender) = self
+        // `Some(None)`: the service is stopping, no use waiting.
+        tactful_runtime::waiting::until(&self.connected, CONNECT_WAIT, || {
+            let sender = self
                 .live
                 .lock()
                 .ok()
-                .and_then(|l| l.get(persona).map(|(s, _)| s.clone()))
-            {
-                return Ok(sender);
+                .and_then(|l| l.get(persona).map(|(s, _)| s.clone()));
+            match sender {
+                Some(s) => Some(Some(s)),
+                None => self.closing.load(Ordering::SeqCst).then_some(None),
             }
-            if self.closing.load(Ordering::SeqCst)
-                || tokio::time::timeout_at(deadline, connected).await.is_err()
-            {
-                return Err(PlatformError(format!(
-                    "{persona} is not connected to {} (waited {} s)",
-                    self.settings.server,
-                    CONNECT_WAIT.as_secs()
-                )));
-            }
-        }
+        })
+        .await
+        .flatten()
+        .ok_or_else(|| {
+            PlatformError(format!(
+                "{persona} is not connected to {} (waited {} s)",
+                self.settings.server,
+                CONNECT_WAIT.as_secs()
+            ))
+        })
     }
 
     pub(crate) fn set_live(&self, persona: &IrcPersona, sender: irc::client::Sender, nick: &str) {

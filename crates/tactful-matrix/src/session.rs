@@ -146,17 +146,10 @@ impl Shared {
     /// were decided before a restart are sent again at start, before the
     /// accounts have logged in.
     pub(crate) async fn client(&self, persona: &PersonaId) -> Result<Client, PlatformError> {
-        let deadline = tokio::time::Instant::now() + LOGIN_WAIT;
-        loop {
-            let login = self.logged_in.notified();
-            if let Some(c) = self.clients.lock().ok().and_then(|c| c.get(persona).cloned()) {
-                return Ok(c);
-            }
-            if tokio::time::timeout_at(deadline, login).await.is_err() {
-                return Err(PlatformError(format!(
-                    "{persona} is not logged in to Matrix right now"
-                )));
-            }
-        }
+        tactful_runtime::waiting::until(&self.logged_in, LOGIN_WAIT, || {
+            self.clients.lock().ok().and_then(|c| c.get(persona).cloned())
+        })
+        .await
+        .ok_or_else(|| PlatformError(format!("{persona} is not logged in to Matrix right now")))
     }
 }

@@ -528,16 +528,9 @@ impl Roll {
 
     /// Waits until `all` are known, `within` at most; whether they are.
     pub async fn wait_for(&self, all: usize, within: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + within;
-        loop {
-            let changed = self.changed.notified();
-            if self.count() >= all {
-                return true;
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return self.count() >= all;
-            }
-        }
+        crate::waiting::until(&self.changed, within, || (self.count() >= all).then_some(()))
+            .await
+            .is_some()
     }
 }
 

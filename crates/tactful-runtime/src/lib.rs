@@ -27,6 +27,7 @@ pub mod runtime;
 mod schedules;
 pub mod seam;
 pub mod slot;
+pub mod waiting;
 
 pub use cluster::{ClusterConfig, DEFAULT_LEASE};
 pub use connections::{Account, Connections, LinkState};

@@ -75,13 +75,8 @@ impl PlatformSlot {
         if tactful_store::connection_partition(self.name).is_none() {
             return self.current();
         }
-        let deadline = tokio::time::Instant::now() + SWITCH_WAIT;
-        loop {
-            let switched = self.switched.notified();
-            if self.is_held() || tokio::time::timeout_at(deadline, switched).await.is_err() {
-                return self.current();
-            }
-        }
+        crate::waiting::until(&self.switched, SWITCH_WAIT, || self.is_held().then_some(())).await;
+        self.current()
     }
 
     /// The connection in use now.

@@ -187,16 +187,11 @@ impl Connected for XmppPlatform {
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
             let shared = &self.shared;
-            let everyone = async {
-                loop {
-                    let changed = shared.connected.notified();
-                    if self.connected() == shared.settings.personas.len() {
-                        return;
-                    }
-                    changed.await;
-                }
-            };
-            let _ = tokio::time::timeout(Duration::from_secs(5), everyone).await;
+            let everyone = shared.settings.personas.len();
+            tactful_runtime::waiting::until(&shared.connected, Duration::from_secs(5), || {
+                (self.connected() == everyone).then_some(())
+            })
+            .await;
             let live = shared
                 .live
                 .lock()

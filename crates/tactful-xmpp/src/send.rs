@@ -46,31 +46,29 @@ impl Shared {
         stanza: Stanza_,
         echo: Option<String>,
     ) -> Result<Option<String>, PlatformError> {
-        let deadline = tokio::time::Instant::now() + CONNECT_WAIT;
-        let tx = loop {
-            let connected = self.connected.notified();
+        // `Some(None)`: the service is stopping, no use waiting.
+        let tx = tactful_runtime::waiting::until(&self.connected, CONNECT_WAIT, || {
             let in_room = match target {
                 Target::Muc(room) => self.nick_in(room, persona).is_some(),
                 Target::Direct(..) => true,
             };
-            if let Some(tx) = self.live.lock().ok().and_then(|l| l.get(persona).cloned())
-                && in_room
-            {
-                break tx;
+            match self.live.lock().ok().and_then(|l| l.get(persona).cloned()) {
+                Some(tx) if in_room => Some(Some(tx)),
+                _ => self.closing.load(Ordering::SeqCst).then_some(None),
             }
-            if self.closing.load(Ordering::SeqCst)
-                || tokio::time::timeout_at(deadline, connected).await.is_err()
-            {
-                return Err(PlatformError(format!(
-                    "{persona} is not connected to XMPP{} (waited {} s)",
-                    match target {
-                        Target::Muc(room) => format!(" or not in {room}"),
-                        Target::Direct(..) => String::new(),
-                    },
-                    CONNECT_WAIT.as_secs()
-                )));
-            }
-        };
+        })
+        .await
+        .flatten()
+        .ok_or_else(|| {
+            PlatformError(format!(
+                "{persona} is not connected to XMPP{} (waited {} s)",
+                match target {
+                    Target::Muc(room) => format!(" or not in {room}"),
+                    Target::Direct(..) => String::new(),
+                },
+                CONNECT_WAIT.as_secs()
+            ))
+        })?;
         let (done, answer) = oneshot::channel();
         tx.send(Command::Send {
             stanza: Box::new(stanza),
