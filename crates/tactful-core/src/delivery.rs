@@ -258,8 +258,10 @@ fn cut_point(s: &str, max_chars: usize) -> usize {
         // Backticks from the second character on: cut after the whole run
         // if it fits, else inside it, leaving two (not a fence) for the
         // next part; a run longer than a part cannot be kept whole.
+        // Not when another fence follows the run (after spaces squeezed to
+        // one): the next part would start with it.
         let after_run = s.len() - s[at..].trim_start().trim_start_matches('`').len();
-        if s[..after_run].chars().count() <= max_chars {
+        if s[..after_run].chars().count() <= max_chars && !is_fence(&s[after_run..]) {
             return after_run;
         }
         let inside = after_run - 2;

@@ -104,6 +104,15 @@ fn what_the_fuzzers_found_holds_now() {
     for limit in 0u8..30 {
         props::split(&[[limit, 0].as_slice(), mid.as_bytes()].concat());
     }
+    // A run of backticks cut after, with another fence one space on: the
+    // next part started with ` ```` (found by `scripts/fuzz`, session 45).
+    props::split(&[
+        0, 0, 0, 20, 0, 43, 114, 96, 10, 125, 10, 102, 110, 32, 98, 40, 32, 32, 32, 32, 32, 32, 32, 32, 0, 0,
+        0, 0, 0, 35, 114, 117, 0, 10, 93, 110, 32, 98, 40, 32, 32, 32, 0, 0, 126, 101, 114, 242, 146, 144,
+        141, 110, 10, 96, 101, 13, 13, 125, 10, 96, 101, 40, 40, 0, 93, 72, 101, 107, 101, 58, 96, 96, 10,
+        96, 242, 146, 144, 141, 32, 32, 32, 96, 96, 96, 32, 32, 32, 32, 32, 32, 32, 32, 32, 96, 96, 96, 32,
+        32, 116, 10, 110, 110,
+    ]);
     // A lone CR in an IRC reply.
     props::irc_text(b"\x00first part\rQUIT :bye\nsecond");
 }
