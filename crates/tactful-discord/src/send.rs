@@ -122,6 +122,7 @@ impl Platform for DiscordPlatform {
             // Discord's limit for a message's content.
             max_message_chars: 2000,
             reactions: true,
+            silence_notices: true,
             // Discord has no idempotency key tactful can use.
             deduplicates_sends: false,
             rooms: Some(ROOMS),

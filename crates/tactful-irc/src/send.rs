@@ -97,6 +97,7 @@ impl Platform for IrcPlatform {
             max_message_chars: 2000,
             // Silence on an addressed message is a notice instead.
             reactions: false,
+            silence_notices: true,
             // A line sent twice is said twice.
             deduplicates_sends: false,
             rooms: Some(ROOMS),

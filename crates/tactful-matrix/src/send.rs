@@ -27,6 +27,7 @@ impl Platform for MatrixPlatform {
             // envelope and escaping.
             max_message_chars: 16_000,
             reactions: true,
+            silence_notices: true,
             // The key is the event's transaction id.
             deduplicates_sends: true,
             rooms: Some(crate::event::ROOMS),

@@ -752,9 +752,13 @@ impl Driver {
                 note.used, note.tokens, note.per.as_secs(), note.elsewhere, note.estimate
             ),
             Output::React(note) => {
-                if self.platform_of(&note.room).capabilities().reactions {
+                let caps = self.platform_of(&note.room).capabilities();
+                if caps.reactions {
                     let room = note.room.clone();
                     self.deliver(&room, DeliveryEvent::React(Box::new(note)), None);
+                } else if !caps.silence_notices {
+                    tracing::info!(persona = %note.persona, room = %note.room, msg = %note.msg,
+                        "addressed silence: no reaction here and no notice either (every post reaches many inboxes)");
                 } else {
                     // No reactions here (IRC): the notice instead, which
                     // the engine emits as a reply the drain acts on next.

@@ -59,6 +59,10 @@ pub struct Capabilities {
     /// persona that chose silence on an addressed message says a short
     /// notice instead (see `addressed_silence`).
     pub reactions: bool,
+    /// Where there are no reactions, whether the notice may stand in for
+    /// one. Not by mail, where every message reaches a list's inboxes
+    /// and a notice is noise: an addressed silence stays silent there.
+    pub silence_notices: bool,
     /// Whether posting the same [`OutMessage::key`] twice makes one
     /// message (the web room, Matrix). Where it does not (IRC, Telegram,
     /// Discord, Slack), a failed send may still have arrived, so delivery
@@ -81,6 +85,7 @@ impl Capabilities {
         native_replies: false,
         max_message_chars: 2000,
         reactions: false,
+        silence_notices: true,
         deduplicates_sends: true,
         rooms: None,
     };

@@ -110,6 +110,7 @@ impl Platform for SlackPlatform {
             // the escapes mrkdwn adds stay well under the hard limit.
             max_message_chars: 4000,
             reactions: true,
+            silence_notices: true,
             // Slack has no idempotency key for a bot's posts.
             deduplicates_sends: false,
             rooms: Some(ROOMS),

@@ -145,6 +145,7 @@ impl Platform for TelegramPlatform {
             // Telegram's limit for a message's text.
             max_message_chars: 4096,
             reactions: true,
+            silence_notices: true,
             // Telegram has no idempotency key tactful can use.
             deduplicates_sends: false,
             rooms: Some(ROOMS),

@@ -575,6 +575,7 @@ impl Platform for WebPlatform {
             native_replies: true,
             max_message_chars: 4000,
             reactions: true,
+            silence_notices: true,
             // A key sent again returns the message it already made.
             deduplicates_sends: true,
             // The rooms no other platform claims.

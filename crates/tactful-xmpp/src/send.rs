@@ -151,6 +151,7 @@ impl Platform for XmppPlatform {
             native_replies: true,
             max_message_chars: MAX_CHARS,
             reactions: true,
+            silence_notices: true,
             deduplicates_sends: false,
             rooms: Some(ROOMS),
         }

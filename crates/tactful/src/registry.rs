@@ -36,6 +36,7 @@ pub fn platforms() -> Vec<Registration> {
     platform!(list, "discord", tactful_discord);
     platform!(list, "slack", tactful_slack);
     platform!(list, "xmpp", tactful_xmpp);
+    platform!(list, "email", tactful_email);
     list
 }
 

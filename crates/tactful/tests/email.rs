@@ -1,0 +1,334 @@
+//! tactful on real mail servers: Debian's Postfix, Dovecot and mlmmj on
+//! 127.0.0.1 (`mail_setup`), people writing with Python's smtplib and
+//! reading with imaplib (`tests/email/people.py`), `tactful run` with two
+//! personas, each a mailbox of its own, on two lists: `dev` (mode `all`,
+//! so only the floor and the loop rules keep answers to one) and `talk`
+//! (mention mode).
+//!
+//! Nothing sleeps and hopes: every wait polls the people's inboxes or
+//! tactful's `/metrics` within a bound.
+
+#![cfg(feature = "email")]
+
+use crate::common;
+use crate::mail_setup;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Reaper, free_port, metric, run_tactful};
+use serde_json::{Value, json};
+
+use mail_setup::{MailServers, People, address, available, list, password};
+
+const PEOPLE: [&str; 4] = ["alice", "bob", "carol", "eve"];
+const PERSONAS: [&str; 2] = ["docs", "chef"];
+
+fn config(m: &MailServers, store: &Path, metrics: u16) -> String {
+    format!(
+        r##"
+[store]
+path = "{store}"
+
+[server]
+listen = "127.0.0.1:{metrics}"
+
+[platforms.email]
+imap = {{ host = "127.0.0.1", port = {imap}, tls = "none" }}
+smtp = {{ host = "127.0.0.1", port = {smtp}, tls = "none" }}
+lists = ["{dev}", "{talk}"]
+
+[[persona]]
+id = "docs"
+agent = "docs"
+email = {{ address = "{docs}", password = "{docs_pw}", signature = "Docs, the help desk" }}
+
+[[persona]]
+id = "chef"
+agent = "chef"
+email = {{ address = "{chef}", password = "{chef_pw}" }}
+
+{help}
+[agents.chef]
+kind = "script"
+rules = [
+  {{ when = "(?i)evil", reply = "Bcc: eve@example.org\nSubject: pwned\n\nNothing to see." }},
+  {{ when = "", reply = "[[reply_to:{{msg_id}}]]\nChef here: {{from_name}}, try the oven." }},
+]
+
+[rooms.default]
+mode = "mention"
+rate_limit = "off"
+
+[rooms."email:{dev}"]
+mode = "all"
+"##,
+        store = store.display(),
+        imap = m.imap,
+        smtp = m.submission,
+        dev = list("dev"),
+        talk = list("talk"),
+        docs = address("docs"),
+        chef = address("chef"),
+        docs_pw = password("docs"),
+        chef_pw = password("chef"),
+        help = common::conf::help_desk("docs", true),
+    )
+}
+
+/// Mail in `inbox` from `persona`.
+fn from<'a>(inbox: &'a [Value], persona: &str) -> Vec<&'a Value> {
+    let a = address(persona);
+    inbox
+        .iter()
+        .filter(|m| m["from"].as_str().is_some_and(|f| f.contains(&a)))
+        .collect()
+}
+
+/// Mail in `inbox` answering `id`.
+fn answers<'a>(inbox: &'a [Value], id: &str) -> Vec<&'a Value> {
+    inbox.iter().filter(|m| m["in_reply_to"] == id).collect()
+}
+
+/// Waits until tactful has heard (live or as backlog) at least `n` mails
+/// and has nothing in progress.
+fn heard(metrics: u16, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let got = metric(metrics, "tactful_messages_in_total").unwrap_or(0.0)
+            + metric(metrics, "tactful_backlog_total").unwrap_or(0.0);
+        let busy = metric(metrics, "tactful_busy").unwrap_or(1.0);
+        if got >= n && busy == 0.0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tactful heard {got} of {n} mails, busy {busy}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn wait_connected(metrics: u16, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(metrics, "tactful_platform_connected").unwrap_or(0.0) < n {
+        assert!(Instant::now() < deadline, "the mailboxes never connected");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    servers: MailServers,
+    people: People,
+    metrics: u16,
+    config: String,
+}
+
+fn world(submission_extra: &[&str]) -> Option<World> {
+    if !available() {
+        return None;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let users: Vec<&str> = PEOPLE.iter().chain(PERSONAS.iter()).copied().collect();
+    let members: Vec<&str> = ["alice", "bob", "carol", "docs", "chef"].to_vec();
+    let servers = MailServers::start(
+        dir.path(),
+        &users,
+        &[("dev", &members), ("talk", &members)],
+        submission_extra,
+    );
+    let people = People::start(&servers);
+    let metrics = free_port();
+    let config = config(&servers, &dir.path().join("tactful.db"), metrics);
+    Some(World {
+        dir,
+        servers,
+        people,
+        metrics,
+        config,
+    })
+}
+
+impl World {
+    fn start(&self) -> Reaper {
+        let t = run_tactful(self.dir.path(), &self.config, &[]);
+        wait_connected(self.metrics, 2.0);
+        t
+    }
+
+    /// Every person's inbox has every list post delivered (the queue is
+    /// empty), so counting answers is final.
+    fn delivered(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.servers.queue_empty() {
+            assert!(Instant::now() < deadline, "Postfix's queue never emptied");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn lists_threads_and_direct_mail_are_answered_once_by_the_right_persona() {
+    let Some(mut w) = world(&[]) else {
+        return;
+    };
+    // Before tactful ever ran: what the mailboxes hold is backlog.
+    let old = w.people.send(json!({
+        "from": "alice", "to": [list("dev")], "subject": "Old question",
+        "body": "Hi Docs,\nhow do I reset it?"
+    }));
+    w.people.wait_inbox("docs", "the old post", |m| m.len() == 1);
+    w.people.wait_inbox("chef", "the old post", |m| m.len() == 1);
+    let _tactful = w.start();
+    heard(w.metrics, 1.0);
+
+    // A question to the dev list (mode all): answered once, by one
+    // persona (the floor), threaded under it.
+    let q = w.people.send(json!({
+        "from": "alice", "to": [list("dev")], "subject": "Router trouble",
+        "body": "How do I reset the router?"
+    }));
+    let inbox = w.people.wait_inbox("alice", "an answer to the question", |m| {
+        !answers(m, &q).is_empty()
+    });
+    let a = answers(&inbox, &q);
+    assert_eq!(a.len(), 1, "{inbox:#?}");
+    let answer = a[0];
+    assert_eq!(answer["subject"], "Re: Router trouble");
+    assert!(
+        answer["references"].as_str().is_some_and(|r| r.contains(&q)),
+        "{answer:#?}"
+    );
+    assert_eq!(answer["auto_submitted"], "auto-replied");
+    assert!(
+        answer["content_type"]
+            .as_str()
+            .is_some_and(|c| c.contains("flowed")),
+        "{answer:#?}"
+    );
+    assert_eq!(
+        answer["list_id"],
+        format!("<dev.{}>", mail_setup::LISTS),
+        "it went through the list"
+    );
+    let body = answer["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains("> How do I reset the router?"),
+        "the question is quoted: {body}"
+    );
+
+    // A direct mail to docs: answered by docs alone, to bob alone.
+    let dm = w.people.send(json!({
+        "from": "bob", "to": [address("docs")], "subject": "wifi",
+        "body": "Can you tell me the wifi password?"
+    }));
+    let inbox = w
+        .people
+        .wait_inbox("bob", "docs's direct answer", |m| !answers(m, &dm).is_empty());
+    let a = answers(&inbox, &dm);
+    assert_eq!(a.len(), 1, "{inbox:#?}");
+    assert!(
+        a[0]["from"]
+            .as_str()
+            .is_some_and(|f| f.contains(&address("docs")))
+    );
+    assert!(
+        a[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("fridge") && b.contains("-- \nDocs, the help desk")),
+        "{:#?}",
+        a[0]
+    );
+    assert!(a[0]["to"].as_str().is_some_and(|t| t.contains(&address("bob"))));
+
+    // Chatter on the talk list (mention mode): nobody answers; a post
+    // opening with a persona's name there is answered by it.
+    let chatter = w.people.send(json!({
+        "from": "carol", "to": [list("talk")], "subject": "lunch", "body": "Lunch anyone? Pizza at noon."
+    }));
+    let named = w.people.send(json!({
+        "from": "carol", "to": [list("talk")], "subject": "oven", "body": "Chef: what temperature for pizza?"
+    }));
+    let inbox = w.people.wait_inbox("carol", "chef's answer on talk", |m| {
+        !answers(m, &named).is_empty()
+    });
+    assert_eq!(answers(&inbox, &named).len(), 1);
+    assert!(
+        from(
+            &answers(&inbox, &named).into_iter().cloned().collect::<Vec<_>>(),
+            "chef"
+        )
+        .len()
+            == 1
+    );
+
+    // Mail machines wrote, to the dev list where every post is answered:
+    // never answered.
+    let auto = w.people.send(json!({
+        "from": "bob", "to": [list("dev")], "subject": "Auto: away",
+        "body": "I am away until Monday.", "headers": {"Auto-Submitted": "auto-replied"}
+    }));
+    let bulk = w.people.send(json!({
+        "from": "bob", "to": [list("dev")], "subject": "Newsletter",
+        "body": "This week in news?", "headers": {"Precedence": "bulk"}
+    }));
+    let bounce = w.people.send(json!({
+        "from": "bob", "from_header": "MAILER-DAEMON@example.org", "to": [list("dev")],
+        "subject": "Undelivered Mail Returned to Sender", "body": "Your mail could not be delivered?"
+    }));
+    // An agent's text that looks like headers stays text.
+    let evil = w.people.send(json!({
+        "from": "alice", "to": [list("talk")], "subject": "evil", "body": "Chef, be evil."
+    }));
+    let inbox = w
+        .people
+        .wait_inbox("alice", "chef's evil answer", |m| !answers(m, &evil).is_empty());
+    let e = answers(&inbox, &evil)[0];
+    assert!(
+        e["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("Bcc: eve@example.org")),
+        "{e:#?}"
+    );
+    assert!(
+        !e["header_names"]
+            .as_array()
+            .is_some_and(|h| h.iter().any(|n| n == "bcc"))
+    );
+    assert_ne!(e["subject"], "pwned");
+
+    // 1 old + question + dm + chatter + named + 3 machines + evil, and
+    // the personas' own answers heard back through the lists.
+    heard(w.metrics, 9.0);
+    w.delivered();
+    heard(w.metrics, 9.0);
+    let alice = w.people.inbox("alice");
+    let carol = w.people.inbox("carol");
+    for (id, what) in [
+        (&old, "the backlog"),
+        (&chatter, "chatter"),
+        (&auto, "an auto-reply"),
+        (&bulk, "bulk mail"),
+        (&bounce, "a bounce"),
+    ] {
+        assert!(
+            answers(&alice, id).is_empty() && answers(&carol, id).is_empty(),
+            "{what} was answered: {alice:#?}"
+        );
+    }
+    // The personas never answered each other: each answer above, once.
+    let persona_posts: Vec<&Value> = from(&carol, "docs")
+        .into_iter()
+        .chain(from(&carol, "chef"))
+        .collect();
+    assert_eq!(
+        persona_posts.len(),
+        3,
+        "the question's, chef's on talk, the evil one: {persona_posts:#?}"
+    );
+    assert!(
+        w.people.inbox("eve").is_empty(),
+        "eve got a copy an agent asked for"
+    );
+}
