@@ -16,6 +16,8 @@ Commands:
         mail's bytes, as they are (broken mail)
   big   {from, to: [..], subject, body, megabytes}: a mail with an
         attachment of that size
+  append {user, data, days_ago}: `data` put straight into <user>'s INBOX
+        over IMAP, dated that many days back (mail that arrived long ago)
   inbox {user} -> every mail in <user>'s INBOX: uid, from, to, cc,
         subject, message_id, in_reply_to, references, auto_submitted,
         content_type, list_id, body (decoded text), header_names
@@ -78,6 +80,21 @@ def big(c):
     return mid
 
 
+def append(c):
+    import time
+    user = c["user"]
+    im = imaplib.IMAP4("127.0.0.1", IMAP_PORT)
+    try:
+        im.login(addr(user), f"pw-{user}")
+        when = imaplib.Time2Internaldate(time.time() - 86400 * c.get("days_ago", 0))
+        typ, data = im.append("INBOX", None, when, c["data"].encode("latin-1"))
+        if typ != "OK":
+            raise RuntimeError(f"APPEND: {data}")
+    finally:
+        im.logout()
+    return True
+
+
 def inbox(c):
     user = c["user"]
     out = []
@@ -132,6 +149,8 @@ def main():
                 ok = True
             elif op == "big":
                 ok = big(c)
+            elif op == "append":
+                ok = append(c)
             elif op == "inbox":
                 ok = inbox(c)
             else:

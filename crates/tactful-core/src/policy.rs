@@ -433,6 +433,51 @@ pub struct PolicyPatch {
 }
 
 impl PolicyPatch {
+    /// This patch with every key it leaves unset taken from `defaults`:
+    /// what a platform gives its rooms (email's stricter rate limit on a
+    /// list) sits under the room's own table, key by key.
+    pub fn over(mut self, defaults: &PolicyPatch) -> PolicyPatch {
+        macro_rules! fill {
+            ($($($field:ident).+),+ $(,)?) => {
+                $(if self.$($field).+.is_none() {
+                    self.$($field).+ = defaults.$($field).+.clone();
+                })+
+            };
+        }
+        fill!(
+            mode,
+            allow_silence,
+            silence_token,
+            ignore_bots,
+            max_bot_turns,
+            allowed_users,
+            rate_limit,
+            unprompted,
+            budget,
+            ambient.flush_after,
+            ambient.jitter,
+            ambient.flush_messages,
+            ambient.hard_cap,
+            ambient.cooldown,
+            reply_gate.enabled,
+            reply_gate.agent,
+            reply_gate.timeout,
+            reply_gate.in_ambient,
+            floor_max_speakers,
+            floor_strategy,
+            pre_gate_enabled,
+            pre_gate_phrases,
+            pre_gate_max_chars,
+            floor_pass_timeout,
+            on_error,
+            addressed_silence,
+            silence_emoji,
+            silence_notice,
+            max_reply_chars,
+        );
+        self
+    }
+
     fn apply(&self, p: &mut RoomPolicy, gate: &mut GateDraft) {
         let a = &self.ambient;
         if let Some(v) = a.flush_after {
@@ -630,6 +675,36 @@ impl PolicyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_platforms_defaults_fill_only_what_a_room_table_leaves_unset() {
+        let limit = |n| {
+            Some(Some(RateLimit {
+                replies: n,
+                per: Duration::from_secs(3600),
+            }))
+        };
+        let defaults = PolicyPatch {
+            rate_limit: limit(4),
+            mode: Some(Mode::Mention),
+            ..PolicyPatch::default()
+        };
+        let room = PolicyPatch {
+            mode: Some(Mode::All),
+            ..PolicyPatch::default()
+        };
+        let merged = room.over(&defaults);
+        assert_eq!((merged.mode, merged.rate_limit), (Some(Mode::All), limit(4)));
+        let off = PolicyPatch {
+            rate_limit: Some(None),
+            ..PolicyPatch::default()
+        };
+        assert_eq!(
+            off.over(&defaults).rate_limit,
+            Some(None),
+            "a room table's \"off\" wins"
+        );
+    }
 
     #[test]
     fn layers_resolve_in_documented_order() {

@@ -248,9 +248,30 @@ pub fn secrets(s: &EmailSettings) -> Vec<String> {
         .collect()
 }
 
+/// How many answers one persona gives on one list per hour unless the
+/// list's own room table says otherwise: each reaches every subscriber.
+pub const LIST_REPLIES_PER_HOUR: u32 = 4;
+
 impl PlatformConfig for EmailSettings {
     fn secrets(&self) -> Vec<String> {
         secrets(self)
+    }
+
+    fn room_defaults(&self) -> Vec<(tactful_core::RoomId, tactful_core::PolicyPatch)> {
+        let limit = tactful_core::policy::RateLimit {
+            replies: LIST_REPLIES_PER_HOUR,
+            per: Duration::from_secs(3600),
+        };
+        self.lists
+            .iter()
+            .map(|l| {
+                let patch = tactful_core::PolicyPatch {
+                    rate_limit: Some(Some(limit)),
+                    ..tactful_core::PolicyPatch::default()
+                };
+                (crate::rooms::list_room(l), patch)
+            })
+            .collect()
     }
 
     fn personas(&self) -> Vec<tactful_core::PersonaId> {

@@ -195,3 +195,51 @@ impl Shared {
         }
     }
 }
+
+impl Shared {
+    /// Mail `id` as `persona`'s mailbox holds it, looked up over IMAP: an
+    /// answer after a restart still threads under the mail it answers,
+    /// quoting it, though this process never read it.
+    pub(crate) async fn look_up(&self, persona: &EmailPersona, id: &str) -> Option<Known> {
+        if id.is_empty() || id.contains(['"', '\\']) || id.len() > 250 {
+            return None;
+        }
+        let found = async {
+            let mut session = imap::login(&self.settings.imap, persona).await.ok()?;
+            session.examine("INBOX").await.ok()?;
+            let uid = session
+                .uid_search(format!("HEADER Message-ID \"{id}\""))
+                .await
+                .ok()?
+                .into_iter()
+                .max()?;
+            let fetched: Vec<Vec<u8>> = session
+                .uid_fetch(uid.to_string(), format!("(UID BODY.PEEK[]<0.{FETCH_BYTES}>)"))
+                .await
+                .ok()?
+                .map_ok(|f| f.body().map(<[u8]>::to_vec).unwrap_or_default())
+                .try_collect()
+                .await
+                .ok()?;
+            let _ = session.logout().await;
+            let mail = read::read(fetched.first()?, &self.settings.lists)?;
+            let root = mail
+                .references
+                .first()
+                .or(mail.in_reply_to.as_ref())
+                .cloned()
+                .unwrap_or_else(|| id.to_owned());
+            Some(Known {
+                subject: mail.subject,
+                references: mail.references,
+                author: mail.from_name,
+                text: mail.text,
+                root,
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(20), found)
+            .await
+            .ok()
+            .flatten()
+    }
+}

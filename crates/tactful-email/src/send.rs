@@ -117,7 +117,30 @@ impl Platform for EmailPlatform {
                 Target::List(list) => list,
                 Target::Direct(_, with) => with,
             };
-            let parent = shared.parent_of(&msg);
+            let parent = match (shared.parent_of(&msg), msg.reply_to) {
+                (Some(p), _) => Some(p),
+                // Not read by this process (it started since): looked up
+                // in the mailbox, else answered by its id alone.
+                (None, Some(to)) => Some(match shared.look_up(persona, to.as_str()).await {
+                    Some(k) => (to.as_str().to_owned(), k),
+                    None => (
+                        to.as_str().to_owned(),
+                        Known {
+                            subject: String::new(),
+                            references: msg
+                                .thread
+                                .map(|t| vec![t.as_str().to_owned()])
+                                .unwrap_or_default(),
+                            author: String::new(),
+                            text: String::new(),
+                            root: msg
+                                .thread
+                                .map_or_else(|| to.as_str().to_owned(), |t| t.as_str().to_owned()),
+                        },
+                    ),
+                }),
+                (None, None) => None,
+            };
             let id = message_id(persona, msg.room, msg.key);
             let subject = parent.as_ref().map_or_else(
                 || format!("A note from {}", persona.name),
@@ -132,7 +155,7 @@ impl Platform for EmailPlatform {
                     id: pid,
                     references: &k.references,
                     author: &k.author,
-                    text: Some(&k.text),
+                    text: (!k.text.is_empty()).then_some(k.text.as_str()),
                 }),
                 text: msg.text,
                 signature: persona.signature.as_deref(),

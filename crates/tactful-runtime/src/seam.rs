@@ -58,6 +58,14 @@ pub trait PlatformConfig: std::fmt::Debug + Send + Sync + Any {
     fn warnings(&self, _policies: &tactful_core::PolicyTable) -> Vec<String> {
         Vec::new()
     }
+
+    /// Keys this platform gives some of its rooms unless their own
+    /// `[rooms."<id>"]` table sets them (above `[rooms.default]`): email
+    /// gives each list a stricter rate limit, since every answer reaches
+    /// every subscriber's inbox.
+    fn room_defaults(&self) -> Vec<(tactful_core::RoomId, tactful_core::PolicyPatch)> {
+        Vec::new()
+    }
 }
 
 /// Reads a platform's section and the personas' sub-tables for it (every

@@ -467,6 +467,12 @@ fn build(raw: RawConfig, platforms: Platforms, check: &Checker<'_>) -> Result<Co
             policies.rooms.insert(room.into_inner().into(), layer);
         }
     }
+    for (_, platform) in &platforms.connected {
+        for (room, defaults) in platform.room_defaults() {
+            let layer = policies.rooms.entry(room).or_default();
+            layer.all = std::mem::take(&mut layer.all).over(&defaults);
+        }
+    }
     check_resolved(&policies, &personas, check)?;
     let (hook_scopes, hooks) = hooks::build(raw.hook, &personas, check)?;
     let schedules = schedules::build(raw.schedule, &personas, check)?;

@@ -332,3 +332,163 @@ fn lists_threads_and_direct_mail_are_answered_once_by_the_right_persona() {
         "eve got a copy an agent asked for"
     );
 }
+
+/// Waits for `t` to exit after SIGTERM.
+fn stop(mut t: Reaper) {
+    common::signal(t.id(), "TERM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while t.try_wait().ok().flatten().is_none() {
+        assert!(Instant::now() < deadline, "tactful did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_restart_and_a_kill_mid_send_answer_nothing_twice_and_miss_nothing() {
+    // Submission pauses before taking a mail's text: time to kill tactful
+    // in the middle of a send.
+    let Some(mut w) = world(&["-o", "smtpd_data_restrictions=sleep,3"]) else {
+        return;
+    };
+    let mut tactful = w.start();
+    let q1 = w.people.send(json!({
+        "from": "alice", "to": [list("talk")], "subject": "reset", "body": "Docs: how do I reset it?"
+    }));
+    // docs is submitting its answer: kill it there.
+    w.servers.wait_postfix_log("docs logging in to submit", |l| {
+        l.contains("sasl_username=docs@example.org")
+    });
+    let _ = tactful.0.kill();
+    let _ = tactful.0.wait();
+    tactful = w.start();
+    let inbox = w.people.wait_inbox("alice", "the answer after the kill", |m| {
+        !answers(m, &q1).is_empty()
+    });
+    assert!(
+        answers(&inbox, &q1)[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("reset"))
+    );
+
+    // Down for a while: one question arrives meanwhile, and one that the
+    // mailbox holds from two days ago (context only).
+    heard(w.metrics, 1.0);
+    stop(tactful);
+    let q2 = w.people.send(json!({
+        "from": "bob", "to": [list("talk")], "subject": "wifi", "body": "Docs: what is the wifi password?"
+    }));
+    w.people
+        .wait_inbox("docs", "the question sent while tactful was down", |m| {
+            m.iter().any(|x| x["message_id"] == q2)
+        });
+    let stale = "<stale@example.org>";
+    w.people.call(json!({
+        "op": "append", "user": "docs", "days_ago": 2,
+        "data": format!("From: carol@example.org\r\nTo: docs@example.org\r\nSubject: old\r\nMessage-ID: {stale}\r\n\r\nDocs, can you reset my password?\r\n")
+    }));
+    let _tactful = w.start();
+    let inbox = w.people.wait_inbox("bob", "the missed question's answer", |m| {
+        !answers(m, &q2).is_empty()
+    });
+    assert!(
+        answers(&inbox, &q2)[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("fridge"))
+    );
+
+    w.delivered();
+    heard(w.metrics, 2.0);
+    w.delivered();
+    let alice = w.people.inbox("alice");
+    assert_eq!(
+        answers(&alice, &q1).len(),
+        1,
+        "the answer cut by the kill went once: {alice:#?}"
+    );
+    assert_eq!(answers(&alice, &q2).len(), 1, "{alice:#?}");
+    assert_eq!(
+        from(&alice, "docs").len(),
+        2,
+        "nothing else was answered: {alice:#?}"
+    );
+    assert!(
+        answers(&w.people.inbox("carol"), stale).is_empty(),
+        "mail from two days ago is context"
+    );
+}
+
+#[test]
+fn broken_and_huge_mail_never_stops_the_service() {
+    let Some(mut w) = world(&[]) else {
+        return;
+    };
+    let mut tactful = w.start();
+    let to = [address("docs")];
+    // Broken MIME, an unknown charset, bytes that are not UTF-8, a header
+    // line of 200 kB, no sender at all.
+    for data in [
+        "From: bob@example.org\r\nTo: docs@example.org\r\nSubject: broken\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nunfinished".to_owned(),
+        "From: bob@example.org\r\nTo: docs@example.org\r\nSubject: charset\r\nContent-Type: text/plain; charset=x-no-such-charset\r\n\r\nabc \u{ff}\u{fe} def".to_owned(),
+        format!("From: bob@example.org\r\nTo: docs@example.org\r\nX-Long: {}\r\nSubject: long\r\n\r\nbody", "a".repeat(200_000)),
+        "To: docs@example.org\r\nSubject: nobody\r\n\r\nno sender".to_owned(),
+    ] {
+        w.people.call(json!({"op": "raw", "from": "bob", "to": to, "data": data}));
+    }
+    // A 20 MB attachment under a question: only the first megabyte is
+    // fetched, and the question is answered.
+    let big = w.people.call(json!({
+        "op": "big", "from": "bob", "to": to, "subject": "attached", "megabytes": 20,
+        "body": "How do I reset it? Logs attached."
+    }));
+    let big = big.as_str().expect("an id").to_owned();
+    let inbox = w.people.wait_inbox("bob", "the answer under the big mail", |m| {
+        !answers(m, &big).is_empty()
+    });
+    assert!(
+        answers(&inbox, &big)[0]["body"]
+            .as_str()
+            .is_some_and(|b| b.contains("reset"))
+    );
+    assert!(
+        tactful.try_wait().ok().flatten().is_none(),
+        "tactful is still running"
+    );
+    let after = w
+        .people
+        .send(json!({"from": "bob", "to": to, "subject": "still there?", "body": "wifi?"}));
+    let inbox = w.people.wait_inbox("bob", "an answer after the bad mail", |m| {
+        !answers(m, &after).is_empty()
+    });
+    assert_eq!(answers(&inbox, &after).len(), 1);
+}
+
+#[test]
+fn a_list_gets_a_few_answers_an_hour_from_each_persona() {
+    let Some(mut w) = world(&[]) else {
+        return;
+    };
+    let _tactful = w.start();
+    // `[rooms.default]` says rate_limit = "off", but a list's default is
+    // stricter (4 an hour per persona) unless its own table says so.
+    let asked: Vec<String> = (1..=6)
+        .map(|n| {
+            w.people.send(json!({
+                "from": "alice", "to": [list("talk")], "subject": format!("q{n}"),
+                "body": format!("Chef: question {n}?")
+            }))
+        })
+        .collect();
+    w.people
+        .wait_inbox("alice", "four answers", |m| from(m, "chef").len() >= 4);
+    heard(w.metrics, 6.0);
+    w.delivered();
+    let inbox = w.people.inbox("alice");
+    assert_eq!(from(&inbox, "chef").len(), 4, "{inbox:#?}");
+    assert_eq!(
+        asked.iter().filter(|q| answers(&inbox, q).len() == 1).count(),
+        4,
+        "the first four were answered, once each"
+    );
+    let limited = metric(w.metrics, "tactful_decisions_total").unwrap_or(0.0);
+    assert!(limited >= 6.0, "every post was decided on");
+}

@@ -310,8 +310,20 @@ service stats {{
             .spawn()
             .expect("postfix starts");
         self.postfix = Some(Reaper(child));
-        wait_listening(self.smtp, "postfix");
-        wait_listening(self.submission, "postfix's submission port");
+        for (port, what) in [
+            (self.smtp, "postfix"),
+            (self.submission, "postfix's submission port"),
+        ] {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{what} did not listen on {port}:\n{}",
+                    self.postfix_log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
     }
 
     /// Stops Postfix (all its processes: `postfix stop`, then its master).
