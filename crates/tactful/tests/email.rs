@@ -492,3 +492,93 @@ fn a_list_gets_a_few_answers_an_hour_from_each_persona() {
     let limited = metric(w.metrics, "tactful_decisions_total").unwrap_or(0.0);
     assert!(limited >= 6.0, "every post was decided on");
 }
+
+/// `/healthz` as text, with its status.
+fn healthz(port: u16) -> (u16, String) {
+    common::http_get(port, "/healthz").unwrap_or((0, String::new()))
+}
+
+#[test]
+fn doctor_names_the_login_that_failed_and_healthz_follows_each_mailbox() {
+    let Some(mut w) = world(&[]) else {
+        return;
+    };
+    let (code, out, err) = common::doctor(w.dir.path(), &w.config);
+    assert_eq!(code, Some(0), "{out}{err}");
+    for p in PERSONAS {
+        assert!(
+            out.contains(&format!("IMAP {} at 127.0.0.1:{}", address(p), w.servers.imap)),
+            "{out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "SMTP {} at 127.0.0.1:{}",
+                address(p),
+                w.servers.submission
+            )),
+            "{out}"
+        );
+    }
+    assert!(out.contains("IDLE") && out.contains("logged in"), "{out}");
+    let wrong = w.config.replace(&password("chef"), "not-chefs-password");
+    let (code, out, err) = common::doctor(w.dir.path(), &wrong);
+    assert_ne!(code, Some(0), "{out}{err}");
+    let said = format!("{out}{err}");
+    assert!(!said.contains("not-chefs-password"), "{said}");
+    let failed: Vec<&str> = said.lines().filter(|l| l.contains("chef@example.org")).collect();
+    assert!(
+        failed.iter().any(|l| l.contains("IMAP")) && failed.iter().any(|l| l.contains("SMTP")),
+        "{said}"
+    );
+
+    // Running: every mailbox connected. Dovecot dies: /healthz says which
+    // mailboxes are down, and once it is back a question is answered.
+    let _tactful = w.start();
+    assert_eq!(healthz(w.metrics), (200, "ok\n".to_owned()));
+    w.servers.kill_dovecot();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = healthz(w.metrics);
+        if status == 503 && PERSONAS.iter().all(|p| body.contains(p)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz never said the mailboxes were down: {status} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    w.servers.start_dovecot();
+    wait_connected(w.metrics, 2.0);
+    let q = w.people.send(json!({
+        "from": "alice", "to": [list("talk")], "subject": "back?", "body": "Docs: how do I reset it?"
+    }));
+    w.people
+        .wait_inbox("alice", "an answer after Dovecot came back", |m| {
+            !answers(m, &q).is_empty()
+        });
+    assert_eq!(healthz(w.metrics), (200, "ok\n".to_owned()));
+}
+
+#[test]
+fn mailbox_passwords_stay_out_of_a_trace_level_log() {
+    let Some(mut w) = world(&[]) else {
+        return;
+    };
+    let (_tactful, logs) = common::run_tactful_logged(w.dir.path(), &w.config, &[("TACTFUL_LOG", "trace")]);
+    wait_connected(w.metrics, 2.0);
+    let q = w.people.send(json!({
+        "from": "alice", "to": [list("talk")], "subject": "reset", "body": "Docs: how do I reset it?"
+    }));
+    w.people
+        .wait_inbox("alice", "the answer", |m| !answers(m, &q).is_empty());
+    let all = logs.lines().join("\n");
+    assert!(all.contains("TRACE"), "the log is at trace level");
+    for p in PERSONAS {
+        assert!(!all.contains(&password(p)), "{p}'s password is in the log");
+        let plain = format!("\0{}\0{}", address(p), password(p));
+        use base64::Engine as _;
+        let wire = base64::engine::general_purpose::STANDARD.encode(plain);
+        assert!(!all.contains(&wire), "{p}'s SASL PLAIN is in the log");
+    }
+}

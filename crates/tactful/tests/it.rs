@@ -50,6 +50,7 @@ mod docs;
 mod doctor;
 mod documented_commands;
 mod email;
+mod email_config;
 mod examples;
 mod hooks;
 mod irc;

@@ -3,7 +3,7 @@
 
 #![cfg(feature = "xmpp")]
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 const GOOD: &str = r#"
 [[persona]]
@@ -26,25 +26,10 @@ rooms = ["team@conference.example.org"]
 const PASSWORD: &str = "s3cret-xmpp-pass";
 
 fn check(config: &str) -> Output {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("tactful.toml");
-    std::fs::write(&path, config).expect("config");
-    Command::new(env!("CARGO_BIN_EXE_tactful"))
-        .args(["check", "-c"])
-        .arg(&path)
-        .env_remove("TACTFUL_LOG")
-        .env("DOCS_XMPP_PASSWORD", PASSWORD)
-        .output()
-        .expect("tactful runs")
+    crate::common::check_config(config, &[("DOCS_XMPP_PASSWORD", PASSWORD)])
 }
 
-fn said(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use crate::common::said;
 
 #[test]
 fn a_good_xmpp_config_passes_and_its_password_is_never_shown() {

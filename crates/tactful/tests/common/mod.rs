@@ -347,6 +347,30 @@ pub fn doctor(dir: &std::path::Path, config: &str) -> (Option<i32>, String, Stri
     )
 }
 
+/// `tactful check` on `config` (written to a folder of its own) with
+/// `env` set.
+pub fn check_config(config: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tactful.toml");
+    std::fs::write(&path, config).expect("config");
+    Command::new(env!("CARGO_BIN_EXE_tactful"))
+        .args(["check", "-c"])
+        .arg(&path)
+        .env_remove("TACTFUL_LOG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("tactful runs")
+}
+
+/// What a finished command printed, stdout then stderr.
+pub fn said(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// `body` as JSON, or a panic that shows it.
 pub fn json_of(body: &str) -> Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
@@ -406,10 +430,11 @@ fn tactful_run(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> Com
     let cfg = dir.join("tactful.toml");
     std::fs::write(&cfg, config).expect("config");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tactful"));
+    // The caller's `TACTFUL_LOG`, if it gives one, wins.
     cmd.args(["run", "-c"])
         .arg(&cfg)
-        .envs(env.iter().copied())
         .env("TACTFUL_LOG", "info,tactful_runtime=debug")
+        .envs(env.iter().copied())
         .stdout(Stdio::null());
     cmd
 }

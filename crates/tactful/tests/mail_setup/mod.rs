@@ -278,7 +278,13 @@ service stats {{
         servers
     }
 
-    fn start_dovecot(&mut self) {
+    /// Kills Dovecot outright (SIGKILL): every IMAP connection drops.
+    pub fn kill_dovecot(&mut self) {
+        self.dovecot.take();
+    }
+
+    /// Starts Dovecot (again), in the foreground.
+    pub fn start_dovecot(&mut self) {
         let child = Command::new(DOVECOT)
             .arg("-F")
             .arg("-c")
