@@ -13,7 +13,8 @@ Commands:
         references, headers: {name: value}}: a plain text mail (UTF-8)
         from <from>@example.org, to the addresses given -> its Message-ID
   raw   {from, to: [..], data}: `data` (latin-1 code points) sent as the
-        mail's bytes, as they are (broken mail)
+        mail's bytes, as they are (broken mail); from "" is the null
+        sender of a bounce
   big   {from, to: [..], subject, body, megabytes}: a mail with an
         attachment of that size
   append {user, data, days_ago}: `data` put straight into <user>'s INBOX
@@ -42,8 +43,9 @@ def addr(user):
 
 
 def submit(sender, rcpts, data):
+    # An empty sender is the null return path (MAIL FROM:<>) of a bounce.
     with smtplib.SMTP("127.0.0.1", SMTP_PORT, timeout=60) as s:
-        s.sendmail(addr(sender), [addr(r) for r in rcpts], data)
+        s.sendmail(addr(sender) if sender else "", [addr(r) for r in rcpts], data)
 
 
 def send(c):
