@@ -20,6 +20,20 @@ const FETCH_BATCH: usize = 16;
 /// latest ones; older mail is not worth a model's context).
 const FIRST_BACKLOG: usize = 50;
 
+/// Whether the server announced new mail since this was last asked
+/// (the announcements async-imap set aside), emptying them.
+fn news(session: &mut Session) -> bool {
+    let mut any = false;
+    while let Ok(r) = session.unsolicited_responses.try_recv() {
+        any |= matches!(
+            r,
+            async_imap::types::UnsolicitedResponse::Exists(_)
+                | async_imap::types::UnsolicitedResponse::Recent(_)
+        );
+    }
+    any
+}
+
 impl Shared {
     /// Watches mailbox `i` while this process holds it, reconnecting with
     /// a backoff; a mailbox another process holds is left alone.
@@ -73,6 +87,13 @@ impl Shared {
             }
         }
         loop {
+            // Mail announced while tactful was reading (an EXISTS in the
+            // answer to a FETCH) is not announced again in IDLE: read it
+            // first.
+            if news(&mut session) {
+                self.read_again(&mut session, persona, validity).await?;
+                continue;
+            }
             let mut idle = session.idle();
             idle.init()
                 .await
@@ -84,15 +105,25 @@ impl Shared {
                 .done()
                 .await
                 .map_err(|e| format!("IMAP {server}: ending IDLE: {e}"))?;
-            let mark = self
-                .marks
-                .lock()
-                .ok()
-                .and_then(|m| m.get(&persona.id).copied())
-                .unwrap_or(Mark { validity, uid: 0 });
-            self.read_since(&mut session, persona, mark, Arrival::Live)
-                .await?;
+            let _ = news(&mut session);
+            self.read_again(&mut session, persona, validity).await?;
         }
+    }
+
+    /// Reads what arrived since the mark, as live mail.
+    async fn read_again(
+        &self,
+        session: &mut Session,
+        persona: &EmailPersona,
+        validity: u32,
+    ) -> Result<(), String> {
+        let mark = self
+            .marks
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&persona.id).copied())
+            .unwrap_or(Mark { validity, uid: 0 });
+        self.read_since(session, persona, mark, Arrival::Live).await
     }
 
     /// At a mailbox's first start: the latest mail it holds is backlog,

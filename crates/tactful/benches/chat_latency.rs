@@ -1,12 +1,17 @@
 //! An answer's latency through a real chat server, as a person there sees
-//! it: XMPP through Prosody beside IRC through ngircd, one tactful serving
-//! both, one persona answering at once (a script agent).
+//! it: XMPP through Prosody beside IRC through ngircd, and mail through
+//! Postfix, Dovecot and mlmmj, one tactful serving all three, one persona
+//! answering at once (a script agent).
 //!
 //! `cargo bench -p tactful --bench chat_latency` (with ngircd and Prosody
 //! installed, as scripts/test does) asks `docs: ping N` one at a time in
 //! each network and times it until the answer's text reaches the asker:
 //! on IRC the reply line; on XMPP the message (or the correction of the
-//! placeholder) that holds it. Median, p99 and max per network.
+//! placeholder) that holds it. By mail, from the question's delivery into
+//! the persona's mailbox (which tactful watches in IMAP IDLE) to the
+//! answer's delivery into the asker's, both seen in the Maildirs; for a
+//! direct mail and for a list post (through mlmmj both ways). Median, p99
+//! and max per network.
 //!
 //! Pings are 150 ms apart, so IRC's pacing of one persona's lines
 //! (`send_interval_ms`, set to 100 here) never holds an answer back: what
@@ -35,6 +40,8 @@ mod harness;
 mod common;
 #[path = "../tests/irc_setup/mod.rs"]
 mod irc_setup;
+#[path = "../tests/mail_setup/mod.rs"]
+mod mail_setup;
 #[path = "../tests/xmpp_setup/mod.rs"]
 mod xmpp_setup;
 
@@ -62,6 +69,33 @@ async fn measure(pings: usize) {
     }
     let prosody = xmpp_setup::Prosody::start(dir.path(), &["alice", "docs"]);
     let room = xmpp_setup::room("bench");
+    // Mail needs root (Postfix does): measured where the servers can run.
+    let mail = mail_setup::available().then(|| {
+        mail_setup::MailServers::start(
+            dir.path(),
+            &["alice", "docs"],
+            &[("bench", &["alice", "docs"])],
+            &[],
+        )
+    });
+    let (email_persona, email_platform) = match &mail {
+        Some(m) => (
+            format!(
+                "email = {{ address = \"{}\", password = \"{}\" }}",
+                mail_setup::address("docs"),
+                mail_setup::password("docs")
+            ),
+            format!(
+                "[platforms.email]\nimap = {{ host = \"127.0.0.1\", port = {}, tls = \"none\" }}\n\
+                 smtp = {{ host = \"127.0.0.1\", port = {}, tls = \"none\" }}\nlists = [\"{list}\"]\n\n\
+                 [rooms.\"email:{list}\"]\nrate_limit = \"off\"\n",
+                m.imap,
+                m.submission,
+                list = mail_setup::list("bench")
+            ),
+        ),
+        None => (String::new(), String::new()),
+    };
     let text = format!(
         r##"
 [store]
@@ -72,6 +106,7 @@ id = "docs"
 agent = "instant"
 irc = {{ nick = "docs" }}
 xmpp = {{ jid = "{jid}", password = "{pw}", nick = "docs" }}
+{email_persona}
 
 [agents.instant]
 kind = "script"
@@ -92,6 +127,8 @@ rooms = ["{room}"]
 server = "127.0.0.1"
 port = {xmpp_port}
 tls = "none"
+
+{email_platform}
 "##,
         store = dir.path().join("bench.db").display(),
         jid = xmpp_setup::jid("docs"),
@@ -107,6 +144,71 @@ tls = "none"
     print("IRC through ngircd", &irc);
     let xmpp = xmpp_latency(prosody.port, &room, pings).await;
     print("XMPP through Prosody", &xmpp);
+    if let Some(m) = &mail {
+        let mut people = mail_setup::People::start(m);
+        let direct = mail_latency(m, &mut people, false, pings).await;
+        print("a direct mail through Postfix and Dovecot", &direct);
+        let listed = mail_latency(m, &mut people, true, pings).await;
+        print("a list post through Postfix, mlmmj and Dovecot", &listed);
+    }
+}
+
+/// The mails in a Maildir (`new/` and `cur/`), by file name.
+fn mails_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    ["new", "cur"]
+        .iter()
+        .filter_map(|sub| std::fs::read_dir(dir.join(sub)).ok())
+        .flat_map(|d| d.flatten().map(|e| e.path()))
+        .collect()
+}
+
+/// From each question's delivery into docs's mailbox to its answer's
+/// delivery into alice's (a direct mail, or a post to the bench list).
+async fn mail_latency(
+    m: &mail_setup::MailServers,
+    people: &mut mail_setup::People,
+    list: bool,
+    pings: usize,
+) -> Vec<f64> {
+    let (docs, alice) = (m.maildir("docs"), m.maildir("alice"));
+    let mut seen: std::collections::HashSet<std::path::PathBuf> = mails_in(&alice).into_iter().collect();
+    let to = if list {
+        mail_setup::list("bench")
+    } else {
+        mail_setup::address("docs")
+    };
+    let mut out = Vec::with_capacity(pings);
+    for n in 0..pings {
+        tokio::time::sleep(GAP).await;
+        let before = mails_in(&docs).len();
+        let want = format!("pong Docs: ping {n}");
+        tokio::task::block_in_place(|| {
+            people.send(serde_json::json!({
+                "from": "alice", "to": [to], "subject": format!("ping {n}"), "body": format!("Docs: ping {n}")
+            }))
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while mails_in(&docs).len() == before {
+            assert!(
+                Instant::now() < deadline,
+                "the question never reached docs's mailbox"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let start = Instant::now();
+        'answer: loop {
+            assert!(Instant::now() < deadline, "no answer to ping {n}");
+            for f in mails_in(&alice) {
+                if seen.insert(f.clone()) && std::fs::read_to_string(&f).is_ok_and(|t| t.contains(&want)) {
+                    break 'answer;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        out.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    out.sort_by(f64::total_cmp);
+    out
 }
 
 /// Latencies in ms, sorted.

@@ -345,6 +345,11 @@ service stats {{
         self.postfix.take();
     }
 
+    /// `user`'s Maildir (its `new/` and `cur/` hold the mails).
+    pub fn maildir(&self, user: &str) -> PathBuf {
+        self.dir.join("mailboxes").join(DOMAIN).join(user)
+    }
+
     /// Postfix's log so far.
     pub fn postfix_log(&self) -> String {
         std::fs::read_to_string(self.dir.join("postfix.log")).unwrap_or_default()
