@@ -38,6 +38,7 @@ mod cluster_accounts;
 mod cluster_budget;
 mod cluster_console;
 mod cluster_cut;
+mod cluster_email;
 mod cluster_irc;
 mod cluster_matrix;
 mod cluster_notes;
