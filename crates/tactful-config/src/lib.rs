@@ -7,6 +7,8 @@
 //! (`[platforms.<name>]`, `persona.<name>`) and validate it with these same
 //! tools, so `tactful check` reads the same for every part of the file.
 
+pub mod account;
+
 use std::cell::RefCell;
 use std::fmt;
 use std::path::{Path, PathBuf};

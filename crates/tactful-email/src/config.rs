@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, read};
+use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, account, read};
 
 use tactful_runtime::Connected;
 use tactful_runtime::seam::{Context, PlatformConfig};
@@ -77,7 +77,7 @@ fn endpoint(
         (_, Tls::Required) => 465,
         _ => 587,
     });
-    if tls == Tls::None && !is_loopback(&host) {
+    if tls == Tls::None && !account::is_loopback(&host) {
         let span = e.tls.as_ref().map_or(raw.span(), Spanned::span);
         return Err(check.at(
             span,
@@ -146,24 +146,15 @@ pub fn parse(
                 format!("`persona[{i}].email.address`: {address} is another persona's mailbox already; each persona needs its own"),
             ));
         }
-        let Some(password) = raw.password.map(|p| p.0).filter(|p| !p.is_empty()) else {
-            return Err(check.at(
-                raw.address.span(),
-                format!("`persona[{i}].email` needs `password` (from the environment: \"${{VAR}}\")"),
-            ));
-        };
+        let password = account::password(
+            raw.password,
+            &format!("persona[{i}].email"),
+            raw.address.span(),
+            check,
+        )?;
         let id = p.id.get_ref().as_str();
         let name = match &raw.name {
-            Some(n) => {
-                let name = n.get_ref().0.trim().to_owned();
-                if name.is_empty() || name.chars().any(char::is_control) || name.len() > 64 {
-                    return Err(check.at(
-                        n.span(),
-                        format!("`persona[{i}].email.name` = {name:?}: a name is 1 to 64 characters, none of them control characters"),
-                    ));
-                }
-                name
-            }
+            Some(n) => account::display_name(n, &format!("persona[{i}].email.name"), "name", check)?,
             None => capitalised(id),
         };
         out.push(EmailPersona {
@@ -204,16 +195,6 @@ fn capitalised(id: &str) -> String {
     c.next()
         .map(|f| f.to_uppercase().chain(c).collect())
         .unwrap_or_default()
-}
-
-/// Whether `host` is this machine: `localhost` or a loopback address.
-pub(crate) fn is_loopback(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The start banner's line: the servers, the lists and each mailbox.

@@ -227,14 +227,14 @@ fn automatic(
         .iter()
         .any(|h| m.header_raw(*h).is_some());
     let s = subject.to_lowercase();
+    // Only what auto-responders write: a person's "Absence policy?" is
+    // a question.
     let ooo_subject = [
         "out of office",
         "automatic reply",
-        "auto:",
         "autoreply",
         "auto-reply",
-        "abwesenheit",
-        "absence",
+        "abwesenheitsnotiz",
     ]
     .iter()
     .any(|p| s.starts_with(p));

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
-use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, read};
+use tactful_config::{Checker, ConfigError, EnvString, PersonaPart, Section, Spanned, account, read};
 use tokio_xmpp::jid::BareJid;
 
 use tactful_runtime::Connected;
@@ -126,24 +126,10 @@ pub fn parse(
                 format!("`persona[{i}].xmpp.jid`: {jid} is another persona's account already; each persona needs its own"),
             ));
         }
-        let Some(password) = raw.password.map(|p| p.0).filter(|p| !p.is_empty()) else {
-            return Err(check.at(
-                raw.jid.span(),
-                format!("`persona[{i}].xmpp` needs `password` (from the environment: \"${{VAR}}\")"),
-            ));
-        };
+        let password = account::password(raw.password, &format!("persona[{i}].xmpp"), raw.jid.span(), check)?;
         let id = p.id.get_ref().as_str();
         let nick = match &raw.nick {
-            Some(n) => {
-                let nick = n.get_ref().0.trim().to_owned();
-                if nick.is_empty() || nick.chars().any(char::is_control) || nick.len() > 64 {
-                    return Err(check.at(
-                        n.span(),
-                        format!("`persona[{i}].xmpp.nick` = {nick:?}: a nick is 1 to 64 characters, none of them control characters"),
-                    ));
-                }
-                nick
-            }
+            Some(n) => account::display_name(n, &format!("persona[{i}].xmpp.nick"), "nick", check)?,
             None => id.to_owned(),
         };
         out.push(XmppPersona {
@@ -163,7 +149,7 @@ pub fn parse(
             .as_ref()
             .map(|(h, _)| h.clone())
             .unwrap_or_else(|| out[0].jid.domain().to_string());
-        if !is_loopback(&host) {
+        if !account::is_loopback(&host) {
             let span = x.tls.as_ref().map_or(first_span, Spanned::span);
             return Err(check.at(
                 span,
@@ -188,16 +174,6 @@ pub fn parse(
         personas: out,
         max_backoff: Duration::from_secs(60),
     })
-}
-
-/// Whether `host` is this machine: `localhost` or a loopback address.
-pub(crate) fn is_loopback(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The start banner's line: where, which rooms, and each persona's nick

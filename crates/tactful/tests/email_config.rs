@@ -101,13 +101,7 @@ fn each_email_mistake_is_named_at_its_line() {
             "`persona[0].email.address`: docs@example.org is a list in `platforms.email.lists`",
         ),
     ];
-    for (from, to, want) in cases {
-        assert!(GOOD.contains(from), "{from}");
-        let o = check(&GOOD.replacen(from, to, 1));
-        assert!(!o.status.success(), "{to}: {}", said(&o));
-        assert!(said(&o).contains(want), "{to}: want {want:?} in {}", said(&o));
-        assert!(!said(&o).contains(PASSWORD), "{}", said(&o));
-    }
+    crate::common::each_mistake_is_named(GOOD, &cases, &[("DOCS_MAIL_PASSWORD", PASSWORD)], PASSWORD);
     let twice = GOOD.replacen(
         "[[persona]]\nid = \"chef\"\nagent = \"a\"\n",
         "[[persona]]\nid = \"chef\"\nagent = \"a\"\nemail = { address = \"DOCS@example.org\", password = \"x\" }\n",

@@ -79,13 +79,7 @@ fn each_xmpp_mistake_is_named_at_its_line() {
             "`persona[0].xmpp.nick` = \"\": a nick is 1 to 64 characters",
         ),
     ];
-    for (from, to, want) in cases {
-        assert!(GOOD.contains(from), "{from}");
-        let o = check(&GOOD.replacen(from, to, 1));
-        assert!(!o.status.success(), "{to}: {}", said(&o));
-        assert!(said(&o).contains(want), "{to}: want {want:?} in {}", said(&o));
-        assert!(!said(&o).contains(PASSWORD), "{}", said(&o));
-    }
+    crate::common::each_mistake_is_named(GOOD, &cases, &[("DOCS_XMPP_PASSWORD", PASSWORD)], PASSWORD);
     // The same account twice, and none at all.
     let twice = GOOD.replacen(
         "[[persona]]\nid = \"chef\"\nagent = \"a\"\n",

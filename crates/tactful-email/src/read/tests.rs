@@ -89,6 +89,11 @@ fn mail_written_by_machines_is_recognised() {
     );
     assert_eq!(m.automatic, Some("a delivery report"));
     let m = mail(
+        "From: a@example.org\nTo: docs@example.org\nSubject: Absence policy?",
+        "x",
+    );
+    assert_eq!(m.automatic, None, "a person asking about absences");
+    let m = mail(
         "From: a@example.org\nTo: docs@example.org\nAuto-Submitted: no\nPrecedence: list",
         "x",
     );

@@ -362,6 +362,19 @@ pub fn check_config(config: &str, env: &[(&str, &str)]) -> std::process::Output 
         .expect("tactful runs")
 }
 
+/// Each `(from, to, want)`: `good` with `from` replaced by `to` fails
+/// `tactful check` (with `env`) saying `want`, and without showing
+/// `secret`.
+pub fn each_mistake_is_named(good: &str, cases: &[(&str, &str, &str)], env: &[(&str, &str)], secret: &str) {
+    for (from, to, want) in cases {
+        assert!(good.contains(from), "{from}");
+        let o = check_config(&good.replacen(from, to, 1), env);
+        assert!(!o.status.success(), "{to}: {}", said(&o));
+        assert!(said(&o).contains(want), "{to}: want {want:?} in {}", said(&o));
+        assert!(!said(&o).contains(secret), "{}", said(&o));
+    }
+}
+
 /// What a finished command printed, stdout then stderr.
 pub fn said(o: &std::process::Output) -> String {
     format!(
