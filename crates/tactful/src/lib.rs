@@ -6,6 +6,7 @@ pub mod console;
 pub mod demo;
 pub mod doctor;
 pub mod dry_run;
+pub mod eval;
 pub mod live;
 pub mod live_policies;
 pub mod logging;

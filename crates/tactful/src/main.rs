@@ -60,6 +60,25 @@ enum Command {
         #[arg(long, value_name = "TIME", value_parser = replay::parse_start)]
         start: Option<tactful_core::Timestamp>,
     },
+    /// Score a config's decisions on a labelled conversation: a scenario
+    /// whose messages say what each persona should do with them
+    /// (`"expect": {"docs": "reply", "chef": "silent"}`). Prints precision,
+    /// recall and F1 of speaking per persona, what it cost, and every miss
+    /// and false alarm with its decision and reason.
+    Eval {
+        /// The config file (TOML).
+        #[arg(short, long, value_name = "CONFIG")]
+        config: PathBuf,
+        /// The labelled conversation: one JSON message a line.
+        #[arg(value_name = "LABELLED.jsonl")]
+        labelled: PathBuf,
+        /// `text` (a table and the cases, the default) or `json`.
+        #[arg(long, value_enum, default_value_t = EvalFormat::Text)]
+        format: EvalFormat,
+        /// Seed for ambient flush jitter: the same seed scores the same.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     /// Start a web chat room with two demo personas: no account, no API
     /// key, no network needed. Open the printed URL.
     Demo {
@@ -378,6 +397,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Eval {
+            config,
+            labelled: path,
+            format,
+            seed,
+        } => {
+            let c = load_config(&config)?;
+            let src = std::fs::read_to_string(&path)
+                .map_err(|e| InputError(format!("{}: cannot read the labelled file: {e}", path.display())))?;
+            let ids: Vec<&str> = c.engine.personas.iter().map(|p| p.id.as_str()).collect();
+            let events = scenario::parse(&src, &path, &ids).map_err(|e| InputError(e.to_string()))?;
+            if events.iter().all(|e| e.expect.is_empty()) {
+                return Err(InputError(format!(
+                    "{}: no message has an `expect` label, so there is nothing to score (add \"expect\": {{\"<persona>\": \"reply\"}} to the messages that should be answered)",
+                    path.display()
+                ))
+                .into());
+            }
+            let report = tactful::eval::evaluate(&c, events, seed)?;
+            match format {
+                EvalFormat::Text => print!("{}", report.text()),
+                EvalFormat::Json => println!("{}", report.json()),
+            }
+            Ok(())
+        }
         Command::Replay {
             config,
             scenario: path,
@@ -422,6 +466,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// How `tactful eval` prints its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum EvalFormat {
+    /// A table per persona and the misses and false alarms, for people.
+    Text,
+    /// One JSON object, for programs.
+    Json,
 }
 
 /// Which replies a hook sees, for `tactful check`.

@@ -70,6 +70,21 @@ struct RawLine {
     #[serde(default)]
     dm: bool,
     to: Option<String>,
+    /// What each persona should do with this message (`tactful eval`);
+    /// `tactful replay` ignores it.
+    #[serde(default)]
+    expect: std::collections::BTreeMap<String, String>,
+}
+
+/// What a persona should do with a labelled message (`tactful eval`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Answer it.
+    Reply,
+    /// Stay quiet.
+    Silent,
+    /// Either is fine: played, not scored.
+    Any,
 }
 
 /// A parsed scenario: its messages, and how the replay runs.
@@ -121,6 +136,9 @@ pub struct ScenarioEvent {
     pub line: usize,
     /// The message, its `time` set from `at`.
     pub message: Message,
+    /// Its labels: what personas should do with it (`expect`), in
+    /// persona id order.
+    pub expect: Vec<(String, Expect)>,
 }
 
 /// The longest scenario time accepted: 100 years, far beyond any replay and
@@ -243,6 +261,30 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Scenario, S
                 format!("message id {id:?} is already used in room {room:?} on line {first}"),
             ));
         }
+        let mut expect = Vec::new();
+        for (persona, want) in &raw.expect {
+            if !persona_ids.contains(&persona.as_str()) {
+                return Err(err(
+                    n,
+                    format!(
+                        "`expect` names {persona:?}, which is not a persona (personas: {})",
+                        persona_ids.join(", ")
+                    ),
+                ));
+            }
+            let want = match want.as_str() {
+                "reply" => Expect::Reply,
+                "silent" => Expect::Silent,
+                "any" => Expect::Any,
+                other => {
+                    return Err(err(
+                        n,
+                        format!("`expect.{persona}` = {other:?}: write \"reply\", \"silent\" or \"any\""),
+                    ));
+                }
+            };
+            expect.push((persona.clone(), want));
+        }
         let time = Timestamp::from_millis((raw.at * 1000.0).round() as u64);
         let message = Message {
             id: id.into(),
@@ -264,7 +306,11 @@ pub fn parse(src: &str, path: &Path, persona_ids: &[&str]) -> Result<Scenario, S
             dm_to: dm_to.map(Into::into),
             time,
         };
-        events.push(ScenarioEvent { line: n, message });
+        events.push(ScenarioEvent {
+            line: n,
+            message,
+            expect,
+        });
     }
     Ok(Scenario {
         events,

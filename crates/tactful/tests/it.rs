@@ -52,6 +52,7 @@ mod doctor;
 mod documented_commands;
 mod email;
 mod email_config;
+mod eval;
 mod examples;
 mod hooks;
 mod irc;
