@@ -600,3 +600,34 @@ fn mailbox_passwords_stay_out_of_a_trace_level_log() {
         assert!(!all.contains(&wire), "{p}'s SASL PLAIN is in the log");
     }
 }
+
+#[test]
+fn allowed_users_takes_a_whole_domain() {
+    let Some(mut w) = world(&[]) else {
+        return;
+    };
+    w.config = w.config.replace(
+        "[rooms.default]",
+        &format!(
+            "[rooms.\"email:{}\"]\nallowed_users = [\"@example.org\"]\n\n[rooms.default]",
+            list("talk")
+        ),
+    );
+    let _tactful = w.start();
+    let stranger = w.people.send(json!({
+        "from": "mallory@elsewhere.example", "to": [list("talk")], "subject": "hi", "body": "Docs: how do I reset it?"
+    }));
+    let ours = w.people.send(json!({
+        "from": "alice", "to": [list("talk")], "subject": "hello", "body": "Docs: how do I reset it?"
+    }));
+    w.people
+        .wait_inbox("alice", "the answer to alice", |m| !answers(m, &ours).is_empty());
+    heard(w.metrics, 2.0);
+    w.delivered();
+    let inbox = w.people.inbox("alice");
+    assert_eq!(answers(&inbox, &ours).len(), 1);
+    assert!(
+        answers(&inbox, &stranger).is_empty(),
+        "a sender outside the domain was answered: {inbox:#?}"
+    );
+}
