@@ -467,6 +467,24 @@ fn gather(from: impl Read + Send + 'static, logs: &Logs) {
     });
 }
 
+/// Shows a running tactful's log on stderr if the test panics while it
+/// is held (a failing test's output then says what tactful did).
+pub struct ShownOnPanic(pub Logs);
+
+impl Drop for ShownOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let lines = self.0.lines();
+            let from = lines.len().saturating_sub(200);
+            eprintln!(
+                "tactful's log (last {} lines):\n{}",
+                lines.len() - from,
+                lines[from..].join("\n")
+            );
+        }
+    }
+}
+
 /// The log lines of a running tactful, gathered as they come.
 #[derive(Clone, Default)]
 pub struct Logs(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
