@@ -224,12 +224,6 @@ impl Connected for EmailPlatform {
     }
 }
 
-impl Drop for Shared {
-    fn drop(&mut self) {
-        self.closing.store(true, Ordering::SeqCst);
-    }
-}
-
 /// Whether a wait of `d` has passed since `t` (wall clock).
 fn within(t: tactful_core::Timestamp, d: Duration) -> bool {
     tactful_runtime::wall_clock().saturating_since(t) <= d
