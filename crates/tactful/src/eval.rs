@@ -20,11 +20,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context as _;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::config::Config;
-use crate::replay::{self, ReplayOptions, TraceFormat};
+use crate::replay::{self, AnswerCache, ReplayOptions, TraceFormat};
 use crate::scenario::{Expect, Scenario, ScenarioEvent};
+
+mod compare;
+mod render;
+
+pub use compare::Comparison;
 
 /// One persona's (or everyone's) counts.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -110,6 +115,41 @@ pub struct Case {
     pub outcome: Option<String>,
 }
 
+/// What a persona did with one labelled message, for `--compare`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The message's text.
+    pub text: String,
+    /// What it should have done.
+    pub want: Expect,
+    /// What it sent for it, if it spoke.
+    pub said: Option<String>,
+    /// Its decision and reason (`none`, `no decision` if it made none).
+    pub decision: String,
+    /// Why.
+    pub reason: String,
+    /// Its turn failed (not scored).
+    pub failed: bool,
+}
+
+/// How `tactful eval` runs the replay.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EvalOptions {
+    /// Seed for ambient flush jitter.
+    pub seed: u64,
+    /// Real agent calls at once (`--jobs`).
+    pub jobs: usize,
+}
+
+/// What the cache did for one run (`--cache`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheUse {
+    /// Real agents' calls: asked for by the engine.
+    pub calls: usize,
+    /// Of those, answered from the cache.
+    pub hits: usize,
+}
+
 /// What `tactful eval` found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Report {
@@ -123,13 +163,23 @@ pub struct Report {
     pub misses: Vec<Case>,
     /// Answered, should have stayed quiet.
     pub false_alarms: Vec<Case>,
+    /// Every labelled message and persona, by the file's line.
+    pub verdicts: BTreeMap<(usize, String), Verdict>,
+    /// The cache's part, when there was one.
+    pub cache: Option<CacheUse>,
 }
 
 /// A decision as the trace gives it: outcome, reason, turn.
 type Decided = (String, String, Option<String>);
 
-/// Replays `scenario` under `config` and scores it against its labels.
-pub fn evaluate(config: &Config, scenario: Scenario, seed: u64) -> anyhow::Result<Report> {
+/// Replays `scenario` under `config` and scores it against its labels;
+/// real agents' answers come from `cache` when it has them.
+pub fn evaluate(
+    config: &Config,
+    scenario: Scenario,
+    options: EvalOptions,
+    mut cache: Option<&mut AnswerCache>,
+) -> anyhow::Result<Report> {
     // Cloned before the replay takes the scenario.
     let labelled: Vec<ScenarioEvent> = scenario
         .events
@@ -138,17 +188,24 @@ pub fn evaluate(config: &Config, scenario: Scenario, seed: u64) -> anyhow::Resul
         .cloned()
         .collect();
     let mut trace = Vec::new();
-    let options = ReplayOptions {
-        seed,
+    let replay_options = ReplayOptions {
+        seed: options.seed,
+        jobs: options.jobs,
         format: TraceFormat::Json,
         ..ReplayOptions::default()
     };
-    let summary = replay::run(config, scenario, options, &mut trace).context("the replay failed")?;
+    let before = cache.as_ref().map(|c| (c.hits, c.misses));
+    let summary = replay::run_cached(config, scenario, replay_options, &mut trace, cache.as_deref_mut())
+        .context("the replay failed")?;
     let mut seen: HashMap<(String, String, String), Decided> = HashMap::new();
     let mut spoke: HashMap<(String, String, String), String> = HashMap::new();
     let mut ended: HashMap<String, String> = HashMap::new();
     let mut report = Report {
         messages: summary.messages,
+        cache: cache.as_ref().zip(before).map(|(c, (hits, misses))| CacheUse {
+            calls: c.hits - hits + c.misses - misses,
+            hits: c.hits - hits,
+        }),
         ..Report::default()
     };
     for p in &config.engine.personas {
@@ -209,8 +266,25 @@ pub fn evaluate(config: &Config, scenario: Scenario, seed: u64) -> anyhow::Resul
                 .and_then(|t| ended.get(t))
                 .cloned();
             let said = spoke.get(&key).cloned();
+            let failed = said.is_none() && end.as_deref().is_some_and(|e| e.starts_with("error"));
+            let (d, r) = decision
+                .as_ref()
+                .map_or(("none".to_owned(), "no decision".to_owned()), |(d, r, _)| {
+                    (d.clone(), r.clone())
+                });
+            report.verdicts.insert(
+                (line, persona.clone()),
+                Verdict {
+                    text: text.clone(),
+                    want,
+                    said: said.clone(),
+                    decision: d,
+                    reason: r,
+                    failed,
+                },
+            );
             let score = report.personas.entry(persona.clone()).or_default();
-            if said.is_none() && end.as_deref().is_some_and(|e| e.starts_with("error")) {
+            if failed {
                 score.errors += 1;
                 continue;
             }
@@ -253,109 +327,4 @@ pub fn evaluate(config: &Config, scenario: Scenario, seed: u64) -> anyhow::Resul
     }
     report.all = all;
     Ok(report)
-}
-
-fn figure(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |x| format!("{x:.2}"))
-}
-
-fn per_100(n: usize, messages: usize) -> f64 {
-    n as f64 * 100.0 / messages.max(1) as f64
-}
-
-/// One line of `text`, at most 60 characters, for a case's quote.
-fn clip(text: &str) -> String {
-    let line = text.lines().next().unwrap_or_default();
-    match line.char_indices().nth(60) {
-        Some((i, _)) => format!("{}…", &line[..i]),
-        None => line.to_owned(),
-    }
-}
-
-impl Report {
-    /// The report for people: a table per persona and in all, then every
-    /// miss and false alarm with its decision and reason.
-    pub fn text(&self) -> String {
-        let mut out = format!(
-            "{} messages played, {} persona labels scored\n\n| persona | scored | precision | recall | F1 | model calls / 100 msgs | gate calls / 100 msgs | tokens / 100 msgs | failed turns |\n|---|---|---|---|---|---|---|---|---|\n",
-            self.messages, self.all.scored
-        );
-        let rows = self
-            .personas
-            .iter()
-            .map(|(p, s)| (p.as_str(), s))
-            .chain([("all", &self.all)]);
-        for (name, s) in rows {
-            out.push_str(&format!(
-                "| {name} | {} | {} | {} | {} | {:.1} | {:.1} | {:.0} | {} |\n",
-                s.scored,
-                figure(s.precision()),
-                figure(s.recall()),
-                figure(s.f1()),
-                per_100(s.calls, self.messages),
-                per_100(s.gate_calls, self.messages),
-                s.tokens as f64 * 100.0 / self.messages.max(1) as f64,
-                s.errors
-            ));
-        }
-        for (title, cases) in [
-            ("Misses (should have answered, stayed quiet)", &self.misses),
-            (
-                "False alarms (answered, should have stayed quiet)",
-                &self.false_alarms,
-            ),
-        ] {
-            out.push_str(&format!("\n{title}: {}\n", cases.len()));
-            for c in cases {
-                out.push_str(&format!(
-                    "- line {} {}: \"{}\" → {} ({}){}\n",
-                    c.line,
-                    c.persona,
-                    clip(&c.text),
-                    c.decision,
-                    c.reason,
-                    c.outcome
-                        .as_deref()
-                        .map(|o| format!("; {}", clip(o)))
-                        .unwrap_or_default()
-                ));
-            }
-        }
-        out
-    }
-
-    /// The report for programs.
-    pub fn json(&self) -> Value {
-        let score = |s: &Score| {
-            json!({
-                "scored": s.scored,
-                "hits": s.hits,
-                "false_alarms": s.false_alarms,
-                "misses": s.misses,
-                "quiet": s.quiet,
-                "precision": s.precision(),
-                "recall": s.recall(),
-                "f1": s.f1(),
-                "calls_per_100": per_100(s.calls, self.messages),
-                "gate_calls_per_100": per_100(s.gate_calls, self.messages),
-                "tokens_per_100": s.tokens as f64 * 100.0 / self.messages.max(1) as f64,
-                "failed_turns": s.errors,
-            })
-        };
-        let case = |c: &Case| {
-            json!({
-                "line": c.line, "persona": c.persona, "room": c.room, "msg": c.msg, "text": c.text,
-                "decision": c.decision, "reason": c.reason, "outcome": c.outcome,
-            })
-        };
-        let personas: serde_json::Map<String, Value> =
-            self.personas.iter().map(|(p, s)| (p.clone(), score(s))).collect();
-        json!({
-            "messages": self.messages,
-            "personas": personas,
-            "all": score(&self.all),
-            "misses": self.misses.iter().map(case).collect::<Vec<_>>(),
-            "false_alarms": self.false_alarms.iter().map(case).collect::<Vec<_>>(),
-        })
-    }
 }

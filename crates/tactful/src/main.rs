@@ -78,6 +78,18 @@ enum Command {
         /// Seed for ambient flush jitter: the same seed scores the same.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// A second config: both scored side by side, with the messages
+        /// whose outcome differs.
+        #[arg(long, value_name = "OTHER.toml")]
+        compare: Option<PathBuf>,
+        /// Keep real agents' answers in FILE, keyed by their exact
+        /// request: a rerun pays only for prompts it has not seen.
+        #[arg(long, value_name = "FILE")]
+        cache: Option<PathBuf>,
+        /// Real agent calls made at once (those the engine asks for at
+        /// the same moment); the scores do not depend on it.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+        jobs: u16,
     },
     /// Start a web chat room with two demo personas: no account, no API
     /// key, no network needed. Open the printed URL.
@@ -138,6 +150,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        // `tactful eval … | head`: the reader has what it wanted.
+        Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
             if let Some(input) = e.downcast_ref::<InputError>() {
                 eprintln!("error: {input}");
@@ -148,6 +162,31 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// Whether `e` is a write to a stdout whose reader has gone.
+fn stdout_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        let kind = c
+            .downcast_ref::<io::Error>()
+            .map(io::Error::kind)
+            // The trace is written through serde_json, which wraps it.
+            .or_else(|| {
+                c.downcast_ref::<serde_json::Error>()
+                    .and_then(|j| j.io_error_kind())
+            });
+        kind == Some(io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Writes a report to stdout; an error (a closed pipe) is returned, not a
+/// panic as `print!` would.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
 }
 
 /// A line on stdout for the person running the service. A closed stdout
@@ -402,8 +441,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             labelled: path,
             format,
             seed,
+            compare,
+            cache,
+            jobs,
         } => {
             let c = load_config(&config)?;
+            let other = compare.as_deref().map(load_config).transpose()?;
             let src = std::fs::read_to_string(&path)
                 .map_err(|e| InputError(format!("{}: cannot read the labelled file: {e}", path.display())))?;
             let ids: Vec<&str> = c.engine.personas.iter().map(|p| p.id.as_str()).collect();
@@ -415,10 +458,40 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 ))
                 .into());
             }
-            let report = tactful::eval::evaluate(&c, events, seed)?;
+            if let Some(other) = &other {
+                // Its labels must name the second config's personas too.
+                let ids: Vec<&str> = other.engine.personas.iter().map(|p| p.id.as_str()).collect();
+                scenario::parse(&src, &path, &ids).map_err(|e| {
+                    InputError(format!(
+                        "{e} (with --compare {})",
+                        compare.as_deref().unwrap_or(&path).display()
+                    ))
+                })?;
+            }
+            let mut cache = cache
+                .as_deref()
+                .map(tactful::replay::AnswerCache::open)
+                .transpose()?;
+            let options = tactful::eval::EvalOptions {
+                seed,
+                jobs: usize::from(jobs),
+            };
+            let report = tactful::eval::evaluate(&c, events.clone(), options, cache.as_mut())?;
+            let Some((other, other_path)) = other.zip(compare) else {
+                match format {
+                    EvalFormat::Text => emit(&report.text())?,
+                    EvalFormat::Json => emit(&format!("{}\n", report.json()))?,
+                }
+                return Ok(());
+            };
+            let second = tactful::eval::evaluate(&other, events, options, cache.as_mut())?;
+            let both = tactful::eval::Comparison {
+                a: (config.display().to_string(), report),
+                b: (other_path.display().to_string(), second),
+            };
             match format {
-                EvalFormat::Text => print!("{}", report.text()),
-                EvalFormat::Json => println!("{}", report.json()),
+                EvalFormat::Text => emit(&both.text())?,
+                EvalFormat::Json => emit(&format!("{}\n", both.json()))?,
             }
             Ok(())
         }
@@ -444,6 +517,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 stats,
                 start,
                 format,
+                // One call at a time, as before `eval --jobs`.
+                jobs: 1,
             };
             let s = replay::run(&c, events, options, &mut out).context("replay failed")?;
             if stats {

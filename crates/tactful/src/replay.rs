@@ -12,15 +12,20 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::Write;
 
-use anyhow::Context as _;
 use serde_json::{Value, json};
 use tactful_core::engine::Outgoing;
 use tactful_core::hooks::HookOutcome;
 use tactful_core::{AgentResult, Decision, Engine, Output, Timestamp, TurnId, TurnRequest, prompt};
 
-use crate::config::{AgentConfig, Config};
+use crate::config::Config;
 use crate::scenario::{Scenario, ScenarioEvent};
 use crate::trace_lines;
+
+mod agents;
+mod answer_cache;
+
+use agents::Agents;
+pub use answer_cache::AnswerCache;
 
 /// Replay switches.
 #[derive(Debug, Clone, Copy, Default)]
@@ -37,6 +42,9 @@ pub struct ReplayOptions {
     pub start: Option<Timestamp>,
     /// How the trace is printed (`--format`).
     pub format: TraceFormat,
+    /// How many real agent calls asked for at one instant run at once
+    /// (`eval --jobs`); 0 counts as 1. The trace does not depend on it.
+    pub jobs: usize,
 }
 
 /// How `tactful replay` prints its trace.
@@ -372,6 +380,17 @@ pub fn run(
     options: ReplayOptions,
     out: &mut dyn Write,
 ) -> anyhow::Result<Summary> {
+    run_cached(config, scenario, options, out, None)
+}
+
+/// [`run`], with real agents' answers taken from and added to `cache`.
+pub fn run_cached(
+    config: &Config,
+    scenario: Scenario,
+    options: ReplayOptions,
+    out: &mut dyn Write,
+    cache: Option<&mut AnswerCache>,
+) -> anyhow::Result<Summary> {
     let start = options.start.or(scenario.start).unwrap_or_default();
     let end = scenario
         .end
@@ -379,7 +398,7 @@ pub fn run(
     let mut engine_config = config.engine.clone();
     engine_config.seed = options.seed;
     let mut engine = Engine::new(engine_config)?;
-    let mut agents = Agents::new(config);
+    let mut agents = Agents::new(config, options.jobs, cache);
     let mut queue = Queue::default();
     let mut summary = Summary {
         start,
@@ -443,7 +462,17 @@ pub fn run(
             (None, None) => break,
         };
         summary.end = now;
-        while let Some(output) = engine.poll_output() {
+        let outputs: Vec<Output> = std::iter::from_fn(|| engine.poll_output()).collect();
+        // The turns asked for at this instant are answered together.
+        let asked: Vec<&TurnRequest> = outputs
+            .iter()
+            .filter_map(|o| match o {
+                Output::CallAgent(req) => Some(&**req),
+                _ => None,
+            })
+            .collect();
+        let mut answers = agents.run_all(&asked)?.into_iter();
+        for output in outputs {
             match &output {
                 Output::RunHooks(req) => {
                     // Hooks really run (a command hook is started), taking
@@ -483,7 +512,7 @@ pub fn run(
             }
             let line = match output {
                 Output::CallAgent(req) => {
-                    let (result, delay, usage) = agents.run(&req)?;
+                    let (result, delay, usage) = answers.next().expect("one answer per call");
                     let mut line = agent_call_line(&req, options, &config.contract);
                     if let Some(u) = usage {
                         // Live backends have finished by now: their token
@@ -514,73 +543,6 @@ pub fn run(
     }
     out.flush()?;
     Ok(summary)
-}
-
-/// Runs agent turns for the replay: script agents on the virtual clock
-/// (their `delay_ms` moves it), every other backend for real, taking no
-/// virtual time.
-struct Agents<'c> {
-    config: &'c Config,
-    live: std::collections::HashMap<String, std::sync::Arc<dyn tactful_agents::Agent>>,
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl<'c> Agents<'c> {
-    fn new(config: &'c Config) -> Self {
-        Agents {
-            config,
-            live: Default::default(),
-            runtime: None,
-        }
-    }
-
-    /// Runs a turn: its result, its virtual thinking time, and the token
-    /// usage the backend reported.
-    fn run(
-        &mut self,
-        req: &TurnRequest,
-    ) -> anyhow::Result<(AgentResult, std::time::Duration, Option<tactful_agents::Usage>)> {
-        let name = req.agent.as_ref();
-        let Some(agent) = self.config.agents.get(name) else {
-            // The config check guarantees every persona's agent exists; if
-            // the engine ever asks for another, the turn fails visibly.
-            let failed = AgentResult::Failed(format!("no agent named {name:?}"));
-            return Ok((failed, std::time::Duration::ZERO, None));
-        };
-        if let AgentConfig::Script(script) = agent {
-            let a = script.answer(req);
-            return Ok((a.result, a.delay, None));
-        }
-        let backend = self
-            .live
-            .entry(name.to_owned())
-            .or_insert_with(|| agent.build(&self.config.contract))
-            .clone();
-        let (result, usage) = self.block_on(async {
-            match backend.run(req, &mut tactful_agents::NoDeltas).await {
-                Ok(reply) => {
-                    let usage = reply.usage;
-                    (reply.into_result(), usage)
-                }
-                Err(e) => (e.into_result(), None),
-            }
-        })?;
-        Ok((result, std::time::Duration::ZERO, usage))
-    }
-
-    /// Runs `f` to its end on the replay's async runtime (started the first
-    /// time something needs it: a live backend, a hook).
-    fn block_on<F: std::future::Future>(&mut self, f: F) -> anyhow::Result<F::Output> {
-        if self.runtime.is_none() {
-            self.runtime = Some(
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .context("cannot start the async runtime for agents and hooks")?,
-            );
-        }
-        Ok(self.runtime.as_ref().expect("created above").block_on(f))
-    }
 }
 
 fn agent_call_line(req: &TurnRequest, options: ReplayOptions, contract: &str) -> Value {
