@@ -12,6 +12,8 @@
 // `tactful check`'s words, an empty one is refused (use Revert), a draft
 // outlives the page's refreshes, Apply takes only the text tried and shows
 // the difference, and a wrong token or another site's page is refused.
+// A decision marked "should have answered" is counted, exported, scored by
+// Try, kept across the restart and cleared by pressing it again.
 // Exits 0 when every check passes.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -104,11 +106,24 @@ try {
   }, token);
   check(emptyPut.status === 400 && /use Revert/.test(emptyPut.body.error), "the API refuses an empty policy with JSON saying to use Revert");
 
+  // Marks: Docs should have answered the chatter. The page keeps the
+  // mark, counts it, and exports it as a file `tactful eval` reads.
+  const docsRow = () => con.locator("#rows tr", { hasText: "how is everyone" }).filter({ has: con.locator("td", { hasText: /^docs$/ }) }).first();
+  const pressed = async (cls) => (await docsRow().locator("button." + cls).getAttribute("aria-pressed")) === "true";
+  await docsRow().locator("button.mark-reply").click();
+  check(await eventually(() => pressed("mark-reply")), "a decision is marked: should have answered");
+  check(await eventually(async () => /^1 decisions marked here \(1 should have answered, 0 should have stayed quiet\)/.test(await con.locator("#marks").innerText())), "the page counts the room's marks");
+  const exported = await con.evaluate(async (t) => (await fetch("/console/api/labels?room=lobby", { headers: { "Authorization": "Bearer " + t } })).text(), token);
+  check(/"text":"how is everyone"/.test(exported) && /"expect":\{"docs":"reply"\}/.test(exported), "the marks export as a labelled file");
+
   // Try before applying: the chatter would now be answered.
   await con.fill("#policy", 'mode = "all"\n');
   await con.click("#try");
   check(await eventually(async () => /decisions would change/.test(await con.locator("#policy-status").innerText())), "the dry run says what would change");
   check(await eventually(async () => /how is everyone — docs: \w+ · \w+ → reply · /.test(await con.locator("#tried").innerText())), "the dry run lists a decision that would change");
+  // Under mode "all" for the whole room Owl, not Docs, would take the
+  // floor on that message: the score says the change does not help Docs.
+  check(await eventually(async () => (await con.locator("#score").innerText()) === "On 1 marked decisions: precision – → –, recall 0.00 → 0.00, F1 – → – (agents bad taken to answer whenever asked)"), "Try scores the policy on the room's marks");
   check((await con.locator("#effective").innerText()).includes("docs: mention"), "a dry run applies nothing");
   check((await con.locator("#diff").innerText()).includes('+ mode = "all"'), "the dry run shows the difference Apply would make");
 
@@ -145,6 +160,9 @@ try {
   await con.reload();
   await con.locator(".room", { hasText: "lobby" }).first().click();
   check(await eventually(async () => (await con.inputValue("#policy")) === 'mode = "all"\n'), "the console shows the layer after the restart");
+  check(await eventually(() => pressed("mark-reply")), "the mark survives a restart");
+  await docsRow().locator("button.mark-reply").click();
+  check(await eventually(async () => !(await pressed("mark-reply")) && /No decision marked/.test(await con.locator("#marks").innerText())), "pressed again, the mark is cleared");
 
   // On a phone.
   await con.setViewportSize({ width: 390, height: 844 });

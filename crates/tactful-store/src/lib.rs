@@ -20,7 +20,8 @@
 //! - the agent-call log: each call's latency, tokens and end, for the
 //!   console's transcript and costs;
 //! - platforms' own bookkeeping (sync tokens, cursors), schedules' last
-//!   runs and the console's policy layers, as keyed values.
+//!   runs, the console's policy layers and its marks on decisions, as keyed
+//!   values (a mark cleared is forgotten: `Op::ForgetState`).
 //!
 //! Where it is kept is a [`Location`]; both backends answer the same trait
 //! (`backend::Backend`) and pass the same conformance tests.

@@ -79,6 +79,12 @@ pub enum Op {
         /// The value.
         value: String,
     },
+    /// Saved state no longer wanted (a label cleared in the console): its
+    /// key is removed, so what is kept stays bounded by what is in use.
+    ForgetState {
+        /// The key.
+        key: String,
+    },
     /// A setting every process sharing the store follows (a room policy
     /// set in the console): saved like [`Op::PlatformState`], and on
     /// PostgreSQL announced on [`crate::STATE_CHANNEL`] at commit, so the

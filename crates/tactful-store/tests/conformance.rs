@@ -499,6 +499,27 @@ fn the_store_id_and_platform_state_are_kept(place: &Place) {
             ("console:layer:lobby".to_owned(), "mode = \"mention\"".to_owned())
         ]
     );
+    // A key forgotten is gone, for the writer and for readers; forgetting
+    // one that is not there is no error.
+    store
+        .apply(&[
+            Op::ForgetState {
+                key: "console:layer:lobby".into(),
+            },
+            Op::ForgetState {
+                key: "console:never-set".into(),
+            },
+        ])
+        .expect("saved");
+    let layers = place.reader().state_with_prefix("console:", 10).expect("reads");
+    assert_eq!(layers.len(), 1, "{layers:?}");
+    assert!(
+        !place
+            .open()
+            .platform_state()
+            .expect("reads")
+            .contains_key("console:layer:lobby")
+    );
 }
 
 /// A platform that delivers a message twice (a redelivery, two accounts in

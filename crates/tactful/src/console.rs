@@ -31,6 +31,7 @@ mod costs;
 pub mod elsewhere;
 mod errors;
 mod feed;
+mod labels;
 mod policy;
 pub mod room_ids;
 
@@ -130,6 +131,13 @@ impl Console {
             .route(
                 "/console/api/audit",
                 get(policy::audit).fallback(errors::takes("GET")),
+            )
+            .route(
+                "/console/api/labels",
+                get(labels::labels)
+                    .put(labels::mark)
+                    .delete(labels::clear)
+                    .fallback(errors::takes("GET, PUT, DELETE")),
             )
             .route(
                 "/console/api/dry-run",

@@ -27,9 +27,11 @@ use crate::replay::{self, AnswerCache, ReplayOptions, TraceFormat};
 use crate::scenario::{Expect, Scenario, ScenarioEvent};
 
 mod compare;
+mod policy_score;
 mod render;
 
 pub use compare::Comparison;
+pub use policy_score::policy_score;
 
 /// One persona's (or everyone's) counts.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]

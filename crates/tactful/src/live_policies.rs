@@ -238,6 +238,14 @@ impl LivePolicies {
         Ok(Some(entry))
     }
 
+    /// Saves `ops` the console made that decide nothing (a label on a
+    /// decision) and waits until the store has kept them, as a policy
+    /// change does; refused while the store cannot write.
+    pub async fn keep(&self, ops: Vec<Op>) -> Result<(), ChangeError> {
+        self.writable()?;
+        self.kept(ops).await
+    }
+
     /// Refuses a change while the store cannot write: applied, it would be
     /// lost at the next restart, and never audited.
     fn writable(&self) -> Result<(), ChangeError> {

@@ -262,3 +262,81 @@ async fn the_console_says_which_process_owns_each_room_and_since_when() {
         );
     }
 }
+
+/// Marks on decisions are one set for every process: a mark made in the
+/// console of the process that does not own the group is listed, with who
+/// and when, by the owner's console and scored by its Try; cleared there,
+/// it is gone from both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marks_made_in_one_console_are_the_same_in_every_process() {
+    let Some(schema) = Schema::new() else { return };
+    let double = Double::start(vec![bot()]).await;
+    let two = Two::start(&schema, &double);
+    let chat = GROUPS[1];
+    let room = format!("tg:{chat}");
+    let (at_owner, elsewhere) = two.consoles_of(&schema, &room);
+    let auth = format!("Bearer {CONSOLE_TOKEN}");
+    let call = |port: u16, method: &str, path: &str, body: &[u8]| {
+        let (status, answer) =
+            common::http_request(port, method, path, &[("Authorization", auth.as_str())], body);
+        assert_eq!(status, 200, "{method} {path}: {answer}");
+        serde_json::from_str::<Value>(&answer).expect("json")
+    };
+    let id = double.post(
+        &[TOKEN],
+        group(chat),
+        alice(),
+        json!({ "text": "does anyone know the wifi password?" }),
+    );
+    wait_db("the question decided", || {
+        schema
+            .column(&format!(
+                "SELECT reason FROM decisions WHERE room = '{room}' AND msg = '{id}'"
+            ))
+            .is_ok_and(|rows| !rows.is_empty())
+    });
+    let marked = call(
+        elsewhere,
+        "PUT",
+        &format!("/console/api/labels?room={room}&msg={id}&persona=docs&want=reply"),
+        b"",
+    );
+    assert_eq!(marked["label"]["who"], "console", "{marked}");
+    let listed = call(
+        at_owner,
+        "GET",
+        &format!("/console/api/labels?room={room}&as=list"),
+        b"",
+    );
+    assert_eq!(listed["labels"], json!([marked["label"]]), "{listed}");
+    // The owner's Try scores on it: missed now, answered with mode "all".
+    let tried = call(
+        at_owner,
+        "POST",
+        &format!("/console/api/dry-run?room={room}"),
+        b"mode = \"all\"\n",
+    );
+    let score = &tried["score"];
+    assert_eq!(
+        (
+            score["now"]["recall"].as_f64(),
+            score["proposed"]["recall"].as_f64()
+        ),
+        (Some(0.0), Some(1.0)),
+        "{score}"
+    );
+    let cleared = call(
+        at_owner,
+        "DELETE",
+        &format!("/console/api/labels?room={room}&msg={id}&persona=docs"),
+        b"",
+    );
+    assert_eq!(cleared["cleared"], true);
+    let listed = call(
+        elsewhere,
+        "GET",
+        &format!("/console/api/labels?room={room}&as=list"),
+        b"",
+    );
+    assert_eq!(listed["labels"], json!([]), "{listed}");
+}

@@ -45,6 +45,7 @@ mod cluster_notes;
 mod cluster_slack;
 mod cluster_xmpp;
 mod console;
+mod console_labels;
 mod console_live;
 mod discord;
 mod docs;

@@ -302,6 +302,9 @@ impl<'a> Writer<'a> {
                 );
             }
             Op::PlatformState { key, value } => self.state(key, value),
+            Op::ForgetState { key } => {
+                self.exec("DELETE FROM platform_state WHERE key = $1", vals![key]);
+            }
             Op::SharedState { key, value } => {
                 self.state(key, value);
                 // Keys are short (a room's name); a payload is at most

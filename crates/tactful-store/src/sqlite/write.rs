@@ -146,6 +146,10 @@ pub(crate) fn apply_one(tx: &Transaction<'_>, op: &Op) -> Result<(), StoreError>
             tx.prepare_cached("INSERT OR REPLACE INTO platform_state (key, value) VALUES (?1, ?2)")?
                 .execute(params![key, value])?;
         }
+        Op::ForgetState { key } => {
+            tx.prepare_cached("DELETE FROM platform_state WHERE key = ?1")?
+                .execute(params![key])?;
+        }
         Op::Shown { msg, keep } => insert_shown(tx, msg, *keep)?,
         Op::ShownEdit { room, id, text } => {
             tx.prepare_cached("UPDATE shown SET text = ?3 WHERE room = ?1 AND id = ?2")?

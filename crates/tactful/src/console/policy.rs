@@ -239,6 +239,34 @@ pub(super) async fn dry_run(
     } else {
         Vec::new()
     };
+    // The room's marks, scored under both (`null` when it has none).
+    let score = if c.store.is_some() {
+        let (labels, marked_in) = c.marked(&tried_on).await?;
+        if labels.is_empty() {
+            serde_json::Value::Null
+        } else {
+            let config = c.live.with_config(Clone::clone);
+            let ids: Vec<String> = config.engine.personas.iter().map(|p| p.id.to_string()).collect();
+            let file = super::labels::eval_file(&tried_on, &labels, &marked_in, &ids);
+            let (now, proposed) = (now.clone(), proposed.clone());
+            tokio::task::spawn_blocking(move || crate::eval::policy_score(&config, now, proposed, &file))
+                .await
+                .map_err(|e| {
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &format!("the score failed: {e}"),
+                    )
+                })?
+                .map_err(|e| {
+                    error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &format!("the score failed: {e:#}"),
+                    )
+                })?
+        }
+    } else {
+        serde_json::Value::Null
+    };
     let engine = c.live.with_config(|config| config.engine.clone());
     let run = tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages))
         .await
@@ -248,7 +276,7 @@ pub(super) async fn dry_run(
                 &format!("the dry run failed: {e}"),
             )
         })?;
-    Ok(Json(json!({ "room": room, "tried_on": tried_on, "dry_run": run })).into_response())
+    Ok(Json(json!({ "room": room, "tried_on": tried_on, "dry_run": run, "score": score })).into_response())
 }
 
 #[cfg(test)]
