@@ -5,13 +5,14 @@ The gate tells a line that asks the docs something from chatter that uses
 the docs' words: a logistic regression over the line's words and word
 pairs, how it opens and ends, and what the kb's search made of it (its best
 section's score, the best small-talk score). It learns from the sets the
-Guide may be tuned on, tests/guide/labelled.jsonl, dev.jsonl and
-dev2.jsonl, never from the frozen ones. Plain Python, no packages: about a
+Guide may be tuned on, tests/guide/labelled.jsonl, dev.jsonl, dev2.jsonl
+and newcomer.jsonl (once measured, 2026-11-29), never from the frozen ones
+(frozen*.jsonl, newcomer2.jsonl). Plain Python, no packages: about a
 thousand lines of data.
 
 Usage (from the repository root):
   rm -f /tmp/kb-export.jsonl
-  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test kb set
+  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test it set
   scripts/guide-train.py /tmp/kb-export.jsonl          # writes gate.json and gate-examples.json
   scripts/guide-train.py /tmp/kb-export.jsonl --cv     # 5-fold estimate only
 
@@ -24,6 +25,8 @@ import re
 import sys
 from pathlib import Path
 
+# The sets the Guide may learn from; never a frozen one.
+TUNING = ("labelled.jsonl", "dev.jsonl", "dev2.jsonl", "newcomer.jsonl")
 THRESHOLD = 0.6
 MIN_SCORE = 2.0
 EPOCHS = 60
@@ -107,7 +110,7 @@ def cv(rows):
 
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1])]
-    rows = [r for r in rows if r["set"] in ("labelled.jsonl", "dev.jsonl", "dev2.jsonl")]
+    rows = [r for r in rows if r["set"] in TUNING]
     here = Path(__file__).resolve().parent.parent / "crates/tactful-agents/src/kb"
     # Example questions raise the search's scores: a kb with them gets a
     # model of its own, so one without keeps what it had.

@@ -17,8 +17,10 @@
 mod gate;
 mod grounded;
 mod questions;
+mod quote;
 mod settings;
 mod talk;
+mod unsure;
 
 pub use grounded::GroundedAgent;
 pub use questions::{KbQuestions, QuestionsError, parse_questions};
@@ -31,6 +33,8 @@ use tactful_core::transcript::Entry;
 use tactful_core::{TurnKind, TurnRequest};
 
 use crate::{Agent, AgentError, AgentReply, Deltas};
+use quote::{excerpt, more_of, prose_excerpt};
+use unsure::Found;
 
 /// One markdown document.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,9 +70,6 @@ pub fn check_questions(docs: &[KbDoc], list: &[KbQuestions]) -> Result<(), Quest
     let names: Vec<String> = docs.iter().flat_map(sections).map(|s| s.name()).collect();
     questions::resolve(list, &names).map(|_| ())
 }
-
-/// The longest excerpt quoted in an answer, in characters.
-const EXCERPT_CHARS: usize = 480;
 
 /// What each word of a question found in a section's heading adds to the
 /// section's score.
@@ -163,77 +164,6 @@ fn sections(doc: &KbDoc) -> Vec<Section> {
     out
 }
 
-/// A section's paragraphs, trimmed, leaving out code blocks (a paragraph
-/// with an odd number of fences opens or closes one).
-fn outside_code(body: &str) -> impl Iterator<Item = &str> {
-    let mut in_code = false;
-    body.split("\n\n").map(str::trim).filter(move |p| {
-        if in_code || p.starts_with("```") {
-            if p.matches("```").count() % 2 == 1 {
-                in_code = !in_code;
-            }
-            return false;
-        }
-        true
-    })
-}
-
-/// The opening prose of a section: its first paragraphs, without code,
-/// tables or HTML, up to [`EXCERPT_CHARS`]. A section that is all code (an
-/// example config) is quoted as code, its first lines: an answer is never
-/// only a citation.
-fn excerpt(body: &str) -> String {
-    let prose = prose_excerpt(body);
-    if !prose.is_empty() {
-        return prose;
-    }
-    let Some(start) = body.find("```") else {
-        return prose;
-    };
-    let mut out = String::new();
-    for (n, line) in body[start..].lines().enumerate() {
-        if n > 0 && line.trim_start().starts_with("```") {
-            break;
-        }
-        if out.chars().count() + line.chars().count() > EXCERPT_CHARS {
-            out.push_str("…\n");
-            break;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out.push_str("```");
-    out
-}
-
-/// A paragraph of prose: not empty, not a table, not HTML.
-fn is_prose(p: &str) -> bool {
-    !p.is_empty() && !p.starts_with('|') && !p.starts_with('<')
-}
-
-fn prose_excerpt(body: &str) -> String {
-    let mut out = String::new();
-    for p in outside_code(body) {
-        if !is_prose(p) {
-            continue;
-        }
-        let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
-        if out.chars().count() + p.chars().count() > EXCERPT_CHARS {
-            if out.is_empty() {
-                let cut: String = p.chars().take(EXCERPT_CHARS).collect();
-                let end = cut.rfind(". ").map_or(cut.len(), |i| i + 1);
-                out.push_str(&cut[..end]);
-            }
-            break;
-        }
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(&p);
-    }
-    out
-}
-
 /// A reply to message `id` quoting `text` from `s`, with the citation that
 /// a follow-up later reads back (see `KbAgent::followed_up`).
 fn cited(id: &tactful_core::MsgId, text: &str, s: &Section) -> String {
@@ -241,25 +171,6 @@ fn cited(id: &tactful_core::MsgId, text: &str, s: &Section) -> String {
         "[[reply_to:{id}]]\n{text}\n\n(from {}, \"{}\")",
         s.source, s.heading
     )
-}
-
-/// What follows, in a section, the part of it an earlier answer showed
-/// (`shown`): its prose after the last paragraph that answer quoted (a
-/// paragraph it began counts), up to the excerpt's length; `None` when
-/// there is no more.
-fn more_of(body: &str, shown: &str) -> Option<String> {
-    let shown = shown.split_whitespace().collect::<Vec<_>>().join(" ");
-    let paragraphs: Vec<String> = outside_code(body)
-        .filter(|p| is_prose(p))
-        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
-    let opening = |p: &str| p.chars().take(60).collect::<String>();
-    let after = paragraphs
-        .iter()
-        .rposition(|p| shown.contains(&opening(p)))
-        .map_or(0, |i| i + 1);
-    let more = prose_excerpt(&paragraphs[after..].join("\n\n"));
-    (!more.is_empty()).then_some(more)
 }
 
 /// Words people use for what the docs call otherwise, added to a query.
@@ -279,6 +190,10 @@ const SYNONYMS: &[(&str, &str)] = &[
     ("mentioned", "mention mode"),
     ("particular", "specific reply_to"),
     ("llm", "model"),
+    ("chatty", "ambient all mode"),
+    ("cost", "budget spend tokens"),
+    ("costs", "budget spend tokens"),
+    ("restarts", "restart store survives"),
 ];
 
 /// Phrases people use for what the docs name otherwise, and the docs'
@@ -292,6 +207,9 @@ const PHRASES: &[(&str, &str)] = &[
     ("other bots", "talking to each other forever"),
     ("why didn't", "why stayed quiet see"),
     ("why did not", "why stayed quiet see"),
+    ("why didnt", "why stayed quiet see"),
+    ("why doesnt", "why stayed quiet see"),
+    ("why doesn't", "why stayed quiet see"),
     ("who can", "allowed_users"),
     ("run the demo", "two commands cargo run demo"),
     ("agent kinds", "kind backend openai acp command script"),
@@ -494,10 +412,24 @@ impl KbAgent {
         }
     }
 
-    /// The section for a question put to it directly, if one clears the
-    /// threshold and explains it clearly better than small talk would.
-    fn lookup(&self, raw: &str) -> Option<(f32, &Section)> {
-        self.clear_best(&self.ranked(raw))
+    /// What answers a question put to it directly: a section that clears
+    /// the threshold and explains it clearly better than small talk would,
+    /// if it is clearly the one ([`Found::Sure`]); else the sections that
+    /// clear the threshold, if any ([`Found::Unsure`]): below it, nothing
+    /// in the docs is near enough to point to.
+    fn lookup(&self, raw: &str) -> Option<Found<'_>> {
+        let r = self.ranked(raw);
+        if self.clear_best(&r).is_some() {
+            return Some(self.sureness(&r));
+        }
+        let near: Vec<&Section> = r
+            .docs
+            .iter()
+            .filter(|d| d.1 >= self.min_score)
+            .take(unsure::LINKS)
+            .map(|d| &self.sections[d.0])
+            .collect();
+        (!near.is_empty()).then_some(Found::Unsure(near))
     }
 
     /// [`KbAgent::lookup`]'s rule on a line already ranked: the section
@@ -512,10 +444,34 @@ impl KbAgent {
             .then(|| (score, &self.sections[best]))
     }
 
-    /// The section for a line heard in an ambient batch, nobody asking the
+    /// Whether the section an answer would quote is clearly the one: it
+    /// defines a setting the line names, or it outscores the next best by
+    /// [`unsure::SURE_MARGIN`]; else the closest few.
+    fn sureness(&self, r: &Ranked) -> Found<'_> {
+        if let Some(i) = r.defined {
+            return Found::Sure(&self.sections[i]);
+        }
+        let top = r.docs.first().map_or(0.0, |d| d.1);
+        let second = r.docs.get(1).map_or(0.0, |d| d.1);
+        match r.pick() {
+            Some(i) if top >= unsure::SURE_MARGIN * second => Found::Sure(&self.sections[i]),
+            // The closest few, each at least half as close as the best:
+            // a section the question barely touches is no place to look.
+            _ => Found::Unsure(
+                r.docs
+                    .iter()
+                    .filter(|d| d.1 > 0.0 && d.1 >= top / 2.0)
+                    .take(unsure::LINKS)
+                    .map(|d| &self.sections[d.0])
+                    .collect(),
+            ),
+        }
+    }
+
+    /// What answers a line heard in an ambient batch, nobody asking the
     /// persona: only when the line asks the docs something ([`gate`]);
     /// without the model, by [`KbAgent::lookup`]'s rule for a question.
-    fn heard(&self, raw: &str) -> Option<&Section> {
+    fn heard(&self, raw: &str) -> Option<Found<'_>> {
         let r = self.ranked(raw);
         let question = talk::is_question(raw);
         let seen = gate::Seen {
@@ -529,9 +485,20 @@ impl KbAgent {
         };
         match gate::answers(&seen) {
             Some(false) => None,
-            Some(true) => r.pick().map(|i| &self.sections[i]),
-            None => question.then(|| self.clear_best(&r)).flatten().map(|(_, s)| s),
+            Some(true) if r.docs.is_empty() => None,
+            Some(true) => Some(self.sureness(&r)),
+            None => (question && self.clear_best(&r).is_some()).then(|| self.sureness(&r)),
         }
+    }
+
+    /// What an answer quotes of `s` for `question`: the block holding the
+    /// question's words ([`quote::answering`]), else the section's opening.
+    fn quote(&self, s: &Section, question: &str) -> String {
+        let terms = |t: &str| -> std::collections::HashSet<String> {
+            self.tokenizer.tokenize(&searchable(t)).into_iter().collect()
+        };
+        let words = terms(&query_of(&with_phrases(question)));
+        quote::answering(&s.body, &words, terms).unwrap_or_else(|| excerpt(&s.body))
     }
 
     /// What the search made of `text`, as `scripts/guide-train.py` reads
@@ -541,6 +508,15 @@ impl KbAgent {
     #[doc(hidden)]
     pub fn export(&self, text: &str) -> serde_json::Value {
         let r = self.ranked(text);
+        let seen = gate::Seen {
+            text,
+            question: talk::is_question(text),
+            defined: r.names_setting,
+            top: r.docs.first().map_or(0.0, |d| d.1),
+            chatter: r.chatter,
+            near_chatter: talk::near_chatter(&r.query),
+            examples: self.questions.is_some(),
+        };
         let top: Vec<(String, f32)> = r
             .docs
             .iter()
@@ -555,6 +531,8 @@ impl KbAgent {
             "pick": r.pick().map(|i| self.sections[i].name()),
             "near_chatter": talk::near_chatter(&r.query),
             "examples": self.questions.is_some(),
+            "asks": gate::asks(&seen),
+            "answers": gate::answers(&seen),
         })
     }
 
@@ -576,37 +554,41 @@ impl KbAgent {
             .map(|s| (s, shown))
     }
 
-    /// The sections a turn asks about, and the message each answers, newest
+    /// What a turn asks about, and the message each answers, newest
     /// question first; a follow-up to one of its own answers ("say more")
     /// gets the section that answer came from. Empty when nothing clears
     /// the threshold.
-    fn wanted<'s>(&'s self, turn: &'s TurnRequest) -> Vec<(&'s Section, &'s Arc<Entry>)> {
+    fn wanted<'s>(&'s self, turn: &'s TurnRequest) -> Vec<(Found<'s>, &'s Arc<Entry>)> {
         if let Some(e) = turn.triggers.last()
             && let Some((s, _)) = self.followed_up(turn, e)
         {
-            return vec![(s, e)];
+            return vec![(Found::Sure(s), e)];
         }
         // In a batch, every line that asks the docs something; asked
         // directly, the newest message.
-        let found: Vec<(&Section, &Arc<Entry>)> = if turn.kind == TurnKind::Ambient {
+        let found: Vec<(Found<'s>, &Arc<Entry>)> = if turn.kind == TurnKind::Ambient {
             turn.triggers
                 .iter()
                 .rev()
-                .filter_map(|e| self.heard(&e.text).map(|s| (s, e)))
+                .filter_map(|e| self.heard(&e.text).map(|f| (f, e)))
                 .collect()
         } else {
             turn.triggers
                 .last()
-                .and_then(|e| self.lookup(&e.text).map(|(_, s)| (s, e)))
+                .and_then(|e| self.lookup(&e.text).map(|f| (f, e)))
                 .into_iter()
                 .collect()
         };
         // Two questions the same section answers get it once, under the
         // newer one.
-        let mut answers: Vec<(&Section, &Arc<Entry>)> = Vec::new();
-        for (s, e) in found {
-            if !answers.iter().any(|(seen, _)| std::ptr::eq(*seen, s)) {
-                answers.push((s, e));
+        let mut answers: Vec<(Found<'s>, &Arc<Entry>)> = Vec::new();
+        for (f, e) in found {
+            let again = |seen: &Found<'_>| match (seen, &f) {
+                (Found::Sure(a), Found::Sure(b)) => std::ptr::eq(*a, *b),
+                _ => false,
+            };
+            if !answers.iter().any(|(seen, _)| again(seen)) {
+                answers.push((f, e));
             }
         }
         answers
@@ -670,7 +652,10 @@ impl KbAgent {
         if !answers.is_empty() {
             return answers
                 .iter()
-                .map(|(s, e)| cited(&e.id, &excerpt(&s.body), s))
+                .map(|(f, e)| match f {
+                    Found::Sure(s) => cited(&e.id, &self.quote(s, &e.text), s),
+                    Found::Unsure(near) => unsure::not_sure(&e.id, near),
+                })
                 .collect::<Vec<_>>()
                 .join("\n\n");
         }
@@ -694,7 +679,8 @@ impl KbAgent {
         let mut out = String::from(
             "Documentation that may answer the messages below. Answer from it, briefly, and end each answer with its source as (from FILE, \"HEADING\"). If it does not answer a question, say so rather than guess.\n",
         );
-        for (s, e) in &wanted {
+        for (f, e) in &wanted {
+            let s = f.closest();
             let body: String = s.body.trim().chars().take(CONTEXT_CHARS).collect();
             out.push_str(&format!(
                 "\n--- {} · \"{}\" (for message {}) ---\n{body}\n",
@@ -736,26 +722,5 @@ mod tests {
         let headings: Vec<&str> = s.iter().map(|s| s.heading.as_str()).collect();
         assert_eq!(headings, ["a.md", "One", "Two"]);
         assert!(s[1].body.contains("# not a heading"));
-    }
-
-    #[test]
-    fn a_section_of_code_alone_is_quoted_as_code() {
-        let body = "\n```toml\n[[persona]]\nid = \"docs\"\n```\n";
-        assert_eq!(excerpt(body), "```toml\n[[persona]]\nid = \"docs\"\n```");
-        let long = format!("```toml\n{}```\n", "key = \"value\"\n".repeat(100));
-        let e = excerpt(&long);
-        assert!(
-            e.ends_with("…\n```") && e.chars().count() < EXCERPT_CHARS + 20,
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn excerpts_skip_code_and_tables() {
-        let body = "\n```toml\nx = 1\n```\n\n| a | b |\n|---|---|\n\nThe first real sentence. And more.\n\nSecond paragraph.";
-        assert_eq!(
-            excerpt(body),
-            "The first real sentence. And more.\nSecond paragraph."
-        );
     }
 }

@@ -127,11 +127,18 @@ fn asked_directly_it_says_when_it_does_not_know() {
 }
 
 /// How the Guide did on one labelled set.
+#[derive(Default)]
 struct Score {
     chatter: u32,
     silent: u32,
     questions: u32,
+    /// Answered from a right section (or, for a question the docs do not
+    /// answer, not answered with confidence).
     right: u32,
+    /// "Not sure —" with a right section among its links.
+    unsure: u32,
+    /// Answered with confidence from a wrong section.
+    wrong: u32,
     misses: Vec<String>,
 }
 
@@ -141,6 +148,21 @@ impl Score {
     }
     fn recall(&self) -> f64 {
         f64::from(self.right) / f64::from(self.questions)
+    }
+    /// Right, or honestly unsure with a right link.
+    fn helped(&self) -> f64 {
+        f64::from(self.right + self.unsure) / f64::from(self.questions)
+    }
+    fn wrong_rate(&self) -> f64 {
+        f64::from(self.wrong) / f64::from(self.questions)
+    }
+    fn add(&mut self, o: &Score) {
+        self.chatter += o.chatter;
+        self.silent += o.silent;
+        self.questions += o.questions;
+        self.right += o.right;
+        self.unsure += o.unsure;
+        self.wrong += o.wrong;
     }
     /// Prints what a tuning set got wrong, with `KB_MISSES=1` (never for a
     /// frozen set).
@@ -152,9 +174,10 @@ impl Score {
         }
     }
     /// Fails unless at least 150 lines of each kind were heard, `quiet` of
-    /// the chatter was left alone and `recall` of the questions answered
-    /// from a right section.
-    fn holds(&self, quiet: f64, recall: f64) {
+    /// the chatter was left alone, `helped` of the questions answered from
+    /// a right section or not sure with a right link, and at most `wrong`
+    /// answered with confidence from a wrong section.
+    fn holds(&self, quiet: f64, helped: f64, wrong: f64) {
         assert!(
             self.chatter >= 150 && self.questions >= 150,
             "at least 150 of each"
@@ -166,17 +189,89 @@ impl Score {
             quiet * 100.0
         );
         assert!(
-            self.recall() >= recall,
-            "questions answered right: {:.1} % < {:.0} %",
-            self.recall() * 100.0,
-            recall * 100.0
+            self.helped() >= helped,
+            "questions answered right or not sure with a right link: {:.1} % < {:.0} %",
+            self.helped() * 100.0,
+            helped * 100.0
+        );
+        assert!(
+            self.wrong_rate() <= wrong,
+            "questions answered wrong with confidence: {:.1} % > {:.0} %",
+            self.wrong_rate() * 100.0,
+            wrong * 100.0
+        );
+    }
+    fn print(&self, name: &str) {
+        let pct = |n: u32, of: u32| f64::from(n) * 100.0 / f64::from(of.max(1));
+        println!(
+            "{name}: {} chatter lines, {} unanswered ({:.1} %); {} questions: {} answered right ({:.1} %), {} not sure with a right link ({:.1} %), {} answered wrong ({:.1} %)",
+            self.chatter,
+            self.silent,
+            pct(self.silent, self.chatter),
+            self.questions,
+            self.right,
+            pct(self.right, self.questions),
+            self.unsure,
+            pct(self.unsure, self.questions),
+            self.wrong,
+            pct(self.wrong, self.questions),
         );
     }
 }
 
+/// What the Guide did with a line.
+enum Said {
+    Nothing,
+    /// Answered, citing `file#heading`.
+    Cited(String),
+    /// "Not sure —", with these `file#anchor` links.
+    Unsure(Vec<String>),
+}
+
+fn said(got: &str) -> Said {
+    if got == "NO_REPLY" {
+        return Said::Nothing;
+    }
+    if got.contains("\nNot sure — ") {
+        return Said::Unsure(
+            got.lines()
+                .filter_map(|l| {
+                    l.strip_prefix("- ")?
+                        .rsplit_once(" — ")
+                        .map(|(_, link)| link.to_owned())
+                })
+                .collect(),
+        );
+    }
+    let cited = got.rsplit_once("\n\n(from ").map(|(_, c)| {
+        let (source, heading) = c.trim_end_matches(')').split_once(", ").unwrap_or_default();
+        format!("{source}#{}", heading.trim_matches('"'))
+    });
+    Said::Cited(cited.unwrap_or_default())
+}
+
+/// `file#heading` as a link anchors it (GitHub's rule, as the Guide
+/// writes its links).
+fn anchored(name: &str) -> String {
+    let (file, heading) = name.split_once('#').unwrap_or((name, ""));
+    let a: String = heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect();
+    format!("{file}#{a}")
+}
+
 /// Each line of `tests/guide/<file>` heard alone in an ambient batch, as in
 /// the demo: chatter must get no reply; a question about tactful must be
-/// answered from one of its right sections.
+/// answered from one of its right sections (or be met with "not sure" and
+/// a right link); a question the docs do not answer (`"kind":
+/// "question"`, no section) must not be answered with confidence.
 fn score(file: &str) -> Score {
     score_of(&kb(), file)
 }
@@ -186,13 +281,7 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/guide")
         .join(file);
-    let mut s = Score {
-        chatter: 0,
-        silent: 0,
-        questions: 0,
-        right: 0,
-        misses: Vec::new(),
-    };
+    let mut s = Score::default();
     for line in std::fs::read_to_string(&path).expect("the labelled set").lines() {
         let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
         let text = v["text"].as_str().expect("text");
@@ -207,7 +296,7 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
         // names (printed lines would share one with the test runner's
         // own); never a frozen set.
         if let Some(out) = std::env::var_os("KB_EXPORT")
-            && !file.starts_with("frozen")
+            && TUNING.contains(&file)
         {
             use std::io::Write as _;
             let mut row = kb.export(text);
@@ -222,42 +311,48 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
             f.write_all(format!("{row}\n").as_bytes())
                 .expect("export written");
         }
-        let cited = got.rsplit_once("\n\n(from ").map(|(_, c)| {
-            let (source, heading) = c.trim_end_matches(')').split_once(", ").unwrap_or_default();
-            format!("{source}#{}", heading.trim_matches('"'))
-        });
-        if want.is_empty() {
+        let unanswerable = want.is_empty() && v["kind"] == "question";
+        let said = said(&got);
+        if want.is_empty() && !unanswerable {
             s.chatter += 1;
-            if got == "NO_REPLY" {
-                s.silent += 1;
-            } else {
-                s.misses.push(format!("chatter answered: {text:?} -> {cited:?}"));
+            match said {
+                Said::Nothing => s.silent += 1,
+                _ => s.misses.push(format!("chatter answered: {text:?} -> {got:?}")),
             }
-        } else {
-            s.questions += 1;
-            match &cited {
-                Some(c) if want.contains(&c.as_str()) => s.right += 1,
-                _ => s
-                    .misses
-                    .push(format!("question {text:?} -> {cited:?}, want one of {want:?}")),
+            continue;
+        }
+        s.questions += 1;
+        match said {
+            Said::Cited(c) if unanswerable => {
+                s.wrong += 1;
+                s.misses
+                    .push(format!("not in the docs, answered from {c:?}: {text:?}"));
             }
+            Said::Nothing | Said::Unsure(_) if unanswerable => s.right += 1,
+            Said::Cited(c) if want.contains(&c.as_str()) => s.right += 1,
+            Said::Cited(c) => {
+                s.wrong += 1;
+                s.misses
+                    .push(format!("question {text:?} -> {c:?}, want one of {want:?}"));
+            }
+            Said::Unsure(links) if want.iter().any(|w| links.contains(&anchored(w))) => s.unsure += 1,
+            Said::Unsure(links) => s.misses.push(format!(
+                "question {text:?} -> not sure: {links:?}, want one of {want:?}"
+            )),
+            Said::Nothing => s.misses.push(format!("question {text:?} -> nothing")),
         }
     }
-    println!(
-        "{file}: {} chatter lines, {} unanswered ({:.1} %); {} questions, {} answered from a right section ({:.1} %)",
-        s.chatter,
-        s.silent,
-        s.quiet() * 100.0,
-        s.questions,
-        s.right,
-        s.recall() * 100.0
-    );
+    s.print(file);
     s
 }
 
+/// The sets the Guide may be tuned on (`scripts/guide-train.py` learns from
+/// them); the others are frozen.
+const TUNING: [&str; 4] = ["labelled.jsonl", "dev.jsonl", "dev2.jsonl", "newcomer.jsonl"];
+
 /// The set the Guide is tuned on (`tests/guide/labelled.jsonl`; add the
 /// lines that fool it). Prints the figures for BENCHMARKS.md:
-/// `cargo test -p tactful-agents --test kb labelled -- --nocapture`.
+/// `cargo test -p tactful-agents --test it labelled -- --nocapture`.
 #[test]
 fn the_labelled_set_meets_its_precision_and_recall() {
     let s = score("labelled.jsonl");
@@ -271,66 +366,72 @@ fn the_labelled_set_meets_its_precision_and_recall() {
         s.quiet() * 100.0
     );
     assert!(
-        s.recall() >= 0.90,
-        "questions answered right: {:.1} % < 90 %",
-        s.recall() * 100.0
+        s.helped() >= 0.90 && s.wrong_rate() <= 0.05,
+        "questions right or not sure with a right link: {:.1} % < 90 %, or wrong {:.1} % > 5 %",
+        s.helped() * 100.0,
+        s.wrong_rate() * 100.0
     );
 }
 
 /// A kb without example questions (what an operator has until they
 /// write some) keeps what it did before them: the gate is trained on its
 /// lines too (`KB_EXPORT` exports them), told apart by whether a kb has
-/// examples. The labelled set's goal, and on the dev sets no less than
-/// before them (dev 72.1 %).
+/// examples. The labelled set's goal, and on the dev set no less than
+/// today.
 #[test]
 fn a_kb_without_questions_answers_the_sets_as_well_as_before() {
     let plain = KbAgent::new(&docs(), DEFAULT_MIN_SCORE);
     let [labelled, dev, _dev2] = ["labelled.jsonl", "dev.jsonl", "dev2.jsonl"].map(|f| score_of(&plain, f));
     assert!(
-        labelled.quiet() >= 0.95 && labelled.recall() >= 0.90,
+        labelled.quiet() >= 0.95 && labelled.helped() >= 0.90,
         "{:.3} / {:.3}",
         labelled.quiet(),
-        labelled.recall()
+        labelled.helped()
     );
-    dev.holds(0.97, 0.72);
+    dev.holds(0.97, DEV_PLAIN.0, DEV_PLAIN.1);
 }
+
+/// Today's figures on the dev sets (right or not sure with a right link,
+/// at least; answered wrong, at most), so a change that loses ground
+/// fails: the dev set with and without example questions, and the second
+/// dev set.
+const DEV: (f64, f64) = (0.92, 0.07);
+const DEV_PLAIN: (f64, f64) = (0.82, 0.15);
+const DEV2: (f64, f64) = (0.89, 0.08);
 
 /// The development set (`tests/guide/dev.jsonl`): written like the frozen
 /// one, by someone who saw neither the code nor the scores, for tuning
 /// (the learned gate is trained on it, so this figure is in-sample;
 /// `scripts/guide-train.py --cv` gives the held-out one); its misses are
 /// printed with `KB_MISSES=1`:
-/// `cargo test -p tactful-agents --test kb dev_set -- --nocapture`.
-/// The bounds are today's figures, so a change that loses ground fails;
-/// being in-sample, they say nothing of the goal (85 % of questions, 95 %
-/// of chatter), which the frozen sets measure (BENCHMARKS.md).
+/// `cargo test -p tactful-agents --test it dev_set -- --nocapture`.
+/// The bounds are today's figures; being in-sample, they say nothing of
+/// the goal, which the frozen sets measure (BENCHMARKS.md).
 #[test]
 fn the_dev_set_is_answered_no_worse_than_today() {
     let s = score("dev.jsonl");
     s.print_misses_if_asked();
-    s.holds(0.97, 0.90);
+    s.holds(0.97, DEV.0, DEV.1);
 }
 
 /// A second development set (`tests/guide/dev2.jsonl`, 2026-11-28),
 /// written like the others, for tuning: the gate learns from it too, so
 /// its figure is in-sample (`scripts/guide-train.py --cv` gives the
-/// held-out one); `KB_MISSES=1` prints what it gets wrong. The bounds are
-/// just under today's figures.
+/// held-out one); `KB_MISSES=1` prints what it gets wrong.
 #[test]
 fn the_second_dev_set_is_answered_no_worse_than_today() {
     let s = score("dev2.jsonl");
     s.print_misses_if_asked();
-    s.holds(0.97, 0.86);
+    s.holds(0.97, DEV2.0, DEV2.1);
 }
 
 /// The frozen sets (`tests/guide/frozen*.jsonl`): each written by someone
-/// who saw nothing of the Guide's (its code, its example questions, the
-/// other sets, any score), never tuned on, so together they say how the
-/// Guide does on questions nobody tuned it for. Their misses are not
-/// printed, so nobody tunes on them by accident:
-/// `cargo test -p tactful-agents --test kb frozen -- --nocapture`.
-/// `BENCHMARKS.md` says when each was written and measured (`frozen6`
-/// last, once, after the last change).
+/// who read the documents but saw nothing of the Guide's (its code, its
+/// example questions, the other sets, any score), never tuned on, so
+/// together they say how the Guide does on questions nobody tuned it for.
+/// Their misses are not printed, so nobody tunes on them by accident:
+/// `cargo test -p tactful-agents --test it frozen -- --nocapture`.
+/// `BENCHMARKS.md` says when each was written and measured.
 const FROZEN: [&str; 6] = [
     "frozen.jsonl",
     "frozen2.jsonl",
@@ -341,38 +442,73 @@ const FROZEN: [&str; 6] = [
 ];
 
 /// The goal, on all the frozen sets' lines together: 95 % of chatter left
-/// alone, 85 % of questions answered from a right section.
+/// alone, 85 % of questions answered from a right section or met with
+/// "not sure" and a right link, at most 10 % answered wrong.
 #[test]
 fn the_frozen_sets_together_meet_the_goal() {
-    let mut all = Score {
-        chatter: 0,
-        silent: 0,
-        questions: 0,
-        right: 0,
-        misses: Vec::new(),
-    };
+    let mut all = Score::default();
     for file in FROZEN {
         let s = score(file);
         // Each set on its own: the goal's chatter, and its questions no
         // more than a few short of it (sets of 160 to 205 questions move
         // by a question or two when the docs grow).
-        s.holds(0.95, 0.83);
-        all.chatter += s.chatter;
-        all.silent += s.silent;
-        all.questions += s.questions;
-        all.right += s.right;
+        s.holds(0.95, 0.83, 0.12);
+        all.add(&s);
     }
-    println!(
-        "all frozen sets: {} of {} chatter lines unanswered ({:.1} %), {} of {} questions answered from a right section ({:.1} %)",
-        all.silent,
-        all.chatter,
-        all.quiet() * 100.0,
-        all.right,
-        all.questions,
-        all.recall() * 100.0
-    );
-    all.holds(0.95, 0.85);
+    all.print("all frozen sets");
+    all.holds(0.95, 0.85, 0.10);
 }
+
+/// The first newcomers' set (`tests/guide/newcomer.jsonl`): written like
+/// the second (below), measured once on 2026-11-29 (BENCHMARKS.md), then
+/// made a set the Guide is tuned on (`scripts/guide-train.py` learns from
+/// it; `KB_MISSES=1` prints what it gets wrong). The bounds are today's
+/// figures, in-sample.
+#[test]
+fn the_first_newcomers_set_is_answered_no_worse_than_today() {
+    let s = score("newcomer.jsonl");
+    s.print_misses_if_asked();
+    assert_eq!((s.questions, s.chatter), (60, 40));
+    assert!(
+        s.recall() >= NEWCOMER1.0
+            && s.helped() >= NEWCOMER1.1
+            && s.wrong_rate() <= NEWCOMER1.2
+            && s.quiet() >= NEWCOMER1.3,
+        "the first newcomers' set lost ground"
+    );
+}
+
+/// Today's figures on the first newcomers' set: right, right or not sure
+/// with a right link (at least), answered wrong (at most), chatter left
+/// alone (at least).
+const NEWCOMER1: (f64, f64, f64, f64) = (0.56, 0.73, 0.22, 0.975);
+
+/// The newcomers' set (`tests/guide/newcomer2.jsonl`, 2026-11-29): 60
+/// questions and 40 lines of chatter written by someone given only the
+/// README's first paragraph (not the docs), labelled afterwards by another
+/// who read only the four documents, frozen before anything was measured
+/// and never tuned on. The goal: at least 65 % right, 85 % right or not
+/// sure with a right link, at most 10 % answered wrong, at most 2 % of
+/// chatter answered. Its misses are never printed:
+/// `cargo test -p tactful-agents --test it newcomers -- --nocapture`.
+/// The bounds are the figures BENCHMARKS.md gives, so the test fails if
+/// the Guide falls below them.
+#[test]
+fn the_newcomers_set_is_measured() {
+    let s = score("newcomer2.jsonl");
+    assert_eq!((s.questions, s.chatter), (60, 40));
+    assert!(
+        s.recall() >= NEWCOMER.0
+            && s.helped() >= NEWCOMER.1
+            && s.wrong_rate() <= NEWCOMER.2
+            && s.quiet() >= NEWCOMER.3,
+        "the newcomers' figures fell below what BENCHMARKS.md says"
+    );
+}
+
+/// The newcomers' figures as measured (BENCHMARKS.md), in the order of
+/// [`NEWCOMER1`].
+const NEWCOMER: (f64, f64, f64, f64) = (0.50, 0.66, 0.19, 0.975);
 
 /// The example questions and the chatter lines the Guide is built with
 /// share no line with the sets that measure it (compared as lowercase
@@ -571,7 +707,54 @@ fn example_questions_lead_to_a_section_the_words_alone_miss() {
     let hooks = "(from docs/config.md, \"`[[hook]]`: before-send hooks\")";
     let asked = ask(TurnKind::Reply, true, &[line]);
     let plain = KbAgent::new(&docs(), DEFAULT_MIN_SCORE).answer(&asked);
-    assert!(plain.contains("couldn't find"), "the words alone: {plain}");
+    assert!(!plain.ends_with(hooks), "the words alone: {plain}");
     let a = kb().answer(&asked);
     assert!(a.ends_with(hooks), "{a}");
+}
+
+/// An answer quotes the part of the section that answers, not its
+/// opening: a question naming `pass_timeout_ms` gets the row of the floor
+/// section's table that says what it is, under the table's head.
+#[test]
+fn the_answer_quotes_the_block_that_answers_not_the_section_s_opening() {
+    let a = kb().answer(&ask(
+        TurnKind::Reply,
+        true,
+        &["@guide how long is pass_timeout_ms by default?"],
+    ));
+    let (quote, cite) = a.rsplit_once("\n\n(from ").expect("a cited answer");
+    assert_eq!(cite, "docs/config.md, \"`floor`: one answer, not three\")", "{a}");
+    assert!(
+        quote.ends_with("| key | default | meaning |\n|---|---|---|\n| `pass_timeout_ms` | `30000` | with `pass`: how long the persona asked has before the next is asked too (at least 100) |"),
+        "the row, not the section's opening: {a}"
+    );
+}
+
+/// Two sections that answer a question about as well as each other: not
+/// one confident pick, but "Not sure —" and both, as `file#anchor` links
+/// with their titles; a clear winner is answered as before.
+#[test]
+fn when_two_sections_tie_it_says_it_is_not_sure_and_links_both() {
+    let docs = [
+        KbDoc {
+            source: "a.md".into(),
+            text: "# Bot tokens\n\nA bot token is set in its own table.\n".into(),
+        },
+        KbDoc {
+            source: "b.md".into(),
+            text: "# Tokens of bots\n\nA token of a bot comes from the platform's developer page.\n\n# Lunch menus\n\nThe canteen serves soup on Mondays and pasta on Fridays.\n".into(),
+        },
+    ];
+    let kb = KbAgent::new(&docs, 1.0);
+    let a = kb.answer(&ask(TurnKind::Reply, true, &["@guide bot tokens?"]));
+    assert!(a.starts_with("[[reply_to:q0]]\nNot sure — "), "{a}");
+    assert!(a.contains("\n- Bot tokens — a.md#bot-tokens"), "{a}");
+    assert!(a.contains("\n- Tokens of bots — b.md#tokens-of-bots"), "{a}");
+    assert!(!a.contains("Lunch"), "only sections near the question: {a}");
+    let sure = kb.answer(&ask(
+        TurnKind::Reply,
+        true,
+        &["@guide what does the canteen serve on fridays?"],
+    ));
+    assert!(sure.ends_with("(from b.md, \"Lunch menus\")"), "{sure}");
 }

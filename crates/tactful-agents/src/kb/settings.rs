@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::outside_code;
+use super::quote::outside_code;
 
 /// Which section defines each identifier, and which identifiers each
 /// section speaks of.
