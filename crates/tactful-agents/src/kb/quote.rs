@@ -34,8 +34,14 @@ pub(super) fn excerpt(body: &str) -> String {
     let Some(start) = body.find("```") else {
         return prose;
     };
+    code_opening(&body[start..])
+}
+
+/// A code block's first lines, from its opening fence, up to
+/// [`EXCERPT_CHARS`] (then `…`), its fence closed.
+fn code_opening(code: &str) -> String {
     let mut out = String::new();
-    for (n, line) in body[start..].lines().enumerate() {
+    for (n, line) in code.lines().enumerate() {
         if n > 0 && line.trim_start().starts_with("```") {
             break;
         }
@@ -48,6 +54,13 @@ pub(super) fn excerpt(body: &str) -> String {
     }
     out.push_str("```");
     out
+}
+
+/// Prose cut to [`EXCERPT_CHARS`], at a sentence's end when there is one.
+fn cut_prose(p: &str) -> &str {
+    let end = p.char_indices().nth(EXCERPT_CHARS).map_or(p.len(), |(i, _)| i);
+    let cut = &p[..end];
+    cut.rfind(". ").map_or(cut, |i| &cut[..=i])
 }
 
 /// A paragraph of prose: not empty, not a table, not HTML.
@@ -64,9 +77,7 @@ pub(super) fn prose_excerpt(body: &str) -> String {
         let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
         if out.chars().count() + p.chars().count() > EXCERPT_CHARS {
             if out.is_empty() {
-                let cut: String = p.chars().take(EXCERPT_CHARS).collect();
-                let end = cut.rfind(". ").map_or(cut.len(), |i| i + 1);
-                out.push_str(&cut[..end]);
+                out.push_str(cut_prose(&p));
             }
             break;
         }
@@ -196,21 +207,9 @@ fn clip(block: &str) -> String {
         return block.to_owned();
     }
     if block.starts_with("```") {
-        let mut out = String::new();
-        for line in block.lines() {
-            if out.chars().count() + line.chars().count() > EXCERPT_CHARS {
-                out.push_str("…\n");
-                break;
-            }
-            out.push_str(line);
-            out.push('\n');
-        }
-        out.push_str("```");
-        return out;
+        return code_opening(block);
     }
-    let cut: String = block.chars().take(EXCERPT_CHARS).collect();
-    let end = cut.rfind(". ").map_or(cut.len(), |i| i + 1);
-    cut[..end].to_owned()
+    cut_prose(block).to_owned()
 }
 
 #[cfg(test)]

@@ -106,6 +106,12 @@ impl Console {
     }
 }
 
+/// The config's persona ids, in its order.
+pub(super) fn persona_ids(c: &Console) -> Vec<String> {
+    c.live
+        .with_config(|config| config.engine.personas.iter().map(|p| p.id.to_string()).collect())
+}
+
 /// `?name=`, required.
 fn param<'q>(
     q: &'q std::collections::HashMap<String, String>,
@@ -139,14 +145,7 @@ pub(super) async fn mark(State(c): State<Console>, headers: HeaderMap, Query(q):
             ),
         ));
     }
-    let personas = c.live.with_config(|config| {
-        config
-            .engine
-            .personas
-            .iter()
-            .map(|p| p.id.to_string())
-            .collect::<Vec<_>>()
-    });
+    let personas = persona_ids(&c);
     if !personas.contains(&persona) {
         return Err(error(
             StatusCode::BAD_REQUEST,
@@ -230,15 +229,7 @@ pub(super) async fn labels(State(c): State<Console>, headers: HeaderMap, Query(q
     match q.get("as").map(String::as_str) {
         Some("list") => Ok(Json(json!({ "room": room, "labels": labels })).into_response()),
         None | Some("eval") => {
-            let personas = c.live.with_config(|config| {
-                config
-                    .engine
-                    .personas
-                    .iter()
-                    .map(|p| p.id.to_string())
-                    .collect::<Vec<_>>()
-            });
-            let file = eval_file(&room, &labels, &messages, &personas);
+            let file = eval_file(&room, &labels, &messages, &persona_ids(&c));
             Ok((
                 [
                     (

@@ -245,9 +245,9 @@ pub(super) async fn dry_run(
         if labels.is_empty() {
             serde_json::Value::Null
         } else {
+            let file =
+                super::labels::eval_file(&tried_on, &labels, &marked_in, &super::labels::persona_ids(&c));
             let config = c.live.with_config(Clone::clone);
-            let ids: Vec<String> = config.engine.personas.iter().map(|p| p.id.to_string()).collect();
-            let file = super::labels::eval_file(&tried_on, &labels, &marked_in, &ids);
             let (now, proposed) = (now.clone(), proposed.clone());
             tokio::task::spawn_blocking(move || crate::eval::policy_score(&config, now, proposed, &file))
                 .await
