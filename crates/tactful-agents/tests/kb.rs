@@ -397,7 +397,7 @@ fn a_kb_without_questions_answers_the_sets_as_well_as_before() {
 /// dev set.
 const DEV: (f64, f64) = (0.92, 0.07);
 const DEV_PLAIN: (f64, f64) = (0.82, 0.15);
-const DEV2: (f64, f64) = (0.89, 0.08);
+const DEV2: (f64, f64) = (0.90, 0.08);
 
 /// The development set (`tests/guide/dev.jsonl`): written like the frozen
 /// one, by someone who saw neither the code nor the scores, for tuning
@@ -481,34 +481,37 @@ fn the_first_newcomers_set_is_answered_no_worse_than_today() {
 /// Today's figures on the first newcomers' set: right, right or not sure
 /// with a right link (at least), answered wrong (at most), chatter left
 /// alone (at least).
-const NEWCOMER1: (f64, f64, f64, f64) = (0.56, 0.73, 0.22, 0.975);
+const NEWCOMER1: (f64, f64, f64, f64) = (0.64, 0.74, 0.19, 0.975);
 
-/// The newcomers' set (`tests/guide/newcomer2.jsonl`, 2026-11-29): 60
-/// questions and 40 lines of chatter written by someone given only the
-/// README's first paragraph (not the docs), labelled afterwards by another
-/// who read only the four documents, frozen before anything was measured
-/// and never tuned on. The goal: at least 65 % right, 85 % right or not
-/// sure with a right link, at most 10 % answered wrong, at most 2 % of
-/// chatter answered. Its misses are never printed:
+/// The newcomers' sets never tuned on (`tests/guide/newcomer2.jsonl` and
+/// `newcomer3.jsonl`, 2026-11-29): each 60 questions and 40 lines of
+/// chatter written by someone given only the README's first paragraph
+/// (not the docs), labelled afterwards by another who read only the four
+/// documents, frozen before anything was measured. The goal: at least 65 %
+/// right, 85 % right or not sure with a right link, at most 10 % answered
+/// wrong, at most 2 % of chatter answered. Their misses are never printed:
 /// `cargo test -p tactful-agents --test it newcomers -- --nocapture`.
 /// The bounds are the figures BENCHMARKS.md gives, so the test fails if
 /// the Guide falls below them.
 #[test]
-fn the_newcomers_set_is_measured() {
-    let s = score("newcomer2.jsonl");
-    assert_eq!((s.questions, s.chatter), (60, 40));
-    assert!(
-        s.recall() >= NEWCOMER.0
-            && s.helped() >= NEWCOMER.1
-            && s.wrong_rate() <= NEWCOMER.2
-            && s.quiet() >= NEWCOMER.3,
-        "the newcomers' figures fell below what BENCHMARKS.md says"
-    );
+fn the_newcomers_sets_are_measured() {
+    for (file, bounds) in [("newcomer2.jsonl", NEWCOMER2), ("newcomer3.jsonl", NEWCOMER3)] {
+        let s = score(file);
+        assert_eq!((s.questions, s.chatter), (60, 40), "{file}");
+        assert!(
+            s.recall() >= bounds.0
+                && s.helped() >= bounds.1
+                && s.wrong_rate() <= bounds.2
+                && s.quiet() >= bounds.3,
+            "{file}: the figures fell below what BENCHMARKS.md says"
+        );
+    }
 }
 
 /// The newcomers' figures as measured (BENCHMARKS.md), in the order of
 /// [`NEWCOMER1`].
-const NEWCOMER: (f64, f64, f64, f64) = (0.50, 0.66, 0.19, 0.975);
+const NEWCOMER2: (f64, f64, f64, f64) = (0.51, 0.69, 0.16, 0.975);
+const NEWCOMER3: (f64, f64, f64, f64) = (0.48, 0.68, 0.19, 0.975);
 
 /// The example questions and the chatter lines the Guide is built with
 /// share no line with the sets that measure it (compared as lowercase
