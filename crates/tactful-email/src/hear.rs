@@ -95,7 +95,16 @@ impl Shared {
             dm_to: is_dm.then(|| persona.id.clone()),
             time: arrived.or(mail.date).unwrap_or_else(tactful_runtime::wall_clock),
         };
-        self.remember(&id, &mail, &root, &mail.from_name);
+        self.remember(
+            &id,
+            Known {
+                subject: mail.subject.clone(),
+                references: mail.references.clone(),
+                author: mail.from_name.clone(),
+                text: mail.text.clone(),
+                root: root.clone(),
+            },
+        );
         if let Some(handle) = self.roster.runtime() {
             if answer {
                 handle.inbound(msg);
@@ -148,22 +157,14 @@ impl Shared {
         (out, false)
     }
 
-    /// Keeps what an answer to mail `id` needs.
-    pub(crate) fn remember(&self, id: &str, mail: &Mail, root: &str, author: &str) {
-        if let Ok(mut known) = self.known.lock() {
-            known.insert(
-                id.to_owned(),
-                Known {
-                    subject: mail.subject.clone(),
-                    references: mail.references.clone(),
-                    author: author.to_owned(),
-                    text: mail.text.clone(),
-                    root: root.to_owned(),
-                },
-            );
-        }
+    /// Keeps what an answer to mail `id` needs: `known`, and that it is
+    /// its thread's latest.
+    pub(crate) fn remember(&self, id: &str, known: Known) {
         if let Ok(mut latest) = self.latest.lock() {
-            latest.insert(root.to_owned(), id.to_owned());
+            latest.insert(known.root.clone(), id.to_owned());
+        }
+        if let Ok(mut all) = self.known.lock() {
+            all.insert(id.to_owned(), known);
         }
     }
 }

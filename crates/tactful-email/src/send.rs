@@ -189,22 +189,16 @@ impl Platform for EmailPlatform {
                     })
                 })
                 .unwrap_or_default();
-            let mine = read::Mail {
-                id: Some(id.clone()),
-                from: Some(persona.address.clone()),
-                from_name: persona.name.clone(),
-                recipients: vec![to.clone()],
-                subject: write::reply_subject(&subject),
-                base_subject: String::new(),
-                in_reply_to: parent.as_ref().map(|(pid, _)| pid.clone()),
-                references,
-                list: None,
-                other_list: None,
-                text: msg.text.to_owned(),
-                automatic: None,
-                date: None,
-            };
-            shared.remember(&id, &mine, &root, &persona.name);
+            shared.remember(
+                &id,
+                crate::Known {
+                    subject: write::reply_subject(&subject),
+                    references,
+                    author: persona.name.clone(),
+                    text: msg.text.to_owned(),
+                    root,
+                },
+            );
             Ok(MsgId::new(id))
         })
     }
