@@ -422,6 +422,13 @@ impl KbAgent {
         if self.clear_best(&r).is_some() {
             return Some(self.sureness(&r));
         }
+        // Small talk ("@guide thanks!") is not a doubt about the docs.
+        if r.docs
+            .first()
+            .is_none_or(|d| d.1 < r.chatter * talk::MARGIN_OVER_CHATTER)
+        {
+            return None;
+        }
         let near: Vec<&Section> = r
             .docs
             .iter()

@@ -116,6 +116,16 @@ fn asked_directly_it_says_when_it_does_not_know() {
         &["@guide what is the capital of peru?"],
     ));
     assert!(a.contains("couldn't find that in the docs"), "{a}");
+    // Small talk to it is not a doubt about the docs: no "Not sure" links.
+    for talk in [
+        "@guide good morning!",
+        "@guide lol nice one",
+        "@guide how are you today?",
+        "@guide see you tomorrow",
+    ] {
+        let a = kb.answer(&ask(TurnKind::Reply, true, &[talk]));
+        assert!(!a.contains("Not sure"), "{talk}: {a}");
+    }
     let a = kb.answer(&ask(TurnKind::Reply, false, &["what is the capital of peru?"]));
     assert_eq!(a, "NO_REPLY", "not addressed: silence");
     let a = kb.answer(&ask(

@@ -38,6 +38,14 @@ paths = ["wiki.md"]
 [rooms.default.personas.guide]
 mode = "all"
 
+# Counts its runs: a Try must start no program.
+[[hook]]
+name = "count"
+on = "before_send"
+kind = "command"
+command = "sh"
+args = ["-c", "cat > /dev/null; echo run >> '{runs}'; echo '{{\"action\":\"send\"}}'"]
+
 [platforms.web]
 listen = "127.0.0.1:{web}"
 
@@ -48,7 +56,8 @@ path = "{}"
 listen = "127.0.0.1:{server}"
 console_token = "{TOKEN}"
 "#,
-        store.display()
+        store.display(),
+        runs = store.with_file_name("hook-runs").display()
     )
 }
 
@@ -75,6 +84,13 @@ fn decisions(server: u16, n: usize) -> Vec<Value> {
         assert!(std::time::Instant::now() < deadline, "decisions stored: {body}");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+fn rows_now(server: u16) -> Vec<Value> {
+    call(server, "GET", "/console/api/decisions?room=lobby&limit=50", b"").1["decisions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn mark(server: u16, msg: &str, persona: &str, want: &str) -> (u16, Value) {
@@ -193,6 +209,21 @@ async fn decisions_marked_in_the_console_are_kept_exported_and_scored() {
             "{path}: {body}"
         );
     }
+    // Docs's own reply cannot be marked: marks are on what it heard.
+    let reply = rows_now(server)
+        .into_iter()
+        .find(|d| d["sender"] == "Docs")
+        .and_then(|d| d["msg"].as_str().map(str::to_owned));
+    if let Some(reply) = reply {
+        let (status, body) = mark(server, &reply, "guide", "reply");
+        assert_eq!(status, 400, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("a persona's own message")),
+            "{body}"
+        );
+    }
     let (status, body) = call(server, "POST", "/console/api/labels?room=lobby", b"");
     assert_eq!(status, 405, "{body}");
     let anyone = request(server, "GET", "/console/api/labels?room=lobby", &[], b"");
@@ -244,6 +275,13 @@ async fn decisions_marked_in_the_console_are_kept_exported_and_scored() {
     );
 
     // Try mode = "all" for Docs: the score on the marks, now → proposed.
+    let hook_runs = || {
+        std::fs::read_to_string(dir.path().join("hook-runs"))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    let runs_before = hook_runs();
+    assert!(runs_before >= 1, "the hook runs on live replies");
     let (status, body) = call(
         server,
         "POST",
@@ -277,6 +315,7 @@ async fn decisions_marked_in_the_console_are_kept_exported_and_scored() {
         json!([]),
         "script and kb agents run as they are"
     );
+    assert_eq!(hook_runs(), runs_before, "a Try starts no hook");
 
     // Cleared, a mark is gone; clearing it again says there was none.
     let clear = format!("/console/api/labels?room=lobby&msg={lunch}&persona=guide");

@@ -194,7 +194,9 @@ pub(super) fn answering(
         .enumerate()
         .map(|(i, h)| (i, weight(h)))
         .fold((0, 0.0f32), |acc, (i, w)| if w > acc.1 { (i, w) } else { acc });
-    if score <= 0.0 || best == 0 {
+    // The opening prose is what `excerpt` quotes anyway, with what
+    // follows it; a code block or table row first is quoted as itself.
+    if score <= 0.0 || (best == 0 && !blocks[0].starts_with("```") && !blocks[0].starts_with('|')) {
         return None;
     }
     Some(clip(&blocks[best]))

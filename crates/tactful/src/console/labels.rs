@@ -153,11 +153,19 @@ pub(super) async fn mark(State(c): State<Console>, headers: HeaderMap, Query(q):
         ));
     }
     let (labels, messages) = c.marked(&room).await?;
-    if !messages.iter().any(|m| m.id.as_str() == msg) {
+    let Some(marked) = messages.iter().find(|m| m.id.as_str() == msg) else {
         return Err(error(
             StatusCode::NOT_FOUND,
             &format!(
                 "no message {msg:?} among room {room:?}'s last {WINDOW} messages: only those can be marked (the export replays them)"
+            ),
+        ));
+    };
+    if is_own(marked, &personas) {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "{msg:?} is a persona's own message: mark what it should have done with the messages it heard"
             ),
         ));
     }
@@ -207,13 +215,15 @@ pub(super) async fn clear(State(c): State<Console>, headers: HeaderMap, Query(q)
     let persona = param(&q, "persona", "a persona's id")?.to_owned();
     let (labels, _) = c.marked(&room).await?;
     let was = labels.iter().any(|l| l.msg == msg && l.persona == persona);
+    // Forgotten whether listed or not: forgetting is idempotent, and a
+    // mark beyond the listing's bound must still be clearable.
+    c.live
+        .keep(vec![Op::ForgetState {
+            key: key(&room, &msg, &persona),
+        }])
+        .await
+        .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()))?;
     if was {
-        c.live
-            .keep(vec![Op::ForgetState {
-                key: key(&room, &msg, &persona),
-            }])
-            .await
-            .map_err(|e| error(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()))?;
         tracing::info!(room, msg, persona, "mark cleared in the console");
     }
     Ok(Json(json!({ "room": room, "msg": msg, "persona": persona, "cleared": was })).into_response())
@@ -252,6 +262,11 @@ pub(super) async fn labels(State(c): State<Console>, headers: HeaderMap, Query(q
     }
 }
 
+/// Whether `m` is one of the personas' own messages.
+fn is_own(m: &Message, personas: &[String]) -> bool {
+    m.sender.is_bot && personas.iter().any(|p| p == m.sender.id.as_str())
+}
+
 /// A room id as a file name: letters, digits, `-`, `_`, `.` kept.
 fn file_name(room: &str) -> String {
     room.chars()
@@ -273,7 +288,9 @@ fn file_name(room: &str) -> String {
 /// comment.
 pub(crate) fn eval_file(room: &str, labels: &[Label], messages: &[Message], personas: &[String]) -> String {
     let mut expect: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
-    for l in labels {
+    // Marks for a persona the config no longer has are left out: the
+    // file must replay under this config.
+    for l in labels.iter().filter(|l| personas.contains(&l.persona)) {
         expect
             .entry(l.msg.as_str())
             .or_default()
@@ -294,7 +311,7 @@ pub(crate) fn eval_file(room: &str, labels: &[Label], messages: &[Message], pers
     let Some(last) = messages.iter().rposition(|m| expect.contains_key(m.id.as_str())) else {
         return out;
     };
-    let own = |m: &Message| m.sender.is_bot && personas.iter().any(|p| p == m.sender.id.as_str());
+    let own = |m: &Message| is_own(m, personas);
     let start_ms = messages.first().map_or(0, |m| m.time.as_millis() / 1000 * 1000);
     if let Some(t) = chrono::DateTime::from_timestamp_millis(start_ms as i64) {
         out.push_str(&format!(
@@ -335,6 +352,7 @@ pub(crate) fn eval_file(room: &str, labels: &[Label], messages: &[Message], pers
                 .dm_to
                 .as_ref()
                 .map(|p| p.to_string())
+                .filter(|p| personas.contains(p))
                 .or_else(|| personas.first().cloned());
             line["dm"] = json!(true);
             line["to"] = json!(to);
@@ -345,4 +363,44 @@ pub(crate) fn eval_file(room: &str, labels: &[Label], messages: &[Message], pers
         out.push_str(&format!("{line}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tactful_core::Timestamp;
+
+    fn label(msg: &str, persona: &str) -> Label {
+        Label {
+            room: "lobby".into(),
+            msg: msg.into(),
+            persona: persona.into(),
+            want: "reply".into(),
+            who: "console".into(),
+            at: 1,
+        }
+    }
+
+    #[test]
+    fn marks_for_a_persona_the_config_no_longer_has_are_left_out() {
+        let mut dm = Message::new("m2", "lobby", "alice", "psst", Timestamp::from_millis(2_000));
+        dm.is_dm = true;
+        dm.dm_to = Some("gone".into());
+        let messages = [
+            Message::new("m1", "lobby", "alice", "hi", Timestamp::from_millis(1_000)),
+            dm,
+        ];
+        let personas = ["docs".to_owned()];
+        let file = eval_file(
+            "lobby",
+            &[label("m1", "docs"), label("m1", "gone"), label("m2", "gone")],
+            &messages,
+            &personas,
+        );
+        assert!(file.contains(r#""expect":{"docs":"reply"}"#), "{file}");
+        assert!(!file.contains("\"gone\""), "{file}");
+        // The file replays under the config as it is now.
+        let parsed = crate::scenario::parse(&file, std::path::Path::new("x"), &["docs"]).expect("parses");
+        assert_eq!(parsed.events.len(), 1, "up to the last message a kept mark is on");
+    }
 }

@@ -6,7 +6,9 @@
 //! they are; any other is stood in for by one that answers whenever it is
 //! asked (and, as a reply gate, lets everything through). The score then
 //! says what the policy lets reach the agents, which is what a policy
-//! change moves; the answer names the agents stood in for.
+//! change moves; the answer names the agents stood in for. Hooks and
+//! schedules are left out, as the dry run leaves them: a Try starts no
+//! program.
 
 use serde_json::{Value, json};
 use tactful_agents::{ScriptAgent, ScriptRule};
@@ -55,6 +57,10 @@ pub fn policy_score(
     text: &str,
 ) -> anyhow::Result<Value> {
     let (mut config, stood_in) = offline(config);
+    // A Try starts nothing outside: hooks (a command hook is a program)
+    // and schedules are left out, as the dry run leaves them out.
+    config.engine.hooks.clear();
+    config.engine.schedules.clear();
     let ids: Vec<&str> = config.engine.personas.iter().map(|p| p.id.as_str()).collect();
     let scenario = crate::scenario::parse(text, std::path::Path::new("console labels"), &ids)?;
     let options = EvalOptions { seed: 0, jobs: 1 };

@@ -64,8 +64,18 @@ impl<'c> Agents<'c> {
                 answers.push(Some((a.result, a.delay, None)));
                 continue;
             }
+            // A kb quoting its documents runs here, offline and free: its
+            // answers come from this binary's code, which a cache file
+            // made by another version would not match.
+            let cached = !matches!(
+                agent,
+                AgentConfig::Kb {
+                    answer_with: None,
+                    ..
+                }
+            );
             let key = AnswerCache::key(name, agent, req, &self.config.contract);
-            if let Some(hit) = self.cache.as_mut().and_then(|c| c.get(&key)) {
+            if cached && let Some(hit) = self.cache.as_mut().and_then(|c| c.get(&key)) {
                 answers.push(Some((hit.0, Duration::ZERO, hit.1)));
                 continue;
             }
@@ -75,31 +85,39 @@ impl<'c> Agents<'c> {
                 .or_insert_with(|| agent.build(&self.config.contract))
                 .clone();
             answers.push(None);
-            to_call.push((i, backend, key));
+            to_call.push((i, backend, cached.then_some(key)));
         }
         if !to_call.is_empty() {
             let jobs = self.jobs;
-            let calls = to_call.iter().map(|(i, backend, _)| {
+            let calls = to_call.iter().map(|(i, backend, key)| {
                 let req = reqs[*i];
                 let backend = backend.clone();
                 async move {
-                    match backend.run(req, &mut tactful_agents::NoDeltas).await {
+                    let done = match backend.run(req, &mut tactful_agents::NoDeltas).await {
                         Ok(reply) => {
                             let usage = reply.usage;
                             (reply.into_result(), usage)
                         }
                         Err(e) => (e.into_result(), None),
-                    }
+                    };
+                    (*i, key, done)
                 }
             });
-            let done: Vec<(AgentResult, Option<Usage>)> =
-                self.block_on(futures::stream::iter(calls).buffered(jobs).collect())?;
-            for ((i, _, key), (result, usage)) in to_call.into_iter().zip(done) {
-                if let Some(cache) = self.cache.as_mut() {
-                    cache.put(&key, reqs[i].agent.as_ref(), &result, usage)?;
+            self.ensure_runtime()?;
+            let runtime = self.runtime.as_ref().expect("started above");
+            let cache = &mut self.cache;
+            // Each answer is kept as it comes: a run cut short keeps what
+            // it paid for.
+            runtime.block_on(async {
+                let mut done = futures::stream::iter(calls).buffered(jobs);
+                while let Some((i, key, (result, usage))) = done.next().await {
+                    if let (Some(cache), Some(key)) = (cache.as_mut(), key) {
+                        cache.put(key, reqs[i].agent.as_ref(), &result, usage)?;
+                    }
+                    answers[i] = Some((result, Duration::ZERO, usage));
                 }
-                answers[i] = Some((result, Duration::ZERO, usage));
-            }
+                anyhow::Ok(())
+            })?;
         }
         Ok(answers
             .into_iter()
@@ -110,6 +128,11 @@ impl<'c> Agents<'c> {
     /// Runs `f` to its end on the replay's async runtime (started the first
     /// time something needs it: a live backend, a hook).
     pub(super) fn block_on<F: std::future::Future>(&mut self, f: F) -> anyhow::Result<F::Output> {
+        self.ensure_runtime()?;
+        Ok(self.runtime.as_ref().expect("created above").block_on(f))
+    }
+
+    fn ensure_runtime(&mut self) -> anyhow::Result<()> {
         if self.runtime.is_none() {
             self.runtime = Some(
                 tokio::runtime::Builder::new_current_thread()
@@ -118,6 +141,6 @@ impl<'c> Agents<'c> {
                     .context("cannot start the async runtime for agents and hooks")?,
             );
         }
-        Ok(self.runtime.as_ref().expect("created above").block_on(f))
+        Ok(())
     }
 }

@@ -50,8 +50,10 @@ impl AnswerCache {
             misses: 0,
             skipped: 0,
         };
-        match std::fs::read_to_string(path) {
-            Ok(text) => {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                // Bytes that are not UTF-8 spoil their line only.
+                let text = String::from_utf8_lossy(&bytes);
                 cache.torn = !text.is_empty() && !text.ends_with('\n');
                 for (n, line) in text.lines().enumerate() {
                     match parse_line(line) {
@@ -82,14 +84,19 @@ impl AnswerCache {
         self.answers.is_empty()
     }
 
-    /// The key of a call: agent `name`'s settings and the prompt `req`
-    /// renders to under `contract`. The turn's id and start time are not
+    /// The key of a call: agent `name`'s settings, whether the turn was
+    /// addressed, its longest answer, and the prompt `req` renders to
+    /// under `contract`. The turn's id and start time are not
     /// in the prompt, so the same conversation under another policy (more
     /// turns before, another flush time) still finds its answers.
     pub fn key(name: &str, agent: &AgentConfig, req: &TurnRequest, contract: &str) -> String {
         let rendered = serde_json::to_string(&prompt::render(req, contract)).unwrap_or_default();
         let mut h = Sha256::new();
-        for part in [name, &format!("{agent:?}"), &format!("{:?}", req.kind), &rendered] {
+        // Beside the prompt, what a backend reads of the turn itself:
+        // whether it was addressed (an "I don't know" or silence) and how
+        // long an answer may be.
+        let turn = format!("{:?} {} {}", req.kind, req.addressed, req.max_reply_chars);
+        for part in [name, &format!("{agent:?}"), &turn, &rendered] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
         }
