@@ -475,26 +475,31 @@ impl KbAgent {
         }
     }
 
-    /// What answers a line heard in an ambient batch, nobody asking the
-    /// persona: only when the line asks the docs something ([`gate`]);
-    /// without the model, by [`KbAgent::lookup`]'s rule for a question.
-    fn heard(&self, raw: &str) -> Option<Found<'_>> {
-        let r = self.ranked(raw);
-        let question = talk::is_question(raw);
-        let seen = gate::Seen {
-            text: raw,
-            question,
+    /// What the gate reads of a line: its words, and what the search
+    /// made of it.
+    fn seen<'t>(&self, text: &'t str, r: &Ranked) -> gate::Seen<'t> {
+        gate::Seen {
+            text,
+            question: talk::is_question(text),
             defined: r.names_setting,
             top: r.docs.first().map_or(0.0, |d| d.1),
             chatter: r.chatter,
             near_chatter: talk::near_chatter(&r.query),
             examples: self.questions.is_some(),
-        };
+        }
+    }
+
+    /// What answers a line heard in an ambient batch, nobody asking the
+    /// persona: only when the line asks the docs something ([`gate`]);
+    /// without the model, by [`KbAgent::lookup`]'s rule for a question.
+    fn heard(&self, raw: &str) -> Option<Found<'_>> {
+        let r = self.ranked(raw);
+        let seen = self.seen(raw, &r);
         match gate::answers(&seen) {
             Some(false) => None,
             Some(true) if r.docs.is_empty() => None,
             Some(true) => Some(self.sureness(&r)),
-            None => (question && self.clear_best(&r).is_some()).then(|| self.sureness(&r)),
+            None => (seen.question && self.clear_best(&r).is_some()).then(|| self.sureness(&r)),
         }
     }
 
@@ -515,15 +520,7 @@ impl KbAgent {
     #[doc(hidden)]
     pub fn export(&self, text: &str) -> serde_json::Value {
         let r = self.ranked(text);
-        let seen = gate::Seen {
-            text,
-            question: talk::is_question(text),
-            defined: r.names_setting,
-            top: r.docs.first().map_or(0.0, |d| d.1),
-            chatter: r.chatter,
-            near_chatter: talk::near_chatter(&r.query),
-            examples: self.questions.is_some(),
-        };
+        let seen = self.seen(text, &r);
         let top: Vec<(String, f32)> = r
             .docs
             .iter()

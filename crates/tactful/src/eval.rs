@@ -143,13 +143,20 @@ pub struct EvalOptions {
     pub jobs: usize,
 }
 
-/// What the cache did for one run (`--cache`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What the cache did for one run (`--cache`); JSON `{"calls", "hits"}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct CacheUse {
     /// Real agents' calls: asked for by the engine.
     pub calls: usize,
     /// Of those, answered from the cache.
     pub hits: usize,
+}
+
+/// How the report says what a run paid for.
+impl std::fmt::Display for CacheUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} real agent calls, {} from the cache", self.calls, self.hits)
+    }
 }
 
 /// What `tactful eval` found.

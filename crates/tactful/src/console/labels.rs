@@ -104,6 +104,15 @@ impl Console {
             .await?;
         Ok((parse_rows(room, &rows), messages))
     }
+
+    /// The room's marks alone.
+    async fn marks(&self, room: &str) -> Result<Vec<Label>, ApiError> {
+        let wanted = room.to_owned();
+        let rows = self
+            .read(move |r| r.state_with_prefix(&room_prefix(&wanted), MAX_MARKS))
+            .await?;
+        Ok(parse_rows(room, &rows))
+    }
 }
 
 /// The config's persona ids, in its order.
@@ -213,8 +222,11 @@ pub(super) async fn clear(State(c): State<Console>, headers: HeaderMap, Query(q)
     let room = room_of(&q)?;
     let msg = param(&q, "msg", "the message's id")?.to_owned();
     let persona = param(&q, "persona", "a persona's id")?.to_owned();
-    let (labels, _) = c.marked(&room).await?;
-    let was = labels.iter().any(|l| l.msg == msg && l.persona == persona);
+    let was = c
+        .marks(&room)
+        .await?
+        .iter()
+        .any(|l| l.msg == msg && l.persona == persona);
     // Forgotten whether listed or not: forgetting is idempotent, and a
     // mark beyond the listing's bound must still be clearable.
     c.live

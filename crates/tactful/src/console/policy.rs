@@ -233,20 +233,20 @@ pub(super) async fn dry_run(
     if sets_nothing(toml) {
         return Err(error(StatusCode::BAD_REQUEST, SETS_NOTHING));
     }
-    let wanted = tried_on.clone();
-    let messages = if c.store.is_some() {
-        c.read(move |r| r.recent_messages(&wanted, n)).await?
+    // One read of the room: its last messages (the dry run takes the
+    // newest `n`, at most all of them) and its marks.
+    let (labels, window) = if c.store.is_some() {
+        c.marked(&tried_on).await?
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
+    let messages = window[window.len().saturating_sub(n)..].to_vec();
     // The room's marks, scored under both (`null` when it has none).
-    let score = if c.store.is_some() {
-        let (labels, marked_in) = c.marked(&tried_on).await?;
+    let score = {
         if labels.is_empty() {
             serde_json::Value::Null
         } else {
-            let file =
-                super::labels::eval_file(&tried_on, &labels, &marked_in, &super::labels::persona_ids(&c));
+            let file = super::labels::eval_file(&tried_on, &labels, &window, &super::labels::persona_ids(&c));
             let config = c.live.with_config(Clone::clone);
             let (now, proposed) = (now.clone(), proposed.clone());
             tokio::task::spawn_blocking(move || crate::eval::policy_score(&config, now, proposed, &file))
@@ -264,8 +264,6 @@ pub(super) async fn dry_run(
                     )
                 })?
         }
-    } else {
-        serde_json::Value::Null
     };
     let engine = c.live.with_config(|config| config.engine.clone());
     let run = tokio::task::spawn_blocking(move || crate::dry_run::dry_run(&engine, now, proposed, &messages))

@@ -84,10 +84,7 @@ impl Comparison {
         let mut out = String::new();
         for (name, r) in [&self.a, &self.b] {
             if let Some(c) = r.cache {
-                out.push_str(&format!(
-                    "{name}: {} real agent calls, {} from the cache\n",
-                    c.calls, c.hits
-                ));
+                out.push_str(&format!("{name}: {c}\n"));
             }
         }
         out.push_str(&format!(
@@ -146,7 +143,7 @@ impl Comparison {
                 "config": name,
                 "personas": personas,
                 "all": score_json(&r.all, r.messages),
-                "cache": r.cache.map(|c| json!({"calls": c.calls, "hits": c.hits})),
+                "cache": r.cache,
             })
         };
         let verdict = |v: &Verdict| {

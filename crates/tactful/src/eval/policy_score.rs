@@ -25,16 +25,16 @@ fn offline(config: &Config) -> (Config, Vec<String>) {
     let mut stood_in = Vec::new();
     let any = regex::Regex::new("").expect("the empty pattern");
     for (name, agent) in config.agents.iter_mut() {
-        let stand_in = match agent {
-            AgentConfig::Script(_) => false,
-            AgentConfig::Kb { answer_with, .. } => answer_with.take().is_some(),
-            _ => true,
-        };
-        if stand_in {
-            stood_in.push(name.clone());
-        }
-        if matches!(agent, AgentConfig::Script(_) | AgentConfig::Kb { .. }) {
-            continue;
+        match agent {
+            AgentConfig::Script(_) => continue,
+            // A kb answering through a model quotes its documents instead.
+            AgentConfig::Kb { answer_with, .. } => {
+                if answer_with.take().is_some() {
+                    stood_in.push(name.clone());
+                }
+                continue;
+            }
+            _ => stood_in.push(name.clone()),
         }
         *agent = AgentConfig::Script(ScriptAgent::new(vec![ScriptRule {
             when: any.clone(),

@@ -32,10 +32,7 @@ impl Report {
         );
         if let Some(c) = self.cache {
             // Before the table: what this run paid for.
-            out.insert_str(
-                0,
-                &format!("{} real agent calls, {} from the cache\n", c.calls, c.hits),
-            );
+            out.insert_str(0, &format!("{c}\n"));
         }
         let rows = self
             .personas
@@ -98,7 +95,7 @@ impl Report {
             "all": score(&self.all),
             "misses": self.misses.iter().map(case).collect::<Vec<_>>(),
             "false_alarms": self.false_alarms.iter().map(case).collect::<Vec<_>>(),
-            "cache": self.cache.map(|c| json!({"calls": c.calls, "hits": c.hits})),
+            "cache": self.cache,
         })
     }
 }

@@ -74,8 +74,14 @@ impl<'c> Agents<'c> {
                     ..
                 }
             );
-            let key = AnswerCache::key(name, agent, req, &self.config.contract);
-            if cached && let Some(hit) = self.cache.as_mut().and_then(|c| c.get(&key)) {
+            // The key (a prompt rendered and hashed) only when there is a
+            // cache to look in: a plain replay does not pay for it.
+            let key = (cached && self.cache.is_some())
+                .then(|| AnswerCache::key(name, agent, req, &self.config.contract));
+            if let Some(hit) = key
+                .as_ref()
+                .and_then(|k| self.cache.as_mut().and_then(|c| c.get(k)))
+            {
                 answers.push(Some((hit.0, Duration::ZERO, hit.1)));
                 continue;
             }
@@ -85,7 +91,7 @@ impl<'c> Agents<'c> {
                 .or_insert_with(|| agent.build(&self.config.contract))
                 .clone();
             answers.push(None);
-            to_call.push((i, backend, cached.then_some(key)));
+            to_call.push((i, backend, key));
         }
         if !to_call.is_empty() {
             let jobs = self.jobs;
