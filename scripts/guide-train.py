@@ -7,16 +7,25 @@ pairs, how it opens and ends, and what the kb's search made of it (its best
 section's score, the best small-talk score). It learns from the sets the
 Guide may be tuned on, tests/guide/labelled.jsonl, dev.jsonl, dev2.jsonl
 and newcomer.jsonl (once measured, 2026-11-29), never from the frozen ones
-(frozen*.jsonl, newcomer2.jsonl). Plain Python, no packages: about a
+(frozen*.jsonl, newcomer5.jsonl, newcomer6.jsonl). Plain Python, no packages: about a
 thousand lines of data.
+
+It also trains the model that says whether the Guide may answer a
+question from its best section or should say it is not sure
+(crates/tactful-agents/src/kb/sure.json, read by kb/doubt.rs): a logistic
+regression over the features kb/doubt.rs exports, learning whether the
+best section was a right answer.
 
 Usage (from the repository root):
   rm -f /tmp/kb-export.jsonl
-  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test it set
+  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test it kb::
   scripts/guide-train.py /tmp/kb-export.jsonl          # writes gate.json and gate-examples.json
   scripts/guide-train.py /tmp/kb-export.jsonl --cv     # 5-fold estimate only
+  scripts/guide-train.py /tmp/kb-export.jsonl --sure   # writes sure.json
+  scripts/guide-train.py /tmp/kb-export.jsonl --sure --cv   # each set held out in turn
 
-The features must match kb/gate.rs's `features` exactly.
+The gate's features must match kb/gate.rs's `features` exactly; the
+sureness model's are exported as they are.
 """
 import json
 import math
@@ -26,7 +35,15 @@ import sys
 from pathlib import Path
 
 # The sets the Guide may learn from; never a frozen one.
-TUNING = ("labelled.jsonl", "dev.jsonl", "dev2.jsonl", "newcomer.jsonl")
+TUNING = (
+    "labelled.jsonl",
+    "dev.jsonl",
+    "dev2.jsonl",
+    "newcomer.jsonl",
+    "newcomer2.jsonl",
+    "newcomer3.jsonl",
+    "newcomer4.jsonl",
+)
 THRESHOLD = 0.6
 MIN_SCORE = 2.0
 EPOCHS = 60
@@ -108,10 +125,125 @@ def cv(rows):
         print(f"  {name}: {right}/{q} questions right ({right / q:.1%}), {quiet}/{c} chatter left alone ({quiet / c:.1%})")
 
 
+# The sureness model: how likely the best section is a right answer; at
+# or above SURE the Guide answers from it. SURE was chosen on the tuning
+# sets with each set held out in turn (--sure --cv): the lowest that keeps
+# the newcomers' sets' confident wrong answers under 10 %.
+SURE = 0.75
+SURE_STEPS = 12
+SURE_L2 = 1e-3
+
+
+def is_question(r):
+    kind = r.get("kind")
+    return kind == "question" or (kind is None and bool(r["want"]))
+
+
+def sure_rows(rows):
+    """The questions the model learns from: those whose answer the search
+    picks (a named setting's section is answered from without doubt)."""
+    out = []
+    for r in rows:
+        if not is_question(r) or not r["top"] or r.get("pick") != r["top"][0][0]:
+            continue
+        out.append((r["sure"], 1.0 if r["pick"] in r["want"] else 0.0, r))
+    return out
+
+
+def solve(a, b):
+    """x with a·x = b, by Gaussian elimination with partial pivoting."""
+    n = len(b)
+    m = [row[:] + [b[i]] for i, row in enumerate(a)]
+    for c in range(n):
+        p = max(range(c, n), key=lambda r: abs(m[r][c]))
+        m[c], m[p] = m[p], m[c]
+        for r in range(c + 1, n):
+            f = m[r][c] / m[c][c]
+            if f:
+                for k in range(c, n + 1):
+                    m[r][k] -= f * m[c][k]
+    x = [0.0] * n
+    for c in range(n - 1, -1, -1):
+        x[c] = (m[c][n] - sum(m[c][k] * x[k] for k in range(c + 1, n))) / m[c][c]
+    return x
+
+
+def sure_train(data):
+    """Newton's method on the L2-penalised log loss: the same weights
+    whatever the order of the data, in a few steps (the features are a
+    few dozen, all of them on every line)."""
+    keys = sorted({k for x, _, _ in data for k in x})
+    xs = [[x.get(k, 0.0) for k in keys] for x, _, _ in data]
+    ys = [y for _, y, _ in data]
+    n, d = len(xs), len(keys)
+    w = [0.0] * d
+    for _ in range(SURE_STEPS):
+        grad = [SURE_L2 * n * wi for wi in w]
+        hess = [[SURE_L2 * n if i == j else 0.0 for j in range(d)] for i in range(d)]
+        for x, y in zip(xs, ys):
+            z = sum(wi * xi for wi, xi in zip(w, x))
+            p = 1 / (1 + math.exp(-max(min(z, 30), -30)))
+            for i in range(d):
+                grad[i] += (p - y) * x[i]
+                if x[i]:
+                    pxi = p * (1 - p) * x[i]
+                    row = hess[i]
+                    for j in range(d):
+                        row[j] += pxi * x[j]
+        step = solve(hess, grad)
+        w = [wi - si for wi, si in zip(w, step)]
+    return dict(zip(keys, w))
+
+
+def outcome(r, sure):
+    """right, unsure (a right link among the not-sure answer's), wrong, or
+    missed, as tests/guide's scoring counts it."""
+    want = r["want"]
+    if sure:
+        return "right" if want and r["pick"] in want else "wrong"
+    if not want:
+        return "right"
+    best = r["top"][0][1]
+    links = [n for n, score in r["top"] if score > 0 and score >= best / 2][:3]
+    return "unsure" if any(n in want for n in links) else "missed"
+
+
+def sure_cv(rows):
+    """Each tuning set held out in turn: its figures at several thresholds."""
+    data = sure_rows(rows)
+    sets = sorted({r["set"] for _, _, r in data})
+    held = {s: sure_train([d for d in data if d[2]["set"] != s]) for s in sets}
+    for threshold in (0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9):
+        print(f"threshold {threshold}:")
+        groups = [(s, lambda r, s=s: r["set"] == s) for s in sets]
+        groups.append(("all newcomers'", lambda r: r["set"].startswith("newcomer")))
+        for name, member in groups:
+            tally = {"right": 0, "unsure": 0, "wrong": 0, "missed": 0}
+            for x, _, r in data:
+                if member(r) and r["examples"]:
+                    tally[outcome(r, prob(held[r["set"]], x) >= threshold)] += 1
+            n = sum(tally.values()) or 1
+            print(
+                f"  {name}: {n} questions, right {tally['right'] / n:.1%}, "
+                f"right or unsure {(tally['right'] + tally['unsure']) / n:.1%}, wrong {tally['wrong'] / n:.1%}"
+            )
+
+
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1])]
     rows = [r for r in rows if r["set"] in TUNING]
     here = Path(__file__).resolve().parent.parent / "crates/tactful-agents/src/kb"
+    if "--sure" in sys.argv:
+        if "--cv" in sys.argv:
+            sure_cv(rows)
+            return
+        data = sure_rows(rows)
+        weights = sure_train(data)
+        kept = {k: round(v, 4) for k, v in sorted(weights.items())}
+        out = {"threshold": SURE, "weights": kept}
+        (here / "sure.json").write_text(json.dumps(out, indent=0) + "\n")
+        print(f"{len(kept)} weights from {len(data)} questions -> {here / 'sure.json'}")
+        return
     # Example questions raise the search's scores: a kb with them gets a
     # model of its own, so one without keeps what it had.
     for examples, name in ((False, "gate.json"), (True, "gate-examples.json")):

@@ -3,8 +3,10 @@
 //! The documents are split into sections at their headings and indexed with
 //! BM25 (the `bm25` crate: stemming, stop words, Unicode folding). A turn's
 //! question is looked up; when the best section scores at least
-//! `min_score`, the answer quotes its opening and cites the file and
-//! heading it came from, as a reply to the question. Below the threshold
+//! `min_score` and is likely the right one ([`doubt`]), the answer quotes
+//! the block of it that holds the question's words and cites the file and
+//! heading it came from, as a reply to the question; when it may not be,
+//! the answer says so and lists the closest sections ([`unsure`]). Below the threshold
 //! the agent stays silent (`NO_REPLY`), or, when someone asked it directly,
 //! says it does not know. In an ambient batch a line is answered only when
 //! a small learned model says it asks the docs something ([`gate`]), so
@@ -14,10 +16,12 @@
 //! own answers ("can you say more?") continues past what that answer
 //! showed.
 
+mod doubt;
 mod gate;
 mod grounded;
 mod questions;
 mod quote;
+mod rank;
 mod settings;
 mod talk;
 mod unsure;
@@ -34,6 +38,7 @@ use tactful_core::{TurnKind, TurnRequest};
 
 use crate::{Agent, AgentError, AgentReply, Deltas};
 use quote::{excerpt, more_of, prose_excerpt};
+use rank::{Parts, Ranked};
 use unsure::Found;
 
 /// One markdown document.
@@ -79,29 +84,6 @@ const HEADING_BONUS: f32 = 2.5;
 /// that questions about them clear it and everyday chatter does not.
 pub const DEFAULT_MIN_SCORE: f32 = 4.0;
 
-/// What the search made of a line ([`KbAgent::ranked`]).
-struct Ranked {
-    /// The five best documentation sections and their scores, best first.
-    docs: Vec<(usize, f32)>,
-    /// The best small-talk score.
-    chatter: f32,
-    /// The section defining a setting the line names, when that section
-    /// is the one to answer from.
-    defined: Option<usize>,
-    /// Whether the line names a setting some section defines.
-    names_setting: bool,
-    /// The line as searched (phrases added, mentions out).
-    query: String,
-}
-
-impl Ranked {
-    /// The section an answer quotes: the one defining a setting the line
-    /// names, else the best.
-    fn pick(&self) -> Option<usize> {
-        self.defined.or(self.docs.first().map(|d| d.0))
-    }
-}
-
 /// A knowledge-base agent.
 pub struct KbAgent {
     sections: Vec<Section>,
@@ -116,6 +98,8 @@ pub struct KbAgent {
     refers: Vec<(String, String)>,
     /// Example questions for sections, if the operator gave some.
     questions: Option<questions::Questions>,
+    /// The words the docs and the example questions use.
+    vocabulary: doubt::Vocabulary,
     min_score: f32,
 }
 
@@ -318,6 +302,7 @@ impl KbAgent {
             tokenizer,
             engine,
             questions: None,
+            vocabulary: doubt::Vocabulary::of(docs.iter().map(|d| d.text.as_str())),
             min_score,
         }
     }
@@ -328,6 +313,8 @@ impl KbAgent {
     pub fn with_questions(mut self, list: &[KbQuestions]) -> Result<Self, QuestionsError> {
         let at = questions::resolve(list, &self.names())?;
         self.questions = Some(questions::Questions::new(list, &at));
+        self.vocabulary
+            .asked(list.iter().flat_map(|q| q.asks.iter().map(String::as_str)));
         Ok(self)
     }
 
@@ -347,71 +334,6 @@ impl KbAgent {
         self.len() == 0
     }
 
-    /// What the search makes of a line: every section's score (BM25 over
-    /// whole sections, plus a bonus for each word of the question its
-    /// heading holds: a heading says what a section is about in a handful
-    /// of words, where a long section's body dilutes), the best
-    /// documentation section, the best small talk, and a setting the line
-    /// names.
-    fn ranked(&self, raw: &str) -> Ranked {
-        let raw = &with_phrases(raw);
-        // A setting named in the question, and the section defining it.
-        let setting = self.settings.named(raw);
-        let query = &query_of(raw);
-        if std::env::var_os("TACTFUL_KB_DEBUG").is_some() {
-            for h in self.engine.search(query, 2) {
-                let s = &self.sections[h.document.id];
-                tracing::info!(score = h.score, source = %s.source, heading = %s.heading, "kb candidate");
-                eprintln!("  {:.2} {} / {}", h.score, s.source, s.heading);
-            }
-        }
-        let mut scores = vec![0.0f32; self.sections.len()];
-        for h in self.engine.search(query, self.sections.len()) {
-            scores[h.document.id] = h.score;
-        }
-        let words: std::collections::HashSet<String> = self.tokenizer.tokenize(query).into_iter().collect();
-        let n = self.headings.len() as f32;
-        for (i, heading) in self.headings.iter().enumerate() {
-            // A rare heading word says more than one many headings share;
-            // a heading the question covers whole is what it asks about.
-            let matched: Vec<&String> = words.iter().filter(|w| heading.contains(*w)).collect();
-            for w in &matched {
-                let shared = self.headings.iter().filter(|h| h.contains(*w)).count() as f32;
-                scores[i] += HEADING_BONUS * (1.0 + (n / shared).ln()) / (1.0 + n.ln());
-            }
-            if !heading.is_empty() && matched.len() == heading.len() {
-                scores[i] += HEADING_BONUS;
-            }
-        }
-        if let Some(q) = &self.questions {
-            let mut closest = vec![0.0f32; scores.len()];
-            q.closest(query, &mut closest);
-            for (score, near) in scores.iter_mut().zip(&closest) {
-                *score += questions::WEIGHT * near;
-            }
-        }
-        let chatter = (0..scores.len())
-            .filter(|&i| self.sections[i].source.is_empty())
-            .map(|i| scores[i])
-            .fold(0.0f32, f32::max);
-        let mut docs: Vec<(usize, f32)> = (0..scores.len())
-            .filter(|&i| !self.sections[i].source.is_empty())
-            .map(|i| (i, scores[i]))
-            .collect();
-        docs.sort_by(|a, b| b.1.total_cmp(&a.1));
-        docs.truncate(5);
-        let defined = setting
-            .as_ref()
-            .and_then(|(i, key)| self.settings.answering(*i, key, docs.first().map(|d| d.0)));
-        Ranked {
-            docs,
-            chatter,
-            defined,
-            names_setting: setting.is_some(),
-            query: query.clone(),
-        }
-    }
-
     /// What answers a question put to it directly: a section that clears
     /// the threshold and explains it clearly better than small talk would,
     /// if it is clearly the one ([`Found::Sure`]); else the sections that
@@ -420,7 +342,16 @@ impl KbAgent {
     fn lookup(&self, raw: &str) -> Option<Found<'_>> {
         let r = self.ranked(raw);
         if self.clear_best(&r).is_some() {
-            return Some(self.sureness(&r));
+            return match self.sureness(raw, &r) {
+                // Doubt about a line that asks nothing ("see you
+                // tomorrow") is no answer either.
+                Found::Unsure(_)
+                    if !talk::is_question(raw) && gate::answers(&self.seen(raw, &r)) == Some(false) =>
+                {
+                    None
+                }
+                found => Some(found),
+            };
         }
         // Small talk ("@guide thanks!") is not a doubt about the docs.
         if r.docs
@@ -452,16 +383,19 @@ impl KbAgent {
     }
 
     /// Whether the section an answer would quote is clearly the one: it
-    /// defines a setting the line names, or it outscores the next best by
-    /// [`unsure::SURE_MARGIN`]; else the closest few.
-    fn sureness(&self, r: &Ranked) -> Found<'_> {
+    /// defines a setting the line names, or the learned model ([`doubt`])
+    /// finds it likely right (without the model: it outscores the next
+    /// best by [`unsure::SURE_MARGIN`]); else the closest few.
+    fn sureness(&self, raw: &str, r: &Ranked) -> Found<'_> {
         if let Some(i) = r.defined {
             return Found::Sure(&self.sections[i]);
         }
         let top = r.docs.first().map_or(0.0, |d| d.1);
         let second = r.docs.get(1).map_or(0.0, |d| d.1);
+        let sure = doubt::sure(&self.evidence(raw, r), &self.vocabulary)
+            .unwrap_or(top >= unsure::SURE_MARGIN * second);
         match r.pick() {
-            Some(i) if top >= unsure::SURE_MARGIN * second => Found::Sure(&self.sections[i]),
+            Some(i) if sure => Found::Sure(&self.sections[i]),
             // The closest few, each at least half as close as the best:
             // a section the question barely touches is no place to look.
             _ => Found::Unsure(
@@ -472,6 +406,18 @@ impl KbAgent {
                     .map(|d| &self.sections[d.0])
                     .collect(),
             ),
+        }
+    }
+
+    /// What the sureness model reads of a question ranked `r`.
+    fn evidence<'t>(&self, raw: &'t str, r: &Ranked) -> doubt::Evidence<'t> {
+        doubt::Evidence {
+            text: raw,
+            top: r.docs.first().map_or_else(Parts::default, |d| r.parts[d.0]),
+            second: r.docs.get(1).map_or(0.0, |d| d.1),
+            chatter: r.chatter,
+            question: talk::is_question(raw),
+            examples: self.questions.is_some(),
         }
     }
 
@@ -498,8 +444,8 @@ impl KbAgent {
         match gate::answers(&seen) {
             Some(false) => None,
             Some(true) if r.docs.is_empty() => None,
-            Some(true) => Some(self.sureness(&r)),
-            None => (seen.question && self.clear_best(&r).is_some()).then(|| self.sureness(&r)),
+            Some(true) => Some(self.sureness(raw, &r)),
+            None => (seen.question && self.clear_best(&r).is_some()).then(|| self.sureness(raw, &r)),
         }
     }
 
@@ -526,6 +472,25 @@ impl KbAgent {
             .iter()
             .map(|&(i, score)| (self.sections[i].name(), score))
             .collect();
+        let mut order: Vec<usize> = (0..self.sections.len())
+            .filter(|&i| !self.sections[i].source.is_empty())
+            .collect();
+        order.sort_by(|&a, &b| r.parts[b].score().total_cmp(&r.parts[a].score()));
+        let cands: Vec<serde_json::Value> = order
+            .iter()
+            .take(20)
+            .map(|&i| {
+                let p = &r.parts[i];
+                serde_json::json!([
+                    self.sections[i].name(),
+                    p.body,
+                    p.heading,
+                    p.whole_heading,
+                    p.example.0,
+                    p.example.1
+                ])
+            })
+            .collect();
         serde_json::json!({
             "text": text,
             "top": top,
@@ -537,6 +502,10 @@ impl KbAgent {
             "examples": self.questions.is_some(),
             "asks": gate::asks(&seen),
             "answers": gate::answers(&seen),
+            "cands": cands,
+            "sure": doubt::features(&self.evidence(text, &r), &self.vocabulary)
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
         })
     }
 

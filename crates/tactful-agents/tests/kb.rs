@@ -312,6 +312,7 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
             let mut row = kb.export(text);
             row["set"] = file.into();
             row["want"] = want.clone().into();
+            row["kind"] = v["kind"].clone();
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -358,7 +359,15 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
 
 /// The sets the Guide may be tuned on (`scripts/guide-train.py` learns from
 /// them); the others are frozen.
-const TUNING: [&str; 4] = ["labelled.jsonl", "dev.jsonl", "dev2.jsonl", "newcomer.jsonl"];
+const TUNING: [&str; 7] = [
+    "labelled.jsonl",
+    "dev.jsonl",
+    "dev2.jsonl",
+    "newcomer.jsonl",
+    "newcomer2.jsonl",
+    "newcomer3.jsonl",
+    "newcomer4.jsonl",
+];
 
 /// The set the Guide is tuned on (`tests/guide/labelled.jsonl`; add the
 /// lines that fool it). Prints the figures for BENCHMARKS.md:
@@ -469,32 +478,35 @@ fn the_frozen_sets_together_meet_the_goal() {
     all.holds(0.95, 0.85, 0.10);
 }
 
-/// The first newcomers' set (`tests/guide/newcomer.jsonl`): written like
-/// the second (below), measured once on 2026-11-29 (BENCHMARKS.md), then
-/// made a set the Guide is tuned on (`scripts/guide-train.py` learns from
-/// it; `KB_MISSES=1` prints what it gets wrong). The bounds are today's
-/// figures, in-sample.
-#[test]
-fn the_first_newcomers_set_is_answered_no_worse_than_today() {
-    let s = score("newcomer.jsonl");
-    s.print_misses_if_asked();
-    assert_eq!((s.questions, s.chatter), (60, 40));
-    assert!(
-        s.recall() >= NEWCOMER1.0
-            && s.helped() >= NEWCOMER1.1
-            && s.wrong_rate() <= NEWCOMER1.2
-            && s.quiet() >= NEWCOMER1.3,
-        "the first newcomers' set lost ground"
-    );
+/// Whether `s` is no worse than `bounds`: right, right or not sure with a
+/// right link (at least), answered wrong (at most), chatter left alone (at
+/// least).
+fn at_least(s: &Score, bounds: (f64, f64, f64, f64)) -> bool {
+    s.recall() >= bounds.0 && s.helped() >= bounds.1 && s.wrong_rate() <= bounds.2 && s.quiet() >= bounds.3
 }
 
-/// Today's figures on the first newcomers' set: right, right or not sure
-/// with a right link (at least), answered wrong (at most), chatter left
-/// alone (at least).
-const NEWCOMER1: (f64, f64, f64, f64) = (0.64, 0.74, 0.19, 0.975);
+/// The first four newcomers' sets (`tests/guide/newcomer.jsonl` to
+/// `newcomer4.jsonl`): each measured once when it was new (BENCHMARKS.md),
+/// then made a set the Guide is tuned on (`scripts/guide-train.py` learns
+/// from them; `KB_MISSES=1` prints what it gets wrong). The bounds are
+/// today's figures, in-sample.
+#[test]
+fn the_newcomers_tuning_sets_are_answered_no_worse_than_today() {
+    for (file, bounds) in [
+        ("newcomer.jsonl", (0.51, 0.79, 0.101, 1.0)),
+        ("newcomer2.jsonl", (0.46, 0.81, 0.034, 1.0)),
+        ("newcomer3.jsonl", (0.46, 0.81, 0.067, 1.0)),
+        ("newcomer4.jsonl", (0.48, 0.73, 0.051, 1.0)),
+    ] {
+        let s = score(file);
+        s.print_misses_if_asked();
+        assert_eq!((s.questions, s.chatter), (60, 40), "{file}");
+        assert!(at_least(&s, bounds), "{file} lost ground");
+    }
+}
 
-/// The newcomers' sets never tuned on (`tests/guide/newcomer2.jsonl`,
-/// `newcomer3.jsonl` and `newcomer4.jsonl`, 2026-11-29): each 60 questions and 40 lines of
+/// The newcomers' sets never tuned on (`tests/guide/newcomer5.jsonl` and
+/// `newcomer6.jsonl`, 2026-11-30): each 60 questions and 40 lines of
 /// chatter written by someone given only the README's first paragraph
 /// (not the docs), labelled afterwards by another who read only the four
 /// documents, frozen before anything was measured. The goal: at least 65 %
@@ -504,29 +516,24 @@ const NEWCOMER1: (f64, f64, f64, f64) = (0.64, 0.74, 0.19, 0.975);
 /// The bounds are the figures BENCHMARKS.md gives, so the test fails if
 /// the Guide falls below them.
 #[test]
-fn the_newcomers_sets_are_measured() {
-    for (file, bounds) in [
-        ("newcomer2.jsonl", NEWCOMER2),
-        ("newcomer3.jsonl", NEWCOMER3),
-        ("newcomer4.jsonl", NEWCOMER4),
-    ] {
+fn the_frozen_newcomers_sets_are_measured() {
+    let mut all = Score::default();
+    for (file, bounds) in [("newcomer5.jsonl", NEWCOMER5), ("newcomer6.jsonl", NEWCOMER6)] {
         let s = score(file);
         assert_eq!((s.questions, s.chatter), (60, 40), "{file}");
         assert!(
-            s.recall() >= bounds.0
-                && s.helped() >= bounds.1
-                && s.wrong_rate() <= bounds.2
-                && s.quiet() >= bounds.3,
+            at_least(&s, bounds),
             "{file}: the figures fell below what BENCHMARKS.md says"
         );
+        all.add(&s);
     }
+    all.print("both frozen newcomers' sets");
 }
 
-/// The newcomers' figures as measured (BENCHMARKS.md), in the order of
-/// [`NEWCOMER1`].
-const NEWCOMER2: (f64, f64, f64, f64) = (0.51, 0.69, 0.16, 0.975);
-const NEWCOMER3: (f64, f64, f64, f64) = (0.48, 0.68, 0.19, 0.975);
-const NEWCOMER4: (f64, f64, f64, f64) = (0.44, 0.59, 0.24, 0.97);
+/// The frozen newcomers' figures as measured (BENCHMARKS.md), in the
+/// order of [`at_least`].
+const NEWCOMER5: (f64, f64, f64, f64) = (0.345, 0.66, 0.051, 1.0);
+const NEWCOMER6: (f64, f64, f64, f64) = (0.395, 0.645, 0.117, 1.0);
 
 /// The example questions and the chatter lines the Guide is built with
 /// share no line with the sets that measure it (compared as lowercase

@@ -140,12 +140,12 @@ impl Questions {
         Questions { engine, section }
     }
 
-    /// Each section's two closest examples' scores for `query`
-    /// (searchable text), summed into `near` (indexed by section): a
-    /// section two examples point to is a surer answer than one a single
-    /// example happens to share words with.
-    pub(super) fn closest(&self, query: &str, near: &mut [f32]) {
-        let mut two = vec![(0.0f32, 0.0f32); near.len()];
+    /// Each of the `sections` sections' two closest examples' scores for
+    /// `query` (searchable text), indexed by section: a section two
+    /// examples point to is a surer answer than one a single example
+    /// happens to share words with.
+    pub(super) fn closest(&self, query: &str, sections: usize) -> Vec<(f32, f32)> {
+        let mut two = vec![(0.0f32, 0.0f32); sections];
         for h in self.engine.search(query, self.section.len()) {
             let (first, second) = &mut two[self.section[h.document.id]];
             if h.score > *first {
@@ -155,9 +155,7 @@ impl Questions {
                 *second = h.score;
             }
         }
-        for (n, (first, second)) in near.iter_mut().zip(two) {
-            *n = first + second;
-        }
+        two
     }
 }
 

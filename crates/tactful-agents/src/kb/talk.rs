@@ -79,9 +79,8 @@ pub(super) fn near_chatter(query: &str) -> f32 {
         };
         Questions::new(&[lines], &[0])
     });
-    let mut near = [0.0f32];
-    INDEX.closest(query, &mut near);
-    near[0]
+    let (first, second) = INDEX.closest(query, 1)[0];
+    first + second
 }
 
 /// Everyday talk, indexed beside the docs so that chatter finds its own
