@@ -5,9 +5,8 @@ The gate tells a line that asks the docs something from chatter that uses
 the docs' words: a logistic regression over the line's words and word
 pairs, how it opens and ends, and what the kb's search made of it (its best
 section's score, the best small-talk score). It learns from the sets the
-Guide may be tuned on, tests/guide/labelled.jsonl, dev.jsonl, dev2.jsonl
-and newcomer.jsonl (once measured, 2026-11-29), never from the frozen ones
-(frozen*.jsonl, newcomer5.jsonl, newcomer6.jsonl). Plain Python, no packages: about a
+Guide may be tuned on, those tests/guide/tuning.txt lists, never from the
+frozen ones (the other sets there). Plain Python, no packages: about a
 thousand lines of data.
 
 It also trains the model that says whether the Guide may answer a
@@ -35,14 +34,10 @@ import sys
 from pathlib import Path
 
 # The sets the Guide may learn from; never a frozen one.
-TUNING = (
-    "labelled.jsonl",
-    "dev.jsonl",
-    "dev2.jsonl",
-    "newcomer.jsonl",
-    "newcomer2.jsonl",
-    "newcomer3.jsonl",
-    "newcomer4.jsonl",
+TUNING = tuple(
+    line.strip()
+    for line in (Path(__file__).resolve().parent.parent / "tests/guide/tuning.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
 )
 THRESHOLD = 0.6
 MIN_SCORE = 2.0
@@ -232,6 +227,9 @@ def sure_cv(rows):
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1])]
     rows = [r for r in rows if r["set"] in TUNING]
+    # The tests append lines as they finish, in no set order; sorted, the
+    # same export trains the same weights.
+    rows.sort(key=lambda r: (r["set"], r["text"], r.get("examples", False)))
     here = Path(__file__).resolve().parent.parent / "crates/tactful-agents/src/kb"
     if "--sure" in sys.argv:
         if "--cv" in sys.argv:

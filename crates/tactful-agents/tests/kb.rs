@@ -306,7 +306,7 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
         // names (printed lines would share one with the test runner's
         // own); never a frozen set.
         if let Some(out) = std::env::var_os("KB_EXPORT")
-            && TUNING.contains(&file)
+            && tuning(file)
         {
             use std::io::Write as _;
             let mut row = kb.export(text);
@@ -357,17 +357,14 @@ fn score_of(kb: &KbAgent, file: &str) -> Score {
     s
 }
 
-/// The sets the Guide may be tuned on (`scripts/guide-train.py` learns from
-/// them); the others are frozen.
-const TUNING: [&str; 7] = [
-    "labelled.jsonl",
-    "dev.jsonl",
-    "dev2.jsonl",
-    "newcomer.jsonl",
-    "newcomer2.jsonl",
-    "newcomer3.jsonl",
-    "newcomer4.jsonl",
-];
+/// Whether `file` is a set the Guide may be tuned on
+/// (`tests/guide/tuning.txt`, which `scripts/guide-train.py` reads too);
+/// the others are frozen.
+fn tuning(file: &str) -> bool {
+    include_str!("../../../tests/guide/tuning.txt")
+        .lines()
+        .any(|l| !l.starts_with('#') && l.trim() == file)
+}
 
 /// The set the Guide is tuned on (`tests/guide/labelled.jsonl`; add the
 /// lines that fool it). Prints the figures for BENCHMARKS.md:
@@ -492,21 +489,23 @@ fn at_least(s: &Score, bounds: (f64, f64, f64, f64)) -> bool {
 /// today's figures, in-sample.
 #[test]
 fn the_newcomers_tuning_sets_are_answered_no_worse_than_today() {
-    for (file, bounds) in [
-        ("newcomer.jsonl", (0.51, 0.79, 0.101, 1.0)),
-        ("newcomer2.jsonl", (0.46, 0.81, 0.034, 1.0)),
+    let scores = [
+        ("newcomer.jsonl", (0.56, 0.79, 0.117, 1.0)),
+        ("newcomer2.jsonl", (0.48, 0.86, 0.017, 1.0)),
         ("newcomer3.jsonl", (0.46, 0.81, 0.067, 1.0)),
-        ("newcomer4.jsonl", (0.48, 0.73, 0.051, 1.0)),
-    ] {
-        let s = score(file);
+        ("newcomer4.jsonl", (0.46, 0.74, 0.051, 1.0)),
+    ]
+    .map(|(file, bounds)| (file, bounds, score(file)));
+    // Scored (and exported, with `KB_EXPORT`) all before any is judged.
+    for (file, bounds, s) in scores {
         s.print_misses_if_asked();
         assert_eq!((s.questions, s.chatter), (60, 40), "{file}");
         assert!(at_least(&s, bounds), "{file} lost ground");
     }
 }
 
-/// The newcomers' sets never tuned on (`tests/guide/newcomer5.jsonl` and
-/// `newcomer6.jsonl`, 2026-11-30): each 60 questions and 40 lines of
+/// The newcomers' sets never tuned on (`tests/guide/newcomer5.jsonl` to
+/// `newcomer8.jsonl`, 2026-11-30): each 60 questions and 40 lines of
 /// chatter written by someone given only the README's first paragraph
 /// (not the docs), labelled afterwards by another who read only the four
 /// documents, frozen before anything was measured. The goal: at least 65 %
@@ -517,23 +516,33 @@ fn the_newcomers_tuning_sets_are_answered_no_worse_than_today() {
 /// the Guide falls below them.
 #[test]
 fn the_frozen_newcomers_sets_are_measured() {
+    let scores = [
+        ("newcomer5.jsonl", NEWCOMER5),
+        ("newcomer6.jsonl", NEWCOMER6),
+        ("newcomer7.jsonl", NEWCOMER7),
+        ("newcomer8.jsonl", NEWCOMER8),
+    ]
+    .map(|(file, bounds)| (file, bounds, score(file)));
     let mut all = Score::default();
-    for (file, bounds) in [("newcomer5.jsonl", NEWCOMER5), ("newcomer6.jsonl", NEWCOMER6)] {
-        let s = score(file);
+    for (_, _, s) in &scores {
+        all.add(s);
+    }
+    all.print("the frozen newcomers' sets");
+    for (file, bounds, s) in scores {
         assert_eq!((s.questions, s.chatter), (60, 40), "{file}");
         assert!(
             at_least(&s, bounds),
             "{file}: the figures fell below what BENCHMARKS.md says"
         );
-        all.add(&s);
     }
-    all.print("both frozen newcomers' sets");
 }
 
 /// The frozen newcomers' figures as measured (BENCHMARKS.md), in the
 /// order of [`at_least`].
-const NEWCOMER5: (f64, f64, f64, f64) = (0.345, 0.66, 0.051, 1.0);
-const NEWCOMER6: (f64, f64, f64, f64) = (0.395, 0.645, 0.117, 1.0);
+const NEWCOMER5: (f64, f64, f64, f64) = (0.345, 0.695, 0.051, 1.0);
+const NEWCOMER6: (f64, f64, f64, f64) = (0.395, 0.695, 0.134, 1.0);
+const NEWCOMER7: (f64, f64, f64, f64) = (0.395, 0.595, 0.051, 1.0);
+const NEWCOMER8: (f64, f64, f64, f64) = (0.38, 0.68, 0.101, 1.0);
 
 /// The example questions and the chatter lines the Guide is built with
 /// share no line with the sets that measure it (compared as lowercase

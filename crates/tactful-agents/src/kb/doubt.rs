@@ -12,9 +12,9 @@
 //! over them, trained by `scripts/guide-train.py --sure` on the sets the
 //! Guide may be tuned on (never the frozen ones), says how likely the best
 //! section is a right answer; below [`Model::threshold`] the Guide says
-//! "Not sure —" and lists the closest sections ([`super::unsure`]).
+//! "Not sure —" and lists the closest sections (the `unsure` module).
 //! Its weights are built in (`sure.json`); a build without them falls
-//! back to [`super::unsure::SURE_MARGIN`].
+//! back to the margin rule it replaced (`unsure::SURE_MARGIN`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;

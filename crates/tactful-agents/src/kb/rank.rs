@@ -72,7 +72,9 @@ impl KbAgent {
         for h in self.engine.search(query, n_sections) {
             parts[h.document.id].body = h.score;
         }
-        let words: std::collections::HashSet<String> = self.tokenizer.tokenize(query).into_iter().collect();
+        // In a set order, so the bonuses add up the same way every run
+        // (a float sum in hash order can break a tie either way).
+        let words: std::collections::BTreeSet<String> = self.tokenizer.tokenize(query).into_iter().collect();
         let n = self.headings.len() as f32;
         for (i, heading) in self.headings.iter().enumerate() {
             // A rare heading word says more than one many headings share;
