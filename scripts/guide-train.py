@@ -17,7 +17,7 @@ best section was a right answer.
 
 Usage (from the repository root):
   rm -f /tmp/kb-export.jsonl
-  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test it kb::
+  KB_EXPORT=/tmp/kb-export.jsonl cargo test -p tactful-agents --test it kb
   scripts/guide-train.py /tmp/kb-export.jsonl          # writes gate.json and gate-examples.json
   scripts/guide-train.py /tmp/kb-export.jsonl --cv     # 5-fold estimate only
   scripts/guide-train.py /tmp/kb-export.jsonl --sure   # writes sure.json
@@ -124,7 +124,9 @@ def cv(rows):
 # or above SURE the Guide answers from it. SURE was chosen on the tuning
 # sets with each set held out in turn (--sure --cv): the lowest that keeps
 # the newcomers' sets' confident wrong answers under 10 %.
-SURE = 0.75
+SURE = 0.7
+# kb/unsure.rs's SURE_MARGIN: the model only adds doubt to it.
+MARGIN = 1.1
 SURE_STEPS = 12
 SURE_L2 = 1e-3
 
@@ -135,11 +137,11 @@ def is_question(r):
 
 
 def sure_rows(rows):
-    """The questions the model learns from: those whose answer the search
-    picks (a named setting's section is answered from without doubt)."""
+    """The questions the model learns from: all but those a named setting's
+    section answers (the model is not asked about them)."""
     out = []
     for r in rows:
-        if not is_question(r) or not r["top"] or r.get("pick") != r["top"][0][0]:
+        if not is_question(r) or not r["top"] or r.get("answered_by_setting", False):
             continue
         out.append((r["sure"], 1.0 if r["pick"] in r["want"] else 0.0, r))
     return out
@@ -192,14 +194,18 @@ def sure_train(data):
 
 def outcome(r, sure):
     """right, unsure (a right link among the not-sure answer's), wrong, or
-    missed, as tests/guide's scoring counts it."""
+    missed, as tests/guide's scoring counts it (heard in a batch, a line the
+    gate turns away gets nothing)."""
     want = r["want"]
-    if sure:
+    if r.get("answers") is False:
+        return "missed" if want else "right"
+    scores = [score for _, score in r["top"]] + [0.0, 0.0]
+    if sure and scores[0] > scores[1] and scores[0] >= MARGIN * scores[1]:
         return "right" if want and r["pick"] in want else "wrong"
     if not want:
         return "right"
     best = r["top"][0][1]
-    links = [n for n, score in r["top"] if score > 0 and score >= best / 2][:3]
+    links = [n for i, (n, score) in enumerate(r["top"]) if i == 0 or (score > 0 and score >= best / 2)][:3]
     return "unsure" if any(n in want for n in links) else "missed"
 
 
@@ -227,6 +233,9 @@ def sure_cv(rows):
 def main():
     rows = [json.loads(l) for l in open(sys.argv[1])]
     rows = [r for r in rows if r["set"] in TUNING]
+    for name in TUNING:
+        if not any(r["set"] == name for r in rows):
+            print(f"warning: no line of {name} in the export (is tests/guide/tuning.txt right?)", file=sys.stderr)
     # The tests append lines as they finish, in no set order; sorted, the
     # same export trains the same weights.
     rows.sort(key=lambda r: (r["set"], r["text"], r.get("examples", False)))
@@ -236,9 +245,15 @@ def main():
             sure_cv(rows)
             return
         data = sure_rows(rows)
+        if not data:
+            sys.exit("no questions to learn from: is the export from the kb tests, with KB_EXPORT set?")
         weights = sure_train(data)
         kept = {k: round(v, 4) for k, v in sorted(weights.items())}
-        out = {"threshold": SURE, "weights": kept}
+        # Each signal's range in training: kb/doubt.rs reads a value
+        # beyond it at its edge.
+        signals = sorted({k for x, _, _ in data for k in x})
+        span = {k: [min(x.get(k, 0.0) for x, _, _ in data), max(x.get(k, 0.0) for x, _, _ in data)] for k in signals}
+        out = {"threshold": SURE, "weights": kept, "range": span}
         (here / "sure.json").write_text(json.dumps(out, indent=0) + "\n")
         print(f"{len(kept)} weights from {len(data)} questions -> {here / 'sure.json'}")
         return

@@ -336,18 +336,17 @@ impl KbAgent {
 
     /// What answers a question put to it directly: a section that clears
     /// the threshold and explains it clearly better than small talk would,
-    /// if it is clearly the one ([`Found::Sure`]); else the sections that
-    /// clear the threshold, if any ([`Found::Unsure`]): below it, nothing
-    /// in the docs is near enough to point to.
+    /// if it is clearly the one ([`Found::Sure`]); else the closest
+    /// sections ([`Found::Unsure`]), unless the line is no question and
+    /// asks the docs nothing ("see you tomorrow"). Below the threshold,
+    /// nothing in the docs is near enough to point to.
     fn lookup(&self, raw: &str) -> Option<Found<'_>> {
         let r = self.ranked(raw);
         if self.clear_best(&r).is_some() {
             return match self.sureness(raw, &r) {
                 // Doubt about a line that asks nothing ("see you
                 // tomorrow") is no answer either.
-                Found::Unsure(_)
-                    if !talk::is_question(raw) && gate::answers(&self.seen(raw, &r)) == Some(false) =>
-                {
+                Found::Unsure(_) if !talk::is_question(raw) && gate::asks_nothing(&self.seen(raw, &r)) => {
                     None
                 }
                 found => Some(found),
@@ -383,27 +382,32 @@ impl KbAgent {
     }
 
     /// Whether the section an answer would quote is clearly the one: it
-    /// defines a setting the line names, or the learned model ([`doubt`])
-    /// finds it likely right (without the model: it outscores the next
-    /// best by [`unsure::SURE_MARGIN`]); else the closest few.
+    /// defines a setting the line names, or it outscores the next best by
+    /// [`unsure::SURE_MARGIN`] and the learned model ([`doubt`]) finds it
+    /// likely right; else the closest few.
     fn sureness(&self, raw: &str, r: &Ranked) -> Found<'_> {
         if let Some(i) = r.defined {
             return Found::Sure(&self.sections[i]);
         }
         let top = r.docs.first().map_or(0.0, |d| d.1);
         let second = r.docs.get(1).map_or(0.0, |d| d.1);
-        let sure = doubt::sure(&self.evidence(raw, r), &self.vocabulary)
-            .unwrap_or(top >= unsure::SURE_MARGIN * second);
+        // The model only adds doubt: two sections the search can hardly
+        // tell apart are a doubt whatever else it reads.
+        let sure = top > second
+            && top >= unsure::SURE_MARGIN * second
+            && doubt::sure(&self.evidence(raw, r), &self.vocabulary).unwrap_or(true);
         match r.pick() {
             Some(i) if sure => Found::Sure(&self.sections[i]),
             // The closest few, each at least half as close as the best:
             // a section the question barely touches is no place to look.
+            // The best is always among them, so the list is never empty.
             _ => Found::Unsure(
                 r.docs
                     .iter()
-                    .filter(|d| d.1 > 0.0 && d.1 >= top / 2.0)
+                    .enumerate()
+                    .filter(|(n, d)| *n == 0 || (d.1 > 0.0 && d.1 >= top / 2.0))
                     .take(unsure::LINKS)
-                    .map(|d| &self.sections[d.0])
+                    .map(|(_, d)| &self.sections[d.0])
                     .collect(),
             ),
         }
@@ -461,8 +465,10 @@ impl KbAgent {
 
     /// What the search made of `text`, as `scripts/guide-train.py` reads
     /// it (`KB_EXPORT=<file>` in the kb tests): the gate's inputs, the five
-    /// best sections as `file#heading`, and the section an answer would
-    /// quote (`pick`: the one defining a setting it names, else the best).
+    /// best sections as `file#heading`, the section an answer would quote
+    /// (`pick`: the one defining a setting it names, else the best), the
+    /// sureness model's inputs (`sure`), and whether a named setting's
+    /// section answers it without the model (`answered_by_setting`).
     #[doc(hidden)]
     pub fn export(&self, text: &str) -> serde_json::Value {
         let r = self.ranked(text);
@@ -471,25 +477,6 @@ impl KbAgent {
             .docs
             .iter()
             .map(|&(i, score)| (self.sections[i].name(), score))
-            .collect();
-        let mut order: Vec<usize> = (0..self.sections.len())
-            .filter(|&i| !self.sections[i].source.is_empty())
-            .collect();
-        order.sort_by(|&a, &b| r.parts[b].score().total_cmp(&r.parts[a].score()));
-        let cands: Vec<serde_json::Value> = order
-            .iter()
-            .take(20)
-            .map(|&i| {
-                let p = &r.parts[i];
-                serde_json::json!([
-                    self.sections[i].name(),
-                    p.body,
-                    p.heading,
-                    p.whole_heading,
-                    p.example.0,
-                    p.example.1
-                ])
-            })
             .collect();
         serde_json::json!({
             "text": text,
@@ -502,10 +489,10 @@ impl KbAgent {
             "examples": self.questions.is_some(),
             "asks": gate::asks(&seen),
             "answers": gate::answers(&seen),
-            "cands": cands,
             "sure": doubt::features(&self.evidence(text, &r), &self.vocabulary)
                 .into_iter()
                 .collect::<std::collections::BTreeMap<_, _>>(),
+            "answered_by_setting": r.defined.is_some(),
         })
     }
 

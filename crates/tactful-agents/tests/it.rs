@@ -12,4 +12,5 @@ mod acp;
 mod command;
 mod hooks;
 mod kb;
+mod kb_sets;
 mod openai;

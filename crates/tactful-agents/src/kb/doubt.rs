@@ -1,7 +1,7 @@
 //! Whether the Guide may answer a question from its best section, or
 //! should say it is not sure: a small learned model.
 //!
-//! How much the best section outscores the next says little on its own:
+//! How much the best section outscores the next says too little on its own:
 //! a newcomer asks in words the docs do not use ("can I stop it saying
 //! something nasty?"), and the search then ranks some section first with
 //! a fine margin for the wrong reason. What tells a right first section
@@ -13,8 +13,8 @@
 //! Guide may be tuned on (never the frozen ones), says how likely the best
 //! section is a right answer; below [`Model::threshold`] the Guide says
 //! "Not sure —" and lists the closest sections (the `unsure` module).
-//! Its weights are built in (`sure.json`); a build without them falls
-//! back to the margin rule it replaced (`unsure::SURE_MARGIN`).
+//! It only adds doubt to the margin rule (`unsure::SURE_MARGIN`), never
+//! removes it. Its weights are built in (`sure.json`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::LazyLock;
@@ -29,6 +29,12 @@ use super::rank::Parts;
 struct Model {
     threshold: f32,
     weights: HashMap<String, f32>,
+    /// Each signal's least and greatest value in training: a kb whose
+    /// scores run beyond them (a larger one than tactful's docs) is read
+    /// at the edge of what the model learned, not extrapolated (a squared
+    /// score past its range would turn a clear winner into a doubt).
+    #[serde(default)]
+    range: HashMap<String, (f32, f32)>,
 }
 
 static MODEL: LazyLock<Option<Model>> =
@@ -94,6 +100,7 @@ impl Vocabulary {
 
 /// What the model reads of a question and its search.
 pub(super) struct Evidence<'a> {
+    /// The line as written; mentions (`@guide`) are not read.
     pub text: &'a str,
     /// The best section's score, in its parts.
     pub top: Parts,
@@ -107,27 +114,20 @@ pub(super) struct Evidence<'a> {
     pub examples: bool,
 }
 
-/// The signals whose pairs the model also reads: a high score means less
-/// when most of the question's words are not the docs', and a margin
-/// more when the best section's examples agree.
-const PAIRED: [&str; 8] = [
-    "top",
-    "ratio",
-    "diff",
-    "unknown",
-    "unknown_asked",
-    "example",
-    "body",
-    "len",
-];
-
 /// The model's inputs; `scripts/guide-train.py` learns from them as
 /// exported, so there is no second copy of this code to keep in step.
-pub(super) fn features(e: &Evidence<'_>, vocabulary: &Vocabulary) -> Vec<(String, f32)> {
+pub(super) fn features(e: &Evidence<'_>, vocabulary: &Vocabulary) -> Vec<(&'static str, f32)> {
     let top = e.top.score();
-    let (not_docs, neither) = vocabulary.unknown(e.text);
+    // A mention is how the line was addressed, not what it asks.
+    let text: String = e
+        .text
+        .split_whitespace()
+        .filter(|w| !w.starts_with('@'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (not_docs, neither) = vocabulary.unknown(&text);
     let flag = |b: bool| if b { 1.0 } else { 0.0 };
-    let one: Vec<(&str, f32)> = vec![
+    vec![
         ("bias", 1.0),
         ("top", top / 20.0),
         ("ratio", (top / (e.second + 0.1)).min(3.0) / 3.0),
@@ -140,18 +140,10 @@ pub(super) fn features(e: &Evidence<'_>, vocabulary: &Vocabulary) -> Vec<(String
         ("chatter", e.chatter / 10.0),
         ("question", flag(e.question)),
         ("examples", flag(e.examples)),
-        ("len", (e.text.split_whitespace().count().min(30) as f32) / 30.0),
+        ("len", (text.split_whitespace().count().min(30) as f32) / 30.0),
         ("unknown", not_docs),
         ("unknown_asked", neither),
-    ];
-    let value = |k: &str| one.iter().find(|(n, _)| *n == k).map_or(0.0, |(_, v)| *v);
-    let mut all: Vec<(String, f32)> = one.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect();
-    for (i, a) in PAIRED.iter().enumerate() {
-        for b in &PAIRED[i..] {
-            all.push((format!("{a}*{b}"), value(a) * value(b)));
-        }
-    }
-    all
+    ]
 }
 
 /// Whether the best section may be answered from: `None` without the
@@ -160,7 +152,10 @@ pub(super) fn sure(e: &Evidence<'_>, vocabulary: &Vocabulary) -> Option<bool> {
     let m = MODEL.as_ref()?;
     let z: f32 = features(e, vocabulary)
         .iter()
-        .map(|(k, v)| m.weights.get(k).copied().unwrap_or(0.0) * v)
+        .map(|(k, v)| {
+            let v = m.range.get(*k).map_or(*v, |&(lo, hi)| v.clamp(lo, hi));
+            m.weights.get(*k).copied().unwrap_or(0.0) * v
+        })
         .sum();
     Some(1.0 / (1.0 + (-z.clamp(-30.0, 30.0)).exp()) >= m.threshold)
 }
@@ -169,6 +164,20 @@ pub(super) fn sure(e: &Evidence<'_>, vocabulary: &Vocabulary) -> Option<bool> {
 mod tests {
     use super::*;
 
+    fn evidence(text: &str, body: f32, second: f32) -> Evidence<'_> {
+        Evidence {
+            text,
+            top: Parts {
+                body,
+                ..Parts::default()
+            },
+            second,
+            chatter: 0.0,
+            question: true,
+            examples: false,
+        }
+    }
+
     #[test]
     fn the_model_is_built_in_and_doubts_a_question_in_other_words() {
         assert!(MODEL.is_some(), "sure.json parses");
@@ -176,28 +185,45 @@ mod tests {
         assert_eq!(v.unknown("who answers the question?"), (0.0, 0.0));
         assert_eq!(v.unknown("Which bot answers?"), (0.5, 0.5));
         assert_eq!(v.unknown("?"), (1.0, 1.0));
-        let e = |text, body, second| Evidence {
-            text,
-            top: Parts {
-                body,
-                heading: 0.0,
-                whole_heading: 0.0,
-                example: (0.0, 0.0),
-            },
-            second,
-            chatter: 0.0,
-            question: true,
-            examples: false,
-        };
         // A section far ahead on the docs' own words; one barely ahead
         // on a question the docs' words do not cover.
+        let clear = "who answers a question on the floor?";
+        assert_eq!(sure(&evidence(clear, 30.0, 3.0), &v), Some(true));
         assert_eq!(
-            sure(&e("who answers a question on the floor?", 30.0, 3.0), &v),
-            Some(true)
-        );
-        assert_eq!(
-            sure(&e("zorbling flimflam wobbles gorp?", 4.1, 4.0), &v),
+            sure(&evidence("zorbling flimflam wobbles gorp?", 4.1, 4.0), &v),
             Some(false)
         );
+        // How it was addressed does not move it.
+        for (text, body, second) in [(clear, 30.0, 3.0), ("which floor?", 6.0, 5.0)] {
+            let with = format!("@helpbot {text}");
+            assert_eq!(
+                sure(&evidence(&with, body, second), &v),
+                sure(&evidence(text, body, second), &v),
+                "{with}"
+            );
+        }
+        // A clear winner stays sure however far its score runs past what
+        // the model saw in training.
+        for body in [30.0, 60.0, 200.0, 10_000.0] {
+            assert_eq!(sure(&evidence(clear, body, 3.0), &v), Some(true), "{body}");
+        }
+    }
+
+    #[test]
+    fn the_model_has_a_weight_and_a_range_for_each_input_and_no_other() {
+        let m = MODEL.as_ref().expect("sure.json parses");
+        let v = Vocabulary::default();
+        let e = evidence("x", 0.0, 0.0);
+        let mut inputs: Vec<&str> = features(&e, &v).into_iter().map(|(k, _)| k).collect();
+        inputs.sort();
+        let mut weights: Vec<&str> = m.weights.keys().map(String::as_str).collect();
+        weights.sort();
+        assert_eq!(
+            inputs, weights,
+            "sure.json was trained on other inputs: train it again"
+        );
+        for k in inputs {
+            assert!(m.range.contains_key(k), "no range for {k}");
+        }
     }
 }

@@ -8,8 +8,8 @@
 //! ends, and what the search made of it (its best section's score against
 //! the best small talk's) tells them apart. It is trained by
 //! `scripts/guide-train.py` on the sets the Guide may be tuned on
-//! (`tests/guide/labelled.jsonl`, `dev.jsonl`, `dev2.jsonl`), never on the
-//! frozen ones; its weights are built into the binary: `gate.json` for a
+//! (`tests/guide/tuning.txt` lists them), never on the frozen ones; its
+//! weights are built into the binary: `gate.json` for a
 //! kb without example questions, `gate-examples.json` for one with them.
 
 use std::collections::HashMap;
@@ -109,6 +109,12 @@ pub(super) fn asks(s: &Seen<'_>) -> Option<f32> {
         .map(|(k, v)| m.weights.get(k).copied().unwrap_or(0.0) * v)
         .sum();
     Some(1.0 / (1.0 + (-z.clamp(-30.0, 30.0)).exp()))
+}
+
+/// Whether the model is there and says the line asks the docs nothing,
+/// however well the search matched it.
+pub(super) fn asks_nothing(s: &Seen<'_>) -> bool {
+    model(s).zip(asks(s)).is_some_and(|(m, p)| p <= m.threshold)
 }
 
 /// Whether the line is answered: it asks the docs something, and the best

@@ -2,18 +2,19 @@
 //! newcomer more than an honest "not sure" with the places to look.
 //!
 //! A question is answered from a section only when that section is clearly
-//! the one: it defines a setting the question names, or the learned
-//! sureness model ([`super::doubt`]) finds it likely right. Otherwise the
-//! answer begins "Not sure —" and lists up to [`LINKS`] of the closest
-//! sections as `file#heading` links (GitHub's anchors) with their titles.
-//! Small talk never gets either: the gate decides that before.
+//! the one: it defines a setting the question names, or it outscores the
+//! next best by [`SURE_MARGIN`] and the learned sureness model
+//! ([`super::doubt`]) finds it likely right. Otherwise the answer begins
+//! "Not sure —" and lists up to [`LINKS`] of the closest sections as
+//! `file#heading` links (GitHub's anchors) with their titles. Small talk
+//! never gets either: the gate decides that before.
 
 use super::Section;
 
-/// Without the sureness model (a build that lacks `sure.json`): how many
-/// times the best section's score must be the second's for the Guide to
-/// answer from it. The rule the model replaced; on the tuning sets it
-/// leaves about one newcomer's question in four answered wrong.
+/// How many times the best section's score must be the second's for the
+/// Guide to answer from it, whatever the sureness model says: two sections
+/// the search can hardly tell apart are a doubt. Chosen on the tuning sets
+/// (`tests/guide/tuning.txt`); `scripts/guide-train.py` applies the same.
 pub(super) const SURE_MARGIN: f32 = 1.1;
 
 /// The most sections a "not sure" answer lists.
