@@ -74,9 +74,12 @@ def features(r):
     return f
 
 
-def prob(weights, x):
-    z = sum(weights.get(k, 0.0) * v for k, v in x.items())
+def logistic(z):
     return 1 / (1 + math.exp(-max(min(z, 30), -30)))
+
+
+def prob(weights, x):
+    return logistic(sum(weights.get(k, 0.0) * v for k, v in x.items()))
 
 
 def train(rows):
@@ -178,8 +181,7 @@ def sure_train(data):
         grad = [SURE_L2 * n * wi for wi in w]
         hess = [[SURE_L2 * n if i == j else 0.0 for j in range(d)] for i in range(d)]
         for x, y in zip(xs, ys):
-            z = sum(wi * xi for wi, xi in zip(w, x))
-            p = 1 / (1 + math.exp(-max(min(z, 30), -30)))
+            p = logistic(sum(wi * xi for wi, xi in zip(w, x)))
             for i in range(d):
                 grad[i] += (p - y) * x[i]
                 if x[i]:
@@ -204,8 +206,7 @@ def outcome(r, sure):
         return "right" if want and r["pick"] in want else "wrong"
     if not want:
         return "right"
-    best = r["top"][0][1]
-    links = [n for i, (n, score) in enumerate(r["top"]) if i == 0 or (score > 0 and score >= best / 2)][:3]
+    links = [n for i, (n, score) in enumerate(r["top"]) if i == 0 or (score > 0 and score >= scores[0] / 2)][:3]
     return "unsure" if any(n in want for n in links) else "missed"
 
 

@@ -22,6 +22,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::Deserialize;
 
+use super::gate::logistic;
 use super::rank::Parts;
 
 /// The model as `scripts/guide-train.py --sure` writes it.
@@ -31,8 +32,7 @@ struct Model {
     weights: HashMap<String, f32>,
     /// Each signal's least and greatest value in training: a kb whose
     /// scores run beyond them (a larger one than tactful's docs) is read
-    /// at the edge of what the model learned, not extrapolated (a squared
-    /// score past its range would turn a clear winner into a doubt).
+    /// at the edge of what the model learned, not extrapolated.
     #[serde(default)]
     range: HashMap<String, (f32, f32)>,
 }
@@ -50,14 +50,12 @@ const STOP: &[&str] = &[
 
 /// A text's words as the model counts them: lower-case letters, stop
 /// words out.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+fn words(text: &str) -> Vec<String> {
     static WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[a-z]+").expect("regex"));
-    let lower = text.to_lowercase();
-    WORD.find_iter(&lower)
+    WORD.find_iter(&text.to_lowercase())
         .map(|m| m.as_str().to_owned())
         .filter(|w| !STOP.contains(&w.as_str()))
-        .collect::<Vec<_>>()
-        .into_iter()
+        .collect()
 }
 
 /// The words a kb's documents use, and those its example questions add.
@@ -84,7 +82,7 @@ impl Vocabulary {
     /// Of `text`'s words, the share the documents never use, and the share
     /// neither they nor the example questions use.
     fn unknown(&self, text: &str) -> (f32, f32) {
-        let all: Vec<String> = words(text).collect();
+        let all = words(text);
         if all.is_empty() {
             return (1.0, 1.0);
         }
@@ -157,7 +155,7 @@ pub(super) fn sure(e: &Evidence<'_>, vocabulary: &Vocabulary) -> Option<bool> {
             m.weights.get(*k).copied().unwrap_or(0.0) * v
         })
         .sum();
-    Some(1.0 / (1.0 + (-z.clamp(-30.0, 30.0)).exp()) >= m.threshold)
+    Some(logistic(z) >= m.threshold)
 }
 
 #[cfg(test)]

@@ -108,7 +108,13 @@ pub(super) fn asks(s: &Seen<'_>) -> Option<f32> {
         .iter()
         .map(|(k, v)| m.weights.get(k).copied().unwrap_or(0.0) * v)
         .sum();
-    Some(1.0 / (1.0 + (-z.clamp(-30.0, 30.0)).exp()))
+    Some(logistic(z))
+}
+
+/// A logistic regression's score `z` as a probability, 0 to 1 (the
+/// sureness model reads its own the same way).
+pub(super) fn logistic(z: f32) -> f32 {
+    1.0 / (1.0 + (-z.clamp(-30.0, 30.0)).exp())
 }
 
 /// Whether the model is there and says the line asks the docs nothing,
