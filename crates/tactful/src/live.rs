@@ -282,7 +282,17 @@ mod no_platform_tests {
     #[test]
     fn every_platform_is_named() {
         let said = super::no_platform();
-        for p in ["web", "irc", "matrix", "telegram", "discord", "slack", "xmpp"] {
+        for p in [
+            "web",
+            "irc",
+            "matrix",
+            "telegram",
+            "discord",
+            "slack",
+            "xmpp",
+            "email",
+            "mattermost",
+        ] {
             assert!(said.contains(&format!("[platforms.{p}]")), "{p} in {said}");
         }
     }

@@ -37,6 +37,7 @@ pub fn platforms() -> Vec<Registration> {
     platform!(list, "slack", tactful_slack);
     platform!(list, "xmpp", tactful_xmpp);
     platform!(list, "email", tactful_email);
+    platform!(list, "mattermost", tactful_mattermost);
     list
 }
 

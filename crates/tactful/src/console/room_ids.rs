@@ -18,7 +18,9 @@ pub const MAX_ROOM_BYTES: usize = 256;
 /// The room prefixes of the chat platforms tactful has, built into this
 /// binary or not (each crate's `ROOMS`; a test checks they agree): a
 /// room of another build's platform is still a room the store may hold.
-pub const PLATFORM_PREFIXES: &[&str] = &["irc:", "matrix:", "tg:", "discord:", "slack:", "xmpp:"];
+pub const PLATFORM_PREFIXES: &[&str] = &[
+    "irc:", "matrix:", "tg:", "discord:", "slack:", "xmpp:", "email:", "mm:",
+];
 
 /// Why no platform can have a room `room`; `None` when one can. `default`
 /// (the console's default layer) is taken.
@@ -110,6 +112,11 @@ mod tests {
             "matrix:!abc:example.org",
             "irc:#tactful",
             "irc:dm:docs:alice",
+            "xmpp:lounge@conference.example.org",
+            // A mailing list's room was refused until email's prefix was
+            // listed here: its policy could not be set in the console.
+            "email:dev@lists.example.org",
+            "mm:4xp9fdt77pncbef59f4k1qe83o",
             "@guide.0123456789abcdef",
         ] {
             assert_eq!(impossible(good), None, "{good}");
@@ -153,7 +160,9 @@ mod tests {
     feature = "telegram",
     feature = "discord",
     feature = "slack",
-    feature = "xmpp"
+    feature = "xmpp",
+    feature = "email",
+    feature = "mattermost"
 ))]
 mod prefix_tests {
     #[test]
@@ -165,6 +174,8 @@ mod prefix_tests {
             tactful_discord::inbound::ROOMS.prefix,
             tactful_slack::inbound::ROOMS.prefix,
             tactful_xmpp::ROOMS.prefix,
+            tactful_email::ROOMS.prefix,
+            tactful_mattermost::inbound::ROOMS.prefix,
         ];
         assert_eq!(prefixes.as_slice(), super::PLATFORM_PREFIXES);
     }
