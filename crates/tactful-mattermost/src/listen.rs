@@ -343,12 +343,15 @@ impl Shared {
                     "" => None,
                     root => self.last_persona_post(i, root, post.create_at).await,
                 };
+                // `sender_name` is `@username`, unless the server shows
+                // full names or nicknames: the username (a handle
+                // `allowed_users` may name) is then asked for.
                 let author = match sender {
-                    Some(name) => Some((name.clone(), name.trim_start_matches('@').to_owned())),
-                    None => self
-                        .person(i, &post.user_id)
-                        .await
-                        .map(|u| (u.username.clone(), u.username)),
+                    Some(name) if name.starts_with('@') => Some((name.clone(), name[1..].to_owned())),
+                    other => match self.person(i, &post.user_id).await {
+                        Some(u) => Some((other.unwrap_or_else(|| u.username.clone()), u.username)),
+                        None => other.map(|n| (n, String::new())),
+                    },
                 };
                 let seen = Seen {
                     receiver: &self.settings.personas[i].id,
