@@ -74,7 +74,7 @@ function required(file, name) {
         }
         const ts = m[3].trim();
         let kind = 'object';
-        if (ts === 'string' || /^(PostType|ChannelType)$/.test(ts) || /^'/.test(ts)) {
+        if (ts === 'string' || /^(PostType|ChannelType|TeamType)$/.test(ts) || /^'/.test(ts)) {
             kind = 'string';
         } else if (ts === 'number') {
             kind = 'number';
@@ -134,6 +134,7 @@ const types = {
     post: required('posts', 'Post'),
     list: required('posts', 'PostList'),
     reaction: required('reactions', 'Reaction'),
+    team: required('teams', 'Team'),
 };
 ok(`read the types (Post requires ${Object.keys(types.post).length} fields)`);
 
@@ -156,6 +157,11 @@ const town = await alice.getChannelByNameAndTeamName('myteam', 'town-square');
 shaped('a channel by name', town, types.channel);
 shaped('a channel by id', await alice.getChannel(town.id), types.channel);
 shaped('a membership', await alice.getMyChannelMember(town.id), types.member);
+const teams = await bot.getMyTeams();
+if (!Array.isArray(teams) || !teams.some((t) => t.id === town.team_id)) {
+    fail(`the bot's teams lack town-square's: ${JSON.stringify(teams)}`);
+}
+teams.forEach((t) => shaped('one of my teams', t, types.team));
 const mine = await bot.getMyChannels(town.team_id);
 if (!Array.isArray(mine) || !mine.some((c) => c.id === town.id)) {
     fail(`the bot's channels lack town-square: ${JSON.stringify(mine)}`);
@@ -209,22 +215,18 @@ await rejects('a channel that is not there', () => alice.getChannelByNameAndTeam
         fail(`a missing channel: ${JSON.stringify(e)}`);
     }
 });
-await rejects('a reply to a reply', () => bot.createPost({channel_id: town.id, message: 'x', root_id: answer.id}), (e) => {
-    if (e.status_code !== 400) {
-        fail(`a reply to a deleted reply: ${JSON.stringify(e)}`);
+const reply = await bot.createPost({channel_id: town.id, message: 'a reply', root_id: question.id});
+await rejects('a reply to a reply', () => bot.createPost({channel_id: town.id, message: 'x', root_id: reply.id}), (e) => {
+    if (e.status_code !== 400 || !e.server_error_id) {
+        fail(`a reply to a reply: ${JSON.stringify(e)}`);
     }
 });
 
-// The event stream, as the web app's client reads it.
-const events = [];
-let missed = 0;
-const ws = new WebSocketClient({newWebSocketFn: (u) => new WS(u), minWebSocketRetryTime: 50, reconnectJitterRange: 10});
-ws.addMessageListener((m) => events.push(m));
-ws.addMissedMessageListener(() => missed++);
-const wsUrl = url.replace(/^http/, 'ws') + '/api/v4/websocket';
-ws.initialize(wsUrl, aliceToken);
-
-async function until(what, pred) {
+// The event stream, as the web app's client reads it. A socket that
+// carries its token when it opens (as tactful's does, and the web app's
+// cookie) can resume its connection; one authenticated by
+// `authentication_challenge` afterwards cannot, as on the server.
+async function until(what, pred, events) {
     const end = Date.now() + 10000;
     while (!pred()) {
         if (Date.now() > end) {
@@ -234,14 +236,32 @@ async function until(what, pred) {
     }
 }
 
-await until('a hello', () => events.some((e) => e.event === 'hello'));
-const hello = events.find((e) => e.event === 'hello');
+function stream(headers) {
+    const events = [];
+    const state = {events, missed: 0};
+    const ws = new WebSocketClient({
+        newWebSocketFn: (u) => new WS(u, {headers}),
+        minWebSocketRetryTime: 50,
+        reconnectJitterRange: 10,
+    });
+    ws.addMessageListener((m) => events.push(m));
+    ws.addMissedMessageListener(() => state.missed++);
+    ws.initialize(url.replace(/^http/, 'ws') + '/api/v4/websocket', aliceToken);
+    state.ws = ws;
+    return state;
+}
+
+const postedId = (e, id) => e.event === 'posted' && JSON.parse(e.data.post).id === id;
+
+const a = stream({Authorization: `Bearer ${aliceToken}`});
+await until('a hello', () => a.events.some((e) => e.event === 'hello'), a.events);
+const hello = a.events.find((e) => e.event === 'hello');
 if (hello.seq !== 0 || !hello.data.connection_id) {
     fail(`hello: ${JSON.stringify(hello)}`);
 }
 const live = await bot.createPost({channel_id: town.id, message: 'heard live'});
-await until('the live post', () => events.some((e) => e.event === 'posted' && JSON.parse(e.data.post).id === live.id));
-const posted = events.find((e) => e.event === 'posted' && JSON.parse(e.data.post).id === live.id);
+await until('the live post', () => a.events.some((e) => postedId(e, live.id)), a.events);
+const posted = a.events.find((e) => postedId(e, live.id));
 shaped('a posted event\'s post', JSON.parse(posted.data.post), types.post);
 if (posted.data.channel_type !== 'O' || typeof posted.data.sender_name !== 'string' || posted.broadcast.channel_id !== town.id) {
     fail(`posted: ${JSON.stringify(posted)}`);
@@ -250,23 +270,35 @@ ok('hello and posted');
 
 // A dropped socket: the client resumes by connection id and sequence
 // number, and what was posted meanwhile arrives, none missed.
-const connection = ws.connectionId;
-ws.conn.close();
+const connection = a.ws.connectionId;
+a.ws.conn.close();
 const meanwhile = await bot.createPost({channel_id: town.id, message: 'posted while the socket was down'});
-await until('the post made while down', () => events.some((e) => e.event === 'posted' && JSON.parse(e.data.post).id === meanwhile.id));
-if (missed !== 0 || ws.connectionId !== connection) {
-    fail(`the resume was not lossless: missed ${missed}, connection ${ws.connectionId} (was ${connection})`);
+await until('the post made while down', () => a.events.some((e) => postedId(e, meanwhile.id)), a.events);
+if (a.missed !== 0 || a.ws.connectionId !== connection) {
+    fail(`the resume was not lossless: missed ${a.missed}, connection ${a.ws.connectionId} (was ${connection})`);
 }
 ok('a resume by sequence number');
 
 // A connection the server does not know: a new hello, and the client is
 // told to fetch what it missed.
-ws.connectionId = 'unknown0000000000000000000';
-ws.conn.close();
-await until('a second hello', () => events.filter((e) => e.event === 'hello').length === 2);
-if (missed !== 1) {
-    fail(`an unknown connection was not reported as missed events (${missed})`);
+a.ws.connectionId = 'unknown0000000000000000000';
+a.ws.conn.close();
+await until('a second hello', () => a.events.filter((e) => e.event === 'hello').length === 2, a.events);
+if (a.missed !== 1) {
+    fail(`an unknown connection was not reported as missed events (${a.missed})`);
 }
 ok('a resume the server cannot make');
-ws.close();
+a.ws.close();
+
+// Authenticated by challenge only: every reconnection is a new
+// connection.
+const b = stream({});
+await until('a hello by challenge', () => b.events.some((e) => e.event === 'hello'), b.events);
+b.ws.conn.close();
+await until('a new hello', () => b.events.filter((e) => e.event === 'hello').length === 2, b.events);
+if (b.missed !== 1) {
+    fail(`a challenge-authenticated socket resumed (${b.missed})`);
+}
+ok('no resume without a token on the upgrade');
+b.ws.close();
 process.exit(0);

@@ -4,24 +4,16 @@
 //! `Retry-After`, whichever is later), then the call is made again: a
 //! refused request did nothing, so trying it again cannot post twice.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
-use tokio::time::Instant;
+use tactful_runtime::rate_pause::{RatePause, now_unix, pause_of};
 
 use crate::model::ApiErrorBody;
 
 /// How long one request may take before it counts as failed.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The pause after a 429 that names none (the server's default window).
-const DEFAULT_RATE_PAUSE: Duration = Duration::from_secs(1);
-
-/// The longest pause a 429 is taken at its word for: a reset further off
-/// is read as this (a broken header must not silence a bot for a day).
-const LONGEST_RATE_PAUSE: Duration = Duration::from_secs(300);
 
 /// Why a call failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -66,8 +58,10 @@ pub struct Api {
     /// `<url>/api/v4`.
     base: String,
     token: String,
-    /// No request before this (a 429's reset).
-    not_before: Mutex<Option<Instant>>,
+    /// No request before a 429's reset. Shared by every bot of the
+    /// server: Mattermost limits by the client's address by default, so a
+    /// 429 to one bot is a 429 to all of them.
+    pause: std::sync::Arc<RatePause>,
 }
 
 impl std::fmt::Debug for Api {
@@ -79,8 +73,8 @@ impl std::fmt::Debug for Api {
 }
 
 impl Api {
-    /// A client of the server at `url` with `token`.
-    pub fn new(url: &str, token: &str) -> Result<Api, String> {
+    /// A client of the server at `url` with `token`, pausing with `pause`.
+    pub fn new(url: &str, token: &str, pause: std::sync::Arc<RatePause>) -> Result<Api, String> {
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .user_agent(concat!("tactful/", env!("CARGO_PKG_VERSION")))
@@ -90,7 +84,7 @@ impl Api {
             http,
             base: format!("{}/api/v4", url.trim_end_matches('/')),
             token: token.to_owned(),
-            not_before: Mutex::new(None),
+            pause,
         })
     }
 
@@ -140,10 +134,7 @@ impl Api {
     ) -> Result<Vec<u8>, ApiError> {
         let url = format!("{}{path}", self.base);
         loop {
-            let not_before = self.not_before.lock().ok().and_then(|n| *n);
-            if let Some(at) = not_before {
-                tokio::time::sleep_until(at).await;
-            }
+            self.pause.wait().await;
             let mut req = self.http.request(method.clone(), &url).bearer_auth(&self.token);
             if let Some(body) = body {
                 req = req.json(body);
@@ -154,11 +145,9 @@ impl Api {
                 .map_err(|e| ApiError::Network(tactful_core::cause::explain(&e, &url)))?;
             let status = resp.status();
             if status == StatusCode::TOO_MANY_REQUESTS {
-                let pause = rate_pause(resp.headers());
-                let until = Instant::now() + pause;
-                if let Ok(mut n) = self.not_before.lock() {
-                    *n = Some(n.map_or(until, |n| n.max(until)));
-                }
+                let headers = resp.headers();
+                let pause = pause_of(|name| headers.get(name).and_then(|v| v.to_str().ok()), now_unix());
+                self.pause.hold(pause);
                 tracing::warn!("Mattermost: rate limited on {path}; no request for {pause:?}");
                 continue;
             }
@@ -189,79 +178,4 @@ fn decode<T: DeserializeOwned>(what: &str, body: &[u8]) -> Result<T, ApiError> {
         what: what.split('?').next().unwrap_or(what).to_owned(),
         why: e.to_string(),
     })
-}
-
-/// How long a 429 says to wait: the later of `X-RateLimit-Reset` and
-/// `Retry-After` (both whole seconds from now; a reset written as a Unix
-/// time is read as one), at least a moment, at most
-/// [`LONGEST_RATE_PAUSE`].
-pub fn rate_pause(headers: &reqwest::header::HeaderMap) -> Duration {
-    let seconds = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-    };
-    let now_unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    let reset = seconds("X-RateLimit-Reset").map(|r| if r > 1e9 { (r - now_unix).max(0.0) } else { r });
-    let retry = seconds("Retry-After");
-    let wait = match (reset, retry) {
-        (None, None) => return DEFAULT_RATE_PAUSE,
-        (a, b) => a.unwrap_or(0.0).max(b.unwrap_or(0.0)),
-    };
-    Duration::from_secs_f64(wait)
-        .max(Duration::from_millis(100))
-        .min(LONGEST_RATE_PAUSE)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use reqwest::header::{HeaderMap, HeaderValue};
-
-    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_str(v).expect("header"));
-        }
-        h
-    }
-
-    #[test]
-    fn a_429_waits_for_the_later_of_its_reset_and_retry_after() {
-        assert_eq!(
-            rate_pause(&headers(&[("X-RateLimit-Reset", "3")])),
-            Duration::from_secs(3)
-        );
-        assert_eq!(
-            rate_pause(&headers(&[("X-RateLimit-Reset", "2"), ("Retry-After", "5")])),
-            Duration::from_secs(5)
-        );
-        assert_eq!(rate_pause(&headers(&[])), DEFAULT_RATE_PAUSE);
-        // Nonsense is neither obeyed for ever nor turned into no wait.
-        assert_eq!(
-            rate_pause(&headers(&[("Retry-After", "99999999")])),
-            LONGEST_RATE_PAUSE
-        );
-        assert_eq!(rate_pause(&headers(&[("Retry-After", "-4")])), DEFAULT_RATE_PAUSE);
-        assert_eq!(
-            rate_pause(&headers(&[("Retry-After", "0")])),
-            Duration::from_millis(100)
-        );
-        // A reset written as a Unix time, ten seconds ahead.
-        let unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("after 1970")
-            .as_secs()
-            + 10;
-        let pause = rate_pause(&headers(&[("X-RateLimit-Reset", &unix.to_string())]));
-        assert!(
-            pause > Duration::from_secs(8) && pause <= Duration::from_secs(10),
-            "{pause:?}"
-        );
-    }
 }

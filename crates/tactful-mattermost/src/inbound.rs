@@ -75,22 +75,35 @@ fn name_char(c: char) -> bool {
 }
 
 /// The words that mention a whole channel.
-const EVERYONE: [&str; 3] = ["channel", "all", "here"];
+pub const EVERYONE: [&str; 3] = ["channel", "all", "here"];
 
-/// The text with code (fenced blocks and inline spans) blanked out, so a
-/// mention inside code is not read; same length in characters' places.
-fn outside_code(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
+/// Whether the `@` at `i` opens a mention as Mattermost reads words: a
+/// word is a run of letters, digits, `:`, `.`, `-`, `_` and `@` with its
+/// leading `:.-_` dropped, so `_@here_` (italics) mentions and
+/// `me@docs-bot.org` does not.
+pub fn opens_mention(chars: &[char], i: usize) -> bool {
+    let mut j = i;
+    while j > 0 && matches!(chars[j - 1], ':' | '.' | '-' | '_') {
+        j -= 1;
+    }
+    j == 0 || !(chars[j - 1].is_alphanumeric() || chars[j - 1] == '@')
+}
+
+/// The text with code (fenced blocks and inline spans) blanked out, a
+/// space for each character, so positions in it are positions in `text`.
+pub fn outside_code(text: &str) -> Vec<char> {
+    let mut out = Vec::with_capacity(text.len());
     let mut fenced = false;
     for line in text.split_inclusive('\n') {
         let t = line.trim_start();
+        let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
         if t.starts_with("```") || t.starts_with("~~~") {
             fenced = !fenced;
-            out.extend(line.chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
+            out.extend(line.chars().map(blank));
             continue;
         }
         if fenced {
-            out.extend(line.chars().map(|c| if c == '\n' { '\n' } else { ' ' }));
+            out.extend(line.chars().map(blank));
             continue;
         }
         let mut in_code = false;
@@ -108,25 +121,25 @@ fn outside_code(text: &str) -> String {
     out
 }
 
+/// The name after the `@` at `i` of `chars`, lower case, as written.
+pub fn name_after(chars: &[char], i: usize) -> String {
+    chars[i + 1..]
+        .iter()
+        .take_while(|c| name_char(**c))
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
 /// The `@` words of `text` outside code, lower case, each as written and
 /// once: candidates for mentions.
 pub fn at_words(text: &str) -> Vec<String> {
-    let plain = outside_code(text);
-    let chars: Vec<char> = plain.chars().collect();
+    let chars = outside_code(text);
     let mut out: Vec<String> = Vec::new();
     for (i, c) in chars.iter().enumerate() {
-        if *c != '@' {
+        if *c != '@' || !opens_mention(&chars, i) {
             continue;
         }
-        // An address (`me@example.org`) is no mention.
-        if i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_') {
-            continue;
-        }
-        let word: String = chars[i + 1..]
-            .iter()
-            .take_while(|c| name_char(**c))
-            .collect::<String>()
-            .to_ascii_lowercase();
+        let word = name_after(&chars, i);
         if !word.is_empty() && !out.contains(&word) {
             out.push(word);
         }

@@ -25,7 +25,8 @@
 //! - Out ([`send`]): posts, streaming by `posts/{id}/patch`, silence by
 //!   deleting the placeholder, reactions by emoji name, typing; `@channel`,
 //!   `@all` and `@here` in an answer are written so they notify nobody.
-//!   A 429 pauses every call of the bot until its reset.
+//!   A 429 pauses every bot's calls until its reset (the server limits by
+//!   address).
 //!
 //! Rooms are `mm:<channel id>`; people are `mm:<user id>`, with their
 //! username as handle; message ids are post ids.
@@ -114,10 +115,11 @@ impl MattermostPlatform {
     ) -> Result<MattermostPlatform, String> {
         // Several TLS providers are in the build; name the one to use.
         let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        let pause = Arc::new(tactful_runtime::rate_pause::RatePause::default());
         let apis = settings
             .personas
             .iter()
-            .map(|p| Api::new(&settings.url, &p.token))
+            .map(|p| Api::new(&settings.url, &p.token, pause.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
         let roster = Roster::new("Mattermost", personas, settings.max_backoff);

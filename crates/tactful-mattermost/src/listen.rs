@@ -2,7 +2,6 @@
 //! whether it is in them, what it missed (fetched over REST since the last
 //! post it handed in), then the event stream, each post handed in once.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use tactful_runtime::account::Backoff;
 
 use crate::api::ApiError;
 use crate::inbound::{Seen, to_message};
-use crate::model::{Channel, ClientConfig, Frame, Post, PostList, User};
+use crate::model::{Channel, ClientConfig, Frame, Post, PostList, Team, User};
 use crate::settings::ChannelRef;
 use crate::socket::{Resume, Socket};
 use crate::{IDENTIFY_WAIT, Shared};
@@ -29,8 +28,14 @@ pub fn state_key(user_id: &str) -> String {
 /// without it.
 const LOOKUP_WAIT: Duration = Duration::from_secs(3);
 
-/// The request `Socket::open` sends first.
-const AUTH_SEQ: u64 = 1;
+/// The most posts `channels/{id}/posts?since=` answers with.
+const SINCE_LIMIT: usize = 1000;
+
+/// A page of a channel's posts, when more than [`SINCE_LIMIT`] were missed.
+const PER_PAGE: usize = 200;
+
+/// The most pages read back (10,000 posts a channel).
+const MAX_PAGES: usize = 50;
 
 /// The channels a bot listens in, as found this time.
 struct Found {
@@ -143,7 +148,7 @@ impl Shared {
     }
 
     /// Says what is missing: WARN, and the account down with it (so
-    /// `/healthz` shows it) while it lasts.
+    /// `/healthz` shows it) while it lasts; else the account up.
     fn report(&self, i: usize, backoff: &mut Backoff, found: &Found) {
         backoff.connected();
         if !found.missing.is_empty() {
@@ -154,6 +159,8 @@ impl Shared {
     }
 
     /// One connection of the event stream, until it ends; why it ended.
+    /// The socket opens first, so nothing said while what was missed is
+    /// fetched goes unheard: its events wait in the socket.
     async fn listen(
         &self,
         i: usize,
@@ -172,29 +179,26 @@ impl Shared {
             Ok(s) => s,
             Err(e) => return e,
         };
+        if let Err(e) = self.catch_up(i, &found.joined, handle, cursor).await {
+            socket.close().await;
+            return e;
+        }
+        // Connected once what was missed is in: a connection that fails
+        // before that keeps backing off.
+        self.report(i, backoff, &found);
+        socket.heard_now();
         loop {
             let frame = match socket.next().await {
                 Ok(Some(f)) => f,
                 Ok(None) => return "the server closed the event stream".into(),
-                Err(e) => return e,
-            };
-            if let Some(reply) = frame.seq_reply {
-                if reply == AUTH_SEQ {
-                    if frame.status.as_deref() != Some("OK") {
-                        socket.close().await;
-                        return format!(
-                            "the event stream refused the token ({}): check persona.mattermost.token",
-                            frame.error.map(|e| e.to_string()).unwrap_or_default()
-                        );
+                Err(e) => {
+                    if socket.oversized {
+                        *resume = Resume::default();
                     }
-                    self.report(i, backoff, &found);
-                    // What was said while nobody listened: since the last
-                    // post handed in, before any live event is read.
-                    if let Err(e) = self.catch_up(i, &found.joined, handle, cursor).await {
-                        socket.close().await;
-                        return e;
-                    }
+                    return e;
                 }
+            };
+            if frame.seq_reply.is_some() {
                 continue;
             }
             if let Some(seq) = frame.seq {
@@ -214,17 +218,17 @@ impl Shared {
                 }
                 resume.next_seq = seq + 1;
             }
+            let about_me = frame.text("user_id") == Some(me.id.as_str())
+                || frame.broadcast.get("user_id").and_then(|v| v.as_str()) == Some(me.id.as_str());
             match frame.event.as_str() {
                 "posted" => self.posted(i, &frame, handle, cursor).await,
-                "user_added" | "user_removed" if frame.text("user_id") == Some(me.id.as_str()) => {
-                    match self.channels(i).await {
-                        Ok(f) => {
-                            found = f;
-                            self.report(i, backoff, &found);
-                        }
-                        Err(e) => tracing::warn!("Mattermost: {e}"),
+                "user_added" | "user_removed" if about_me => match self.channels(i).await {
+                    Ok(f) => {
+                        found = f;
+                        self.report(i, backoff, &found);
                     }
-                }
+                    Err(e) => tracing::warn!("Mattermost: {e}"),
+                },
                 _ => {}
             }
         }
@@ -265,14 +269,15 @@ impl Shared {
         let api = &self.apis[i];
         let since = *cursor;
         let mut channels: Vec<Channel> = joined.to_vec();
-        let teams: HashSet<&str> = joined
-            .iter()
-            .map(|c| c.team_id.as_str())
-            .filter(|t| !t.is_empty())
-            .collect();
+        // Direct and group messages are in every team's list: the bot's
+        // teams, whether or not a configured channel was found.
+        let teams: Vec<Team> = api
+            .get("/users/me/teams")
+            .await
+            .map_err(|e| format!("listing the bot's teams: {e}"))?;
         for team in teams {
             let mine: Vec<Channel> = api
-                .get(&format!("/users/me/teams/{team}/channels"))
+                .get(&format!("/users/me/teams/{}/channels", team.id))
                 .await
                 .map_err(|e| format!("listing the bot's channels: {e}"))?;
             for c in mine {
@@ -287,16 +292,14 @@ impl Shared {
             if let Ok(mut kinds) = self.kinds.lock() {
                 kinds.insert(c.id.clone(), c.kind.clone());
             }
-            let list: PostList = api
-                .get(&format!("/channels/{}/posts?since={since}", c.id))
-                .await
-                .map_err(|e| format!("fetching what was missed: {e}"))?;
-            posts.extend(
-                list.posts
-                    .into_values()
-                    .filter(|p| p.create_at >= since)
-                    .map(|p| (p, c.kind.clone())),
-            );
+            match self.posts_since(i, &c.id, since).await {
+                Ok(found) => posts.extend(found.into_iter().map(|p| (p, c.kind.clone()))),
+                // Out of the channel since: nothing there to hear.
+                Err(e) if matches!(e.status(), Some(403 | 404)) => {
+                    tracing::warn!("Mattermost: cannot read channel {} ({e})", c.id);
+                }
+                Err(e) => return Err(format!("fetching what was missed: {e}")),
+            }
         }
         posts.sort_by(|a, b| (a.0.create_at, &a.0.id).cmp(&(b.0.create_at, &b.0.id)));
         if !posts.is_empty() {
@@ -310,6 +313,47 @@ impl Shared {
             self.hear(i, post, &kind, None, handle, cursor).await;
         }
         Ok(())
+    }
+
+    /// The posts of `channel` made at or after `since` (ms). `since=`
+    /// gives what changed after a time, at most [`SINCE_LIMIT`] in no
+    /// order: asked from a millisecond before, so a post made in the
+    /// cursor's millisecond but not heard is not skipped, and when the
+    /// limit is reached, read page by page, newest first, back to `since`.
+    async fn posts_since(&self, i: usize, channel: &str, since: u64) -> Result<Vec<Post>, ApiError> {
+        let api = &self.apis[i];
+        let list: PostList = api
+            .get(&format!(
+                "/channels/{channel}/posts?since={}",
+                since.saturating_sub(1)
+            ))
+            .await?;
+        if list.posts.len() < SINCE_LIMIT {
+            return Ok(list
+                .posts
+                .into_values()
+                .filter(|p| p.create_at >= since)
+                .collect());
+        }
+        let mut out: Vec<Post> = Vec::new();
+        for page in 0..MAX_PAGES {
+            let list: PostList = api
+                .get(&format!(
+                    "/channels/{channel}/posts?page={page}&per_page={PER_PAGE}"
+                ))
+                .await?;
+            let older = list.posts.values().any(|p| p.create_at < since);
+            let n = list.posts.len();
+            out.extend(list.posts.into_values().filter(|p| p.create_at >= since));
+            if older || n < PER_PAGE {
+                return Ok(out);
+            }
+        }
+        tracing::warn!(
+            "Mattermost: more than {} posts missed in channel {channel}; the oldest are left unread",
+            MAX_PAGES * PER_PAGE
+        );
+        Ok(out)
     }
 
     /// A post bot `i` received: handed in once, unless it is not

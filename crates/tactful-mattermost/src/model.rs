@@ -35,6 +35,16 @@ pub struct Channel {
     pub last_post_at: u64,
 }
 
+/// A team (`GET /users/me/teams`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct Team {
+    /// The team's id.
+    pub id: String,
+    /// Its name, as in addresses.
+    pub name: String,
+}
+
 /// A post.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]

@@ -10,7 +10,7 @@ use tactful_runtime::{
 };
 
 use crate::api::Api;
-use crate::inbound::ROOMS;
+use crate::inbound::{EVERYONE, ROOMS, name_after, opens_mention, outside_code};
 use crate::model::{Channel, Post};
 use crate::{MattermostPlatform, Shared};
 
@@ -30,33 +30,21 @@ const CAPABILITIES: Capabilities = Capabilities {
     rooms: Some(ROOMS),
 };
 
-/// The words that notify a whole channel, which an answer must not.
-const EVERYONE: [&str; 3] = ["channel", "all", "here"];
-
-/// `text` with every `@channel`, `@all` and `@here` broken by a word
-/// joiner (U+2060) after the `@`: it reads the same, and Mattermost no
-/// longer finds the mention, so an agent's answer notifies nobody.
+/// `text` with the `@` of every `@channel`, `@all` and `@here` outside
+/// code written as a full-width `＠` (U+FF20): it reads the same and
+/// Mattermost finds no mention, so an agent's answer notifies nobody; the
+/// length in characters is unchanged, so a part cut to the server's
+/// longest post still fits.
 pub fn without_channel_mentions(text: &str) -> String {
+    let plain = outside_code(text);
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find('@') {
-        out.push_str(&rest[..=at]);
-        let after = &rest[at + 1..];
-        let word: String = after
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-            .collect();
-        let bare = word.trim_end_matches(['.', '-', '_']).to_ascii_lowercase();
-        let before_ok = rest[..at]
-            .chars()
-            .next_back()
-            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
-        if before_ok && EVERYONE.contains(&bare.as_str()) {
-            out.push('\u{2060}');
-        }
-        rest = after;
+    for (i, c) in text.chars().enumerate() {
+        let wide = c == '@'
+            && plain.get(i) == Some(&'@')
+            && opens_mention(&plain, i)
+            && EVERYONE.contains(&name_after(&plain, i).trim_end_matches(['.', '-', '_']));
+        out.push(if wide { '\u{FF20}' } else { c });
     }
-    out.push_str(rest);
     out
 }
 
@@ -250,14 +238,28 @@ mod tests {
     #[test]
     fn an_answer_notifies_no_whole_channel() {
         let out = without_channel_mentions("Hey @channel, @ALL and @here. Ask @alice; mail x@all.org");
+        assert_eq!(out, "Hey ＠channel, ＠ALL and ＠here. Ask @alice; mail x@all.org");
+        // Italics and other leading punctuation do not hide a mention from
+        // Mattermost, so they do not here either.
         assert_eq!(
-            out,
-            "Hey @\u{2060}channel, @\u{2060}ALL and @\u{2060}here. Ask @alice; mail x@all.org"
+            without_channel_mentions("_@here_ and :@all"),
+            "_＠here_ and :＠all"
         );
         assert_eq!(
-            without_channel_mentions("@channels @allison"),
-            "@channels @allison"
+            without_channel_mentions("@channels @allison a_@here"),
+            "@channels @allison a_@here"
+        );
+        // Code is shown as written: Mattermost reads no mention there.
+        assert_eq!(
+            without_channel_mentions("`@here` and\n```\n@all\n```"),
+            "`@here` and\n```\n@all\n```"
         );
         assert_eq!(without_channel_mentions("trailing @"), "trailing @");
+        // The length in characters is kept.
+        let text = "é@all ".repeat(50);
+        assert_eq!(
+            without_channel_mentions(&text).chars().count(),
+            text.chars().count()
+        );
     }
 }

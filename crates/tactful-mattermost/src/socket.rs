@@ -1,9 +1,10 @@
-//! One bot's WebSocket to `/api/v4/websocket`: opened (resuming the last
-//! connection by its id and the next sequence number when there was one),
-//! authenticated with `authentication_challenge`, and read frame by frame
-//! with the sequence checked. A gap in the sequence, a quiet socket or a
-//! refused challenge ends the connection; the listener then opens another
-//! and fetches what the gap may have held over REST.
+//! One bot's WebSocket to `/api/v4/websocket`: opened with the token in
+//! its `Authorization` header (the server resumes a connection only for a
+//! socket authenticated when it opens, not by `authentication_challenge`
+//! later), resuming the last connection by its id and the next sequence
+//! number when there was one, and read frame by frame. A gap in the
+//! sequence or a quiet socket ends the connection; the listener then
+//! opens another and fetches what the gap may have held over REST.
 
 use std::time::Duration;
 
@@ -25,9 +26,11 @@ const PING_EVERY: Duration = Duration::from_secs(30);
 /// A socket that says nothing, not even a pong, for this long is dead.
 const QUIET_FOR: Duration = Duration::from_secs(75);
 
-/// The largest frame read: a post is at most 65,535 characters, and an
-/// event carries one.
-const MAX_FRAME: usize = 1 << 20;
+/// The largest frame read: a post is at most 65,535 characters (four
+/// bytes each at worst), and an event carries one. A larger frame ends
+/// the connection, and the next one starts afresh rather than resuming
+/// (the server would send it again).
+const MAX_FRAME: usize = 4 << 20;
 
 /// Where a connection's events have got to, for resuming it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,8 +44,8 @@ pub struct Resume {
 /// An open, authenticated socket.
 pub struct Socket {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    /// The next request's `seq`.
-    request_seq: u64,
+    /// Whether a frame too large to read ended the connection.
+    pub oversized: bool,
     last_heard: Instant,
     ping: tokio::time::Interval,
 }
@@ -68,14 +71,18 @@ pub fn address(url: &str, resume: &Resume) -> String {
 }
 
 impl Socket {
-    /// Opens the socket and sends the token in `authentication_challenge`.
+    /// Opens the socket, authenticated by `token`.
     pub async fn open(url: &str, token: &str, resume: &Resume) -> Result<Socket, String> {
         let address = address(url, resume);
         let shown = tactful_core::cause::shown_url(&address);
-        let request = address
+        let mut request = address
             .as_str()
             .into_client_request()
             .map_err(|e| format!("{shown}: {e}"))?;
+        let bearer = format!("Bearer {token}")
+            .parse()
+            .map_err(|_| "the token cannot be sent in a header".to_owned())?;
+        request.headers_mut().insert("Authorization", bearer);
         let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
             .max_message_size(Some(MAX_FRAME))
             .max_frame_size(Some(MAX_FRAME));
@@ -98,26 +105,18 @@ impl Socket {
         })?;
         let mut ping = tokio::time::interval_at(Instant::now() + PING_EVERY, PING_EVERY);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut socket = Socket {
+        Ok(Socket {
             ws,
-            request_seq: 1,
+            oversized: false,
             last_heard: Instant::now(),
             ping,
-        };
-        socket
-            .request("authentication_challenge", serde_json::json!({ "token": token }))
-            .await?;
-        Ok(socket)
+        })
     }
 
-    /// Sends a request (`action`, `data`) with the next `seq`.
-    async fn request(&mut self, action: &str, data: serde_json::Value) -> Result<(), String> {
-        let frame = serde_json::json!({ "seq": self.request_seq, "action": action, "data": data });
-        self.request_seq += 1;
-        self.ws
-            .send(WsMessage::text(frame.to_string()))
-            .await
-            .map_err(|e| format!("the event stream broke: {e}"))
+    /// Counts the socket as heard from now: after a wait that was not the
+    /// socket's (what was missed, fetched before its first frame is read).
+    pub fn heard_now(&mut self) {
+        self.last_heard = Instant::now();
     }
 
     /// The next frame the server sends: an event or an answer. `Ok(None)`
@@ -142,7 +141,14 @@ impl Socket {
             let Some(msg) = msg else {
                 return Ok(None);
             };
-            let msg = msg.map_err(|e| format!("the event stream broke: {e}"))?;
+            let msg = match msg {
+                Ok(m) => m,
+                Err(tokio_tungstenite::tungstenite::Error::Capacity(e)) => {
+                    self.oversized = true;
+                    return Err(format!("the event stream sent a frame too large to read ({e})"));
+                }
+                Err(e) => return Err(format!("the event stream broke: {e}")),
+            };
             self.last_heard = Instant::now();
             let text = match msg {
                 WsMessage::Text(t) => t,

@@ -21,6 +21,7 @@ pub mod markup;
 pub mod metrics;
 pub mod persist;
 pub mod platform;
+pub mod rate_pause;
 mod restart;
 pub mod roster;
 pub mod runtime;

@@ -38,6 +38,7 @@ pub fn platforms() -> Vec<Registration> {
     platform!(list, "xmpp", tactful_xmpp);
     platform!(list, "email", tactful_email);
     platform!(list, "mattermost", tactful_mattermost);
+    platform!(list, "zulip", tactful_zulip);
     list
 }
 

@@ -26,6 +26,7 @@ mod slack_double;
 mod telegram_double;
 mod telegram_setup;
 mod xmpp_setup;
+mod zulip_double;
 use cluster_setup::leases;
 
 // The tests, one module per file.
@@ -76,3 +77,5 @@ mod telegram;
 mod telegram_emulator;
 mod xmpp;
 mod xmpp_config;
+mod zulip;
+mod zulip_client;

@@ -202,7 +202,7 @@ async fn mattermost_mentions_threads_dms_streaming_and_silence() {
         "docs-bot",
         TOWN,
         &q,
-        "Hey @\u{2060}channel and @\u{2060}all: look",
+        "Hey \u{FF20}channel and \u{FF20}all: look",
     )
     .await;
     settle(metrics, heard);
@@ -286,12 +286,17 @@ async fn a_restart_and_dropped_streams_miss_nothing_and_answer_nothing_twice() {
             !d.connected("docs-bot") && !d.connected("chef")
         })
         .await;
+    // More than the 1,000 posts `since=` answers with: the oldest question
+    // is read back page by page.
     let q4 = double.post("alice", TOWN, "@docs-bot asked while tactful was down", "");
+    for n in 0..1050 {
+        double.post("bob", TOWN, &format!("chatter {n}"), "");
+    }
     let q5 = double.post("bob", TOWN, "@chef and this too", "");
     let _tactful = start(dir.path(), &cfg);
     answered(&double, "docs-bot", TOWN, &q4, &format!("docs answers {q4}")).await;
     answered(&double, "chef", TOWN, &q5, &format!("chef answers {q5}")).await;
-    settle(metrics, 2.0);
+    settle(metrics, 1052.0);
     // Nothing from before the kill was answered again.
     for (bot, q) in [("docs-bot", &q1), ("docs-bot", &q2), ("chef", &q3)] {
         let n = double
@@ -339,6 +344,14 @@ async fn a_429_storm_bad_events_and_a_channel_the_bot_is_not_in() {
         assert!(std::time::Instant::now() < deadline, "{}", health());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Taken out of it again: said again.
+    double.remove_member("chef", mattermost_double::QUIET);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !health().contains("not a member of channel myteam/quiet") {
+        assert!(std::time::Instant::now() < deadline, "{}", health());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    double.add_member("chef", mattermost_double::QUIET);
 
     // Bad input: an event nobody knows, a posted event whose post is not
     // JSON, a 1 MB post, a post by docs's own bot from another session.

@@ -55,6 +55,7 @@ async fn the_double_passes_the_vendors_client_and_types() {
         "ok hello and posted",
         "ok a resume by sequence number",
         "ok a resume the server cannot make",
+        "ok no resume without a token on the upgrade",
     ] {
         assert!(said.contains(check), "{check} missing from:\n{said}");
     }

@@ -19,7 +19,7 @@ pub const MAX_ROOM_BYTES: usize = 256;
 /// binary or not (each crate's `ROOMS`; a test checks they agree): a
 /// room of another build's platform is still a room the store may hold.
 pub const PLATFORM_PREFIXES: &[&str] = &[
-    "irc:", "matrix:", "tg:", "discord:", "slack:", "xmpp:", "email:", "mm:",
+    "irc:", "matrix:", "tg:", "discord:", "slack:", "xmpp:", "email:", "mm:", "zulip:",
 ];
 
 /// Why no platform can have a room `room`; `None` when one can. `default`
@@ -117,6 +117,8 @@ mod tests {
             // listed here: its policy could not be set in the console.
             "email:dev@lists.example.org",
             "mm:4xp9fdt77pncbef59f4k1qe83o",
+            "zulip:42",
+            "zulip:dm:3,10",
             "@guide.0123456789abcdef",
         ] {
             assert_eq!(impossible(good), None, "{good}");
@@ -162,7 +164,8 @@ mod tests {
     feature = "slack",
     feature = "xmpp",
     feature = "email",
-    feature = "mattermost"
+    feature = "mattermost",
+    feature = "zulip"
 ))]
 mod prefix_tests {
     #[test]
@@ -176,6 +179,7 @@ mod prefix_tests {
             tactful_xmpp::ROOMS.prefix,
             tactful_email::ROOMS.prefix,
             tactful_mattermost::inbound::ROOMS.prefix,
+            tactful_zulip::inbound::ROOMS.prefix,
         ];
         assert_eq!(prefixes.as_slice(), super::PLATFORM_PREFIXES);
     }

@@ -18,6 +18,7 @@ pub(super) fn router(shared: Shared) -> Router {
         .route("/api/v4/users/me", get(me))
         .route("/api/v4/users/{id}", get(user))
         .route("/api/v4/users/{id}/typing", post(typing))
+        .route("/api/v4/users/me/teams", get(my_teams))
         .route("/api/v4/users/me/teams/{team}/channels", get(my_channels))
         .route(
             "/api/v4/teams/name/{team}/channels/name/{name}",
@@ -305,14 +306,36 @@ async fn posts_since(
             "You do not have the appropriate permissions.",
         );
     }
-    let since: u64 = q.get("since").and_then(|v| v.parse().ok()).unwrap_or(0);
-    // `since`: what was made or changed at or after it.
-    let posts: Vec<&Post> = s
-        .posts
-        .iter()
-        .filter(|p| p.channel_id == id && p.update_at >= since)
-        .collect();
+    let mut posts: Vec<&Post> = s.posts.iter().filter(|p| p.channel_id == id).collect();
+    if let Some(since) = q.get("since").and_then(|v| v.parse::<u64>().ok()) {
+        // As the server: what changed strictly after `since`, at most
+        // 1,000 (here the most recently changed).
+        posts.retain(|p| p.update_at > since);
+        posts.sort_by_key(|p| std::cmp::Reverse(p.update_at));
+        posts.truncate(1000);
+    } else {
+        // Pages, newest first.
+        let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let per_page: usize = q
+            .get("per_page")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(60)
+            .min(200);
+        posts.sort_by_key(|p| std::cmp::Reverse(p.create_at));
+        posts = posts.into_iter().skip(page * per_page).take(per_page).collect();
+    }
     axum::Json(post_list(posts)).into_response()
+}
+
+async fn my_teams(State(shared): State<Shared>, headers: HeaderMap, method: Method, uri: Uri) -> Response {
+    caller!(shared, headers, method, uri, &[]);
+    axum::Json(json!([{
+        "id": TEAM_ID, "create_at": 1, "update_at": 1, "delete_at": 0, "display_name": "My Team",
+        "name": TEAM, "description": "", "email": "", "type": "O", "company_name": "",
+        "allowed_domains": "", "invite_id": "", "allow_open_invite": false, "scheme_id": "",
+        "group_constrained": false,
+    }]))
+    .into_response()
 }
 
 async fn thread(

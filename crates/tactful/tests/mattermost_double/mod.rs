@@ -8,11 +8,15 @@
 //!   server takes it); a wrong token is a 401 with the server's error body.
 //! - Errors: `{id, message, detailed_error, request_id, status_code}` as
 //!   JSON; a 429 is plain text with `X-RateLimit-*` and `Retry-After`.
-//! - The event stream: `authentication_challenge` answered `{status: OK,
-//!   seq_reply}`, `hello` at seq 0 with a `connection_id`, every event
-//!   numbered; a connection resumed with `connection_id` and
-//!   `sequence_number` gets what it missed from the last 128 events it was
-//!   sent, else a new `hello` (and must fetch what it missed over REST).
+//! - The event stream: a token in the upgrade's `Authorization` header, or
+//!   `authentication_challenge` answered `{status: OK, seq_reply}` (a
+//!   wrong one closes the socket); `hello` at seq 0 with a
+//!   `connection_id`, every event numbered. A socket authenticated by its
+//!   header that names a `connection_id` and `sequence_number` gets what
+//!   it missed from the last 128 events sent there; any other gets a new
+//!   `hello` (and must fetch what it missed over REST), as on the server.
+//! - `channels/{id}/posts?since=` answers what changed strictly after
+//!   `since`, 1,000 at most; without it, pages newest first.
 //! - Like the server, a post is shown to every member of its channel's
 //!   sockets as `posted` (its post a JSON string), edits as `post_edited`,
 //!   deletions as `post_deleted`, reactions as `reaction_added`.
@@ -359,6 +363,27 @@ impl Double {
             }
             let data = json!({"team_id": TEAM_ID, "user_id": user});
             s.emit_channel(channel, "user_added", data);
+        });
+    }
+
+    /// Takes `username` out of `channel`, with the `user_removed` events
+    /// the server sends: to the channel (`data.user_id`) and to the user
+    /// removed (`broadcast.user_id`, `data.channel_id`).
+    pub fn remove_member(&self, username: &str, channel: &str) {
+        let user = self.user(username);
+        self.with(|s| {
+            if let Some(c) = s.channels.iter_mut().find(|c| c.id == channel) {
+                c.members.retain(|m| *m != user);
+            }
+            let data = json!({"user_id": user, "remover_id": ""});
+            s.emit_channel(channel, "user_removed", data);
+            let data = json!({"channel_id": channel, "remover_id": ""});
+            s.emit_to(
+                &user,
+                "user_removed",
+                data,
+                json!({"user_id": user, "channel_id": ""}),
+            );
         });
     }
 

@@ -23,11 +23,20 @@ pub(super) async fn upgrade(
     ws.on_upgrade(move |socket| serve(shared, socket, header_token, q))
 }
 
-/// Waits for `authentication_challenge` (unless the upgrade carried a
-/// token); the user, or `None` after answering FAIL.
-async fn authenticate(shared: &Shared, socket: &mut WebSocket, header_token: Option<String>) -> Option<User> {
+/// The user: by the upgrade's `Authorization` header, else by waiting for
+/// `authentication_challenge` (a wrong token closes the socket, as the
+/// server does). Whether the header did it: only such a socket may resume
+/// a connection, as on the server.
+async fn authenticate(
+    shared: &Shared,
+    socket: &mut WebSocket,
+    header_token: Option<String>,
+) -> Option<(User, bool)> {
     if let Some(t) = header_token {
-        return shared.inner.lock().expect("double").user_by_token(&t);
+        let user = shared.inner.lock().expect("double").user_by_token(&t);
+        if user.is_some() {
+            return user.map(|u| (u, true));
+        }
     }
     while let Some(Ok(msg)) = socket.recv().await {
         let Ws::Text(text) = msg else { continue };
@@ -38,16 +47,12 @@ async fn authenticate(shared: &Shared, socket: &mut WebSocket, header_token: Opt
             let _ = socket.send(Ws::Text(fail.to_string().into())).await;
             continue;
         }
+        // A wrong token closes the socket, as the server does.
         let token = v["data"]["token"].as_str().unwrap_or_default();
-        let user = shared.inner.lock().expect("double").user_by_token(token);
-        let answer = match &user {
-            Some(_) => json!({"status": "OK", "seq_reply": seq}),
-            None => {
-                json!({"status": "FAIL", "seq_reply": seq, "error": {"id": "api.web_socket_router.bad_auth.app_error", "message": "Invalid session token"}})
-            }
-        };
+        let user = shared.inner.lock().expect("double").user_by_token(token)?;
+        let answer = json!({"status": "OK", "seq_reply": seq});
         let _ = socket.send(Ws::Text(answer.to_string().into())).await;
-        return user;
+        return Some((user, false));
     }
     None
 }
@@ -58,7 +63,7 @@ async fn serve(
     header_token: Option<String>,
     q: HashMap<String, String>,
 ) {
-    let Some(user) = authenticate(&shared, &mut socket, header_token).await else {
+    let Some((user, by_header)) = authenticate(&shared, &mut socket, header_token).await else {
         let _ = socket.send(Ws::Close(None)).await;
         return;
     };
@@ -67,10 +72,10 @@ async fn serve(
         let mut s = shared.inner.lock().expect("double");
         let wanted = q.get("connection_id").cloned().unwrap_or_default();
         let from: u64 = q.get("sequence_number").and_then(|v| v.parse().ok()).unwrap_or(0);
-        let resumable = s
-            .conns
-            .get(&wanted)
-            .is_some_and(|c| c.user_id == user.id && from >= c.lost_before && from <= c.next_seq);
+        let resumable = by_header
+            && s.conns
+                .get(&wanted)
+                .is_some_and(|c| c.user_id == user.id && from >= c.lost_before && from <= c.next_seq);
         if resumable {
             let conn = s.conns.get_mut(&wanted).expect("resumable");
             for (seq, frame) in &conn.dead {
@@ -121,6 +126,11 @@ async fn serve(
             incoming = socket.recv() => match incoming {
                 Some(Ok(Ws::Text(text))) => {
                     let v: Value = serde_json::from_str(text.as_str()).unwrap_or(Value::Null);
+                    // The server ignores a challenge on an authenticated
+                    // socket; it answers other requests.
+                    if v["action"] == "authentication_challenge" {
+                        continue;
+                    }
                     if let Some(seq) = v["seq"].as_u64() {
                         let answer = json!({"status": "OK", "seq_reply": seq});
                         if socket.send(Ws::Text(answer.to_string().into())).await.is_err() {

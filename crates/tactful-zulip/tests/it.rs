@@ -1,0 +1,3 @@
+//! The crate's integration tests, one binary.
+
+mod inbound;
