@@ -32,6 +32,9 @@ const CAPABILITIES: Capabilities = Capabilities {
 /// name for messages without a topic).
 pub const NO_TOPIC: &str = "(no topic)";
 
+/// What a placeholder the bot may not delete is edited to.
+pub const WITHDRAWN: &str = "_(withdrawn)_";
+
 /// The words that notify everyone, which an answer must not.
 const WILDCARDS: [&str; 5] = ["all", "everyone", "channel", "stream", "topic"];
 
@@ -174,7 +177,22 @@ impl Platform for ZulipPlatform {
         Box::pin(async move {
             let i = self.shared.account(at.persona)?;
             let api = &self.shared.apis[i];
-            within_deadline("Zulip", api.delete(&format!("/messages/{}", id.as_str()))).await
+            let path = format!("/messages/{}", id.as_str());
+            within_deadline("Zulip", async {
+                match api.delete(&path).await {
+                    Ok(()) => Ok(()),
+                    // Deleting is for administrators unless the
+                    // organisation lets people delete their own: the
+                    // placeholder then says it was withdrawn, rather than
+                    // "…" for ever.
+                    Err(e) if e.status() == Some(400) => {
+                        tracing::info!("Zulip: could not delete a placeholder ({e}); marking it withdrawn");
+                        api.patch(&path, &vec![("content", WITHDRAWN.to_owned())]).await
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .await
         })
     }
 

@@ -241,6 +241,24 @@ async fn zulip_mentions_topics_dms_streaming_and_silence() {
         3 + parts.len() + 1,
         "no answer to chatter, a silent mention or @**all**"
     );
+
+    // Where bots may not delete their own messages, a silent turn's
+    // placeholder says it was withdrawn.
+    double.forbid_own_deletes();
+    let q = double.post("Alice", GENERAL, "Docs", "@**Docs Bot** never mind");
+    heard += 1.0;
+    double
+        .wait_until("the placeholder marked withdrawn", |d| {
+            d.messages_by("Docs Bot")
+                .iter()
+                .any(|m| m.topic == "Docs" && m.content == "_(withdrawn)_")
+        })
+        .await;
+    settle(metrics, heard);
+    assert!(
+        double.reactions().iter().any(|(_, m, e)| *m == q && e == "eyes"),
+        "and the question has its :eyes:"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -331,6 +331,11 @@ impl Double {
         until
     }
 
+    /// Deleting becomes for administrators only (Zulip's default).
+    pub fn forbid_own_deletes(&self) {
+        self.with(|s| s.own_deletes = false);
+    }
+
     pub fn set_max_message_length(&self, n: usize) {
         self.with(|s| s.max_message_length = n);
     }
