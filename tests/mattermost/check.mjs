@@ -238,7 +238,7 @@ async function until(what, pred, events) {
 
 function stream(headers) {
     const events = [];
-    const state = {events, missed: 0};
+    const state = {events, missed: 0, reconnects: 0};
     const ws = new WebSocketClient({
         newWebSocketFn: (u) => new WS(u, {headers}),
         minWebSocketRetryTime: 50,
@@ -246,12 +246,14 @@ function stream(headers) {
     });
     ws.addMessageListener((m) => events.push(m));
     ws.addMissedMessageListener(() => state.missed++);
+    ws.addReconnectListener(() => state.reconnects++);
     ws.initialize(url.replace(/^http/, 'ws') + '/api/v4/websocket', aliceToken);
     state.ws = ws;
     return state;
 }
 
 const postedId = (e, id) => e.event === 'posted' && JSON.parse(e.data.post).id === id;
+const open = (st) => st.ws.conn !== null && st.ws.conn.readyState === WS.OPEN;
 
 const a = stream({Authorization: `Bearer ${aliceToken}`});
 await until('a hello', () => a.events.some((e) => e.event === 'hello'), a.events);
@@ -273,6 +275,7 @@ ok('hello and posted');
 const connection = a.ws.connectionId;
 a.ws.conn.close();
 const meanwhile = await bot.createPost({channel_id: town.id, message: 'posted while the socket was down'});
+await until('a reconnection', () => a.reconnects === 1 && open(a), a.events);
 await until('the post made while down', () => a.events.some((e) => postedId(e, meanwhile.id)), a.events);
 if (a.missed !== 0 || a.ws.connectionId !== connection) {
     fail(`the resume was not lossless: missed ${a.missed}, connection ${a.ws.connectionId} (was ${connection})`);
@@ -282,6 +285,7 @@ ok('a resume by sequence number');
 // A connection the server does not know: a new hello, and the client is
 // told to fetch what it missed.
 a.ws.connectionId = 'unknown0000000000000000000';
+await until('an open socket', () => open(a), a.events);
 a.ws.conn.close();
 await until('a second hello', () => a.events.filter((e) => e.event === 'hello').length === 2, a.events);
 if (a.missed !== 1) {
@@ -293,7 +297,7 @@ a.ws.close();
 // Authenticated by challenge only: every reconnection is a new
 // connection.
 const b = stream({});
-await until('a hello by challenge', () => b.events.some((e) => e.event === 'hello'), b.events);
+await until('a hello by challenge', () => b.events.some((e) => e.event === 'hello') && open(b), b.events);
 b.ws.conn.close();
 await until('a new hello', () => b.events.filter((e) => e.event === 'hello').length === 2, b.events);
 if (b.missed !== 1) {

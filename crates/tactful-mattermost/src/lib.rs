@@ -92,6 +92,9 @@ struct Shared {
     seen: Mutex<HeardOnce<String>>,
     /// The configured channels' ids, as found.
     listened: RwLock<std::collections::HashSet<String>>,
+    /// The bot that hands in each configured channel's posts (the first
+    /// in the config that is a member).
+    readers: Mutex<std::collections::HashMap<String, usize>>,
     /// Each channel's type (`O`, `P`, `D`, `G`), by id.
     kinds: Mutex<Recent<String, String>>,
     /// The last persona post in each thread, by the thread's root.
@@ -103,7 +106,7 @@ struct Shared {
     /// The server's longest post, in characters.
     max_post: AtomicUsize,
     /// The platform state the store held at start (each bot's last post).
-    saved: BTreeMap<String, String>,
+    saved: tactful_runtime::saved::SavedCursors,
 }
 
 impl MattermostPlatform {
@@ -123,11 +126,7 @@ impl MattermostPlatform {
             .collect::<Result<Vec<_>, _>>()?;
         let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
         let roster = Roster::new("Mattermost", personas, settings.max_backoff);
-        let saved = saved
-            .iter()
-            .filter(|(k, _)| k.starts_with(listen::STATE_PREFIX))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let saved = tactful_runtime::saved::SavedCursors::new(listen::STATE_PREFIX, saved);
         Ok(MattermostPlatform {
             shared: Arc::new(Shared {
                 bots: RwLock::new(vec![None; settings.personas.len()]),
@@ -136,6 +135,7 @@ impl MattermostPlatform {
                 roster,
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_POSTS)),
                 listened: RwLock::new(std::collections::HashSet::new()),
+                readers: Mutex::new(std::collections::HashMap::new()),
                 kinds: Mutex::new(Recent::new(REMEMBERED)),
                 last_in_thread: Mutex::new(Recent::new(REMEMBERED)),
                 roots: Mutex::new(Recent::new(REMEMBERED)),
@@ -190,9 +190,11 @@ impl Connected for MattermostPlatform {
     fn change_held(
         &self,
         held: &Held,
-        _saved: &BTreeMap<String, String>,
+        saved: &BTreeMap<String, String>,
     ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
         let shared = &self.shared;
+        // An account taken over starts from what its last holder saved.
+        shared.saved.refresh(saved);
         Some(shared.roster.change(held, |i, listening| {
             Box::pin(shared.clone().keep_connected(i, listening))
         }))

@@ -64,8 +64,7 @@ impl Shared {
         // before the service started is history, not asked of it.
         let mut cursor = self
             .saved
-            .get(&state_key(&me.id))
-            .and_then(|v| v.parse::<u64>().ok())
+            .number(&state_key(&me.id))
             .unwrap_or(handle.started().as_millis());
         let mut resume = Resume::default();
         tracing::info!(persona = %persona, bot = %me.username, "Mattermost: listening");
@@ -137,7 +136,16 @@ impl Shared {
                 listened.insert(channel.id.clone());
             }
             match api.get::<serde_json::Value>(&format!("/channels/{}/members/me", channel.id)).await {
-                Ok(_) => found.joined.push(channel),
+                Ok(_) => {
+                    // The first bot in the config that is in the channel
+                    // hands its posts in, so they reach the engine in the
+                    // order one socket received them (sockets race).
+                    if let Ok(mut r) = self.readers.lock() {
+                        let reader = r.entry(channel.id.clone()).or_insert(i);
+                        *reader = (*reader).min(i);
+                    }
+                    found.joined.push(channel)
+                }
                 Err(e) if matches!(e.status(), Some(403 | 404)) => found.missing.push(format!(
                     "not a member of channel {wanted}: add the bot there (`/invite @<bot>` in the channel), or it hears nothing there"
                 )),
@@ -368,8 +376,12 @@ impl Shared {
         handle: &RuntimeHandle,
         cursor: &mut u64,
     ) {
-        let listened =
-            matches!(kind, "D" | "G") || self.listened.read().is_ok_and(|l| l.contains(&post.channel_id));
+        let listened = matches!(kind, "D" | "G")
+            || (self.listened.read().is_ok_and(|l| l.contains(&post.channel_id))
+                && self
+                    .readers
+                    .lock()
+                    .is_ok_and(|r| r.get(&post.channel_id) == Some(&i)));
         if !listened || post.id.is_empty() {
             return;
         }
@@ -381,7 +393,11 @@ impl Shared {
         if first {
             let known = self.known();
             if known.iter().any(|b| b.user_id == post.user_id) {
-                self.note_persona_post(&post.id, &post.root_id);
+                // A placeholder is no answer yet: it is noted when edited
+                // into one.
+                if post.message.trim() != tactful_runtime::PLACEHOLDER {
+                    self.note_persona_post(&post.id, &post.root_id);
+                }
             } else {
                 let reply_to = match post.root_id.as_str() {
                     "" => None,
@@ -461,7 +477,12 @@ impl Shared {
         let last = thread
             .posts
             .values()
-            .filter(|p| bots.contains(&p.user_id) && p.create_at < before && p.delete_at == 0)
+            .filter(|p| {
+                bots.contains(&p.user_id)
+                    && p.create_at < before
+                    && p.delete_at == 0
+                    && p.message.trim() != tactful_runtime::PLACEHOLDER
+            })
             .max_by_key(|p| (p.create_at, p.id.clone()))
             .map(|p| p.id.clone());
         if let Ok(mut l) = self.last_in_thread.lock() {

@@ -10,7 +10,7 @@ use tactful_runtime::{
 };
 
 use crate::api::Api;
-use crate::inbound::{EVERYONE, ROOMS, name_after, opens_mention, outside_code};
+use crate::inbound::{EVERYONE, ROOMS, name_after, opens_mention};
 use crate::model::{Channel, Post};
 use crate::{MattermostPlatform, Shared};
 
@@ -30,22 +30,24 @@ const CAPABILITIES: Capabilities = Capabilities {
     rooms: Some(ROOMS),
 };
 
-/// `text` with the `@` of every `@channel`, `@all` and `@here` outside
-/// code written as a full-width `＠` (U+FF20): it reads the same and
-/// Mattermost finds no mention, so an agent's answer notifies nobody; the
-/// length in characters is unchanged, so a part cut to the server's
-/// longest post still fits.
+/// `text` with the `@` of every `@channel`, `@all` and `@here` written as
+/// a full-width `＠` (U+FF20): it reads the same and Mattermost finds no
+/// mention, so an agent's answer notifies nobody; the length in
+/// characters is unchanged, so a part cut to the server's longest post
+/// still fits. Inside code too: where code ends is Markdown's to say, and
+/// a guess that differs from Mattermost's must not let a mention through.
 pub fn without_channel_mentions(text: &str) -> String {
-    let plain = outside_code(text);
-    let mut out = String::with_capacity(text.len());
-    for (i, c) in text.chars().enumerate() {
-        let wide = c == '@'
-            && plain.get(i) == Some(&'@')
-            && opens_mention(&plain, i)
-            && EVERYONE.contains(&name_after(&plain, i).trim_end_matches(['.', '-', '_']));
-        out.push(if wide { '\u{FF20}' } else { c });
-    }
-    out
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let wide = *c == '@'
+                && opens_mention(&chars, i)
+                && EVERYONE.contains(&name_after(&chars, i).trim_end_matches(['.', '-', '_']));
+            if wide { '\u{FF20}' } else { *c }
+        })
+        .collect()
 }
 
 /// The platform's error for a failed call.
@@ -249,10 +251,10 @@ mod tests {
             without_channel_mentions("@channels @allison a_@here"),
             "@channels @allison a_@here"
         );
-        // Code is shown as written: Mattermost reads no mention there.
+        // Code too: a guess at where code ends must not let one through.
         assert_eq!(
             without_channel_mentions("`@here` and\n```\n@all\n```"),
-            "`@here` and\n```\n@all\n```"
+            "`＠here` and\n```\n＠all\n```"
         );
         assert_eq!(without_channel_mentions("trailing @"), "trailing @");
         // The length in characters is kept.

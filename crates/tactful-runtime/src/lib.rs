@@ -25,6 +25,7 @@ pub mod rate_pause;
 mod restart;
 pub mod roster;
 pub mod runtime;
+pub mod saved;
 mod schedules;
 pub mod seam;
 pub mod slot;

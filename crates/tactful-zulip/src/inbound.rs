@@ -11,7 +11,8 @@
 //!   are not read.
 //! - Agents read `@**Name|42**` as `@Name` and a silent mention as the
 //!   name alone.
-//! - A stream message's topic is its thread, and it replies to what the
+//! - A stream message's topic is its thread (named in lower case, as
+//!   Zulip compares topics), and it replies to what the
 //!   caller says (the last persona message in the topic), so a message in
 //!   a topic a persona answered in addresses that persona.
 //! - Direct messages (one-to-one or a group) are DMs; a one-to-one with a
@@ -142,7 +143,17 @@ fn code_spans(text: &str) -> Vec<std::ops::Range<usize>> {
 
 /// The mentions in `text`, outside code, in order.
 pub fn mentions_in(text: &str) -> Vec<Mention> {
-    let code = code_spans(text);
+    scan(text, &code_spans(text))
+}
+
+/// The mentions in `text`, code or not: what could notify if Zulip read
+/// the code's edges otherwise than [`code_spans`] guesses.
+pub fn mentions_anywhere(text: &str) -> Vec<Mention> {
+    scan(text, &[])
+}
+
+/// The mentions in `text` outside the `code` ranges.
+fn scan(text: &str, code: &[std::ops::Range<usize>]) -> Vec<Mention> {
     let mut out = Vec::new();
     let mut from = 0;
     while let Some(at) = text[from..].find('@').map(|i| from + i) {

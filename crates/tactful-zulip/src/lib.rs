@@ -100,8 +100,15 @@ struct Shared {
     roster: Roster,
     /// Messages handed in.
     seen: Mutex<HeardOnce<u64>>,
-    /// The configured streams' ids, as found.
+    /// The configured streams' ids, as found (any bot subscribed).
     listened: RwLock<HashSet<u64>>,
+    /// The bot that hands in each stream's messages (the first in the
+    /// config subscribed to it).
+    readers: Mutex<std::collections::HashMap<u64, usize>>,
+    /// Each bot's configured streams it is not subscribed to, by name
+    /// (lower case): reported until a message there shows it was
+    /// subscribed since.
+    unsubscribed: Mutex<Vec<HashSet<String>>>,
     /// Where recent messages are now (stream, topic), by id.
     places: Mutex<Recent<u64, (u64, String)>>,
     /// The last persona message in each topic (0: none).
@@ -110,7 +117,7 @@ struct Shared {
     max_message: AtomicUsize,
     /// The platform state the store held at start (each bot's last
     /// message).
-    saved: BTreeMap<String, String>,
+    saved: tactful_runtime::saved::SavedCursors,
 }
 
 impl ZulipPlatform {
@@ -126,19 +133,17 @@ impl ZulipPlatform {
             .collect::<Result<Vec<_>, _>>()?;
         let personas = settings.personas.iter().map(|p| p.id.clone()).collect();
         let roster = Roster::new("Zulip", personas, settings.max_backoff);
-        let saved = saved
-            .iter()
-            .filter(|(k, _)| k.starts_with(listen::STATE_PREFIX))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let saved = tactful_runtime::saved::SavedCursors::new(listen::STATE_PREFIX, saved);
         Ok(ZulipPlatform {
             shared: Arc::new(Shared {
                 bots: RwLock::new(vec![None; settings.personas.len()]),
+                unsubscribed: Mutex::new(vec![HashSet::new(); settings.personas.len()]),
                 settings,
                 apis,
                 roster,
                 seen: Mutex::new(HeardOnce::new(REMEMBERED_MESSAGES)),
                 listened: RwLock::new(HashSet::new()),
+                readers: Mutex::new(std::collections::HashMap::new()),
                 places: Mutex::new(Recent::new(REMEMBERED)),
                 last_in_topic: Mutex::new(Recent::new(REMEMBERED)),
                 max_message: AtomicUsize::new(DEFAULT_MAX_MESSAGE),
@@ -202,9 +207,11 @@ impl Connected for ZulipPlatform {
     fn change_held(
         &self,
         held: &Held,
-        _saved: &BTreeMap<String, String>,
+        saved: &BTreeMap<String, String>,
     ) -> Option<Vec<tokio::task::JoinHandle<()>>> {
         let shared = &self.shared;
+        // An account taken over starts from what its last holder saved.
+        shared.saved.refresh(saved);
         Some(shared.roster.change(held, |i, listening| {
             Box::pin(shared.clone().keep_connected(i, listening))
         }))

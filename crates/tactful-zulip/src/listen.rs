@@ -33,9 +33,12 @@ const FIRST_LOOK_BACK: u64 = 100;
 /// without knowing the topic's last persona message.
 const LOOKUP_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// The streams a bot listens in, as found this time: what is wrong with
-/// the others, one line each.
-struct Missing(Vec<String>);
+/// Whether a persona's message is a placeholder, or one withdrawn: no
+/// answer a follow-up could be addressed by.
+fn is_placeholder(content: &str) -> bool {
+    let c = content.trim();
+    c == tactful_runtime::PLACEHOLDER || c == crate::send::WITHDRAWN
+}
 
 impl Shared {
     /// Identifies persona `i`'s bot, then, if this process holds it
@@ -52,10 +55,7 @@ impl Shared {
         let Some(handle) = self.roster.runtime() else {
             return;
         };
-        let mut cursor: Option<u64> = self
-            .saved
-            .get(&state_key(me.user_id))
-            .and_then(|v| v.parse().ok());
+        let mut cursor: Option<u64> = self.saved.number(&state_key(me.user_id));
         tracing::info!(persona = %persona, bot = %me.full_name, "Zulip: listening");
         loop {
             let why = self.listen(i, &me, &handle, &mut cursor, &mut backoff).await;
@@ -81,26 +81,82 @@ impl Shared {
         Ok(me)
     }
 
-    /// Which configured streams bot `i` is subscribed to.
-    async fn streams(&self, i: usize) -> Result<Missing, String> {
+    /// Which configured streams bot `i` is subscribed to: each found is
+    /// listened in (bot `i` reads it unless a bot before it in the config
+    /// does), each not found noted for [`Shared::report_streams`].
+    async fn streams(&self, i: usize) -> Result<(), String> {
         let subs: Subscriptions = self.apis[i]
             .get("/users/me/subscriptions", &Vec::new())
             .await
             .map_err(|e| format!("users/me/subscriptions: {e}"))?;
-        let mut missing = Vec::new();
+        let mut unsubscribed = std::collections::HashSet::new();
         for name in &self.settings.streams {
-            match subs.subscriptions.iter().find(|s| s.name.eq_ignore_ascii_case(name)) {
-                Some(s) => {
-                    if let Ok(mut l) = self.listened.write() {
-                        l.insert(s.stream_id);
-                    }
+            match subs
+                .subscriptions
+                .iter()
+                .find(|s| s.name.eq_ignore_ascii_case(name))
+            {
+                Some(s) => self.reads(i, s.stream_id),
+                None => {
+                    unsubscribed.insert(name.to_lowercase());
                 }
-                None => missing.push(format!(
-                    "not subscribed to stream {name:?}: subscribe the bot there (the stream's settings → Subscribers), or it hears nothing there"
-                )),
             }
         }
-        Ok(Missing(missing))
+        if let Ok(mut u) = self.unsubscribed.lock() {
+            u[i] = unsubscribed;
+        }
+        Ok(())
+    }
+
+    /// Bot `i` is subscribed to `stream`: the stream is listened in, and
+    /// bot `i` reads it unless a bot before it in the config does. One
+    /// bot hands a stream's messages in, so they reach the engine in the
+    /// order that bot received them (two bots' queues race each other).
+    fn reads(&self, i: usize, stream: u64) {
+        if let Ok(mut l) = self.listened.write() {
+            l.insert(stream);
+        }
+        if let Ok(mut r) = self.readers.lock() {
+            let reader = r.entry(stream).or_insert(i);
+            *reader = (*reader).min(i);
+        }
+    }
+
+    /// Whether bot `i` hands in `stream`'s messages.
+    fn is_reader(&self, i: usize, stream: u64) -> bool {
+        self.readers
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&stream).copied())
+            .is_some_and(|reader| reader == i)
+    }
+
+    /// Says which configured streams bot `i` is not subscribed to: a WARN
+    /// and the account down with it (so `/healthz` shows it); none, the
+    /// account up.
+    fn report_streams(&self, i: usize, handle: &RuntimeHandle) {
+        let persona = &self.settings.personas[i].id;
+        let account = handle.account("Zulip", persona.as_str());
+        let missing: Vec<String> = self
+            .unsubscribed
+            .lock()
+            .map(|u| {
+                let mut names: Vec<String> = u[i].iter().cloned().collect();
+                names.sort();
+                names
+            })
+            .unwrap_or_default();
+        if missing.is_empty() {
+            account.connected();
+            return;
+        }
+        let why = missing
+            .iter()
+            .map(|name| format!("not subscribed to stream {name:?}: subscribe the bot there (the stream's settings → Subscribers), or it hears nothing there"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        tracing::warn!(persona = %persona, "Zulip: {why}");
+        account.down(&why);
     }
 
     /// Registers an events queue; reads the longest message from it.
@@ -129,11 +185,10 @@ impl Shared {
         cursor: &mut Option<u64>,
         backoff: &mut Backoff,
     ) -> String {
-        let missing = match self.streams(i).await {
-            Ok(m) => m,
-            Err(e) => return e,
-        };
         loop {
+            if let Err(e) = self.streams(i).await {
+                return e;
+            }
             let reg = match self.register(i).await {
                 Ok(r) => r,
                 Err(e) => return format!("registering an events queue: {e}"),
@@ -141,17 +196,21 @@ impl Shared {
             if reg.queue_id.is_empty() {
                 return "registering an events queue: the server gave no queue id".into();
             }
-            backoff.connected();
-            if !missing.0.is_empty() {
-                let why = missing.0.join("; ");
-                tracing::warn!(persona = %self.settings.personas[i].id, "Zulip: {why}");
-                backoff.account().down(&why);
-            }
             // What was said while nobody listened, before any event.
-            if let Err(e) = self.catch_up(i, me, handle, cursor, reg.max_message_id).await {
+            if let Err(e) = self
+                .catch_up(i, me, handle, cursor, reg.max_message_id.max(0) as u64)
+                .await
+            {
+                self.drop_queue(i, &reg.queue_id).await;
                 return e;
             }
+            // Up once what was missed is in (unless a stream is missing,
+            // as found now: the catch-up may have shown a subscription
+            // since); the pause between attempts is reset only once a
+            // poll worked, so a queue that fails at once keeps backing off.
+            self.report_streams(i, handle);
             let mut last = reg.last_event_id;
+            let mut network_failures = 0u32;
             loop {
                 let query: Form = vec![
                     ("queue_id", reg.queue_id.clone()),
@@ -163,14 +222,41 @@ impl Shared {
                         tracing::info!(persona = %self.settings.personas[i].id, "Zulip: the events queue expired; registering another");
                         break;
                     }
-                    Err(e) => return format!("reading events: {e}"),
+                    // A lost connection or a poll that timed out: the
+                    // queue is still there, asked again (three times).
+                    Err(ApiError::Network(e)) if network_failures < 3 => {
+                        network_failures += 1;
+                        tracing::info!(persona = %self.settings.personas[i].id, "Zulip: polling again after {e}");
+                        tokio::time::sleep(std::time::Duration::from_secs(u64::from(network_failures))).await;
+                        continue;
+                    }
+                    Err(e) => {
+                        self.drop_queue(i, &reg.queue_id).await;
+                        return format!("reading events: {e}");
+                    }
                 };
-                for event in events.events {
+                network_failures = 0;
+                backoff.reset();
+                for raw in events.events {
+                    let event: Event = match serde_json::from_value(raw) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            tracing::warn!("Zulip: skipped an event that is not one ({e})");
+                            continue;
+                        }
+                    };
                     last = last.max(event.id);
                     self.event(i, event, handle, cursor).await;
                 }
             }
         }
+    }
+
+    /// Deletes a queue this bot leaves (the server would keep it, and
+    /// queue events for it, for ten minutes); best effort.
+    async fn drop_queue(&self, i: usize, queue_id: &str) {
+        let path = format!("/events?queue_id={queue_id}");
+        let _ = tokio::time::timeout(LOOKUP_WAIT, self.apis[i].delete(&path)).await;
     }
 
     /// One event of the queue.
@@ -186,7 +272,8 @@ impl Shared {
     }
 
     /// Messages moved to another topic or stream: what is known of them
-    /// moves with them.
+    /// moves with them, and only of them (a move can take one message, or
+    /// the later ones, and leave the rest).
     fn moved(&self, event: &Event) {
         let Some(from_stream) = event.stream_id else {
             return;
@@ -198,13 +285,24 @@ impl Shared {
         let to_topic = event.subject.as_deref().unwrap_or(from_topic);
         if let Ok(mut places) = self.places.lock() {
             for id in &event.message_ids {
-                places.insert(*id, (to_stream, to_topic.to_owned()));
+                if places.get(id).is_some() {
+                    places.insert(*id, (to_stream, to_topic.to_owned()));
+                }
             }
         }
-        if let Ok(mut last) = self.last_in_topic.lock()
-            && let Some(id) = last.remove(&topic_key(from_stream, from_topic))
-        {
-            last.insert(topic_key(to_stream, to_topic), id);
+        if let Ok(mut last) = self.last_in_topic.lock() {
+            let from = topic_key(from_stream, from_topic);
+            if let Some(id) = last.get(&from).copied()
+                && event.message_ids.contains(&id)
+            {
+                // The old topic's last persona message left it: which is
+                // its last now is read again when asked.
+                last.remove(&from);
+                let to = topic_key(to_stream, to_topic);
+                if last.get(&to).is_none_or(|there| *there < id) {
+                    last.insert(to, id);
+                }
+            }
         }
     }
 
@@ -278,10 +376,14 @@ impl Shared {
     /// conversation or in a stream not listened in; the bot's cursor moves
     /// past it behind it.
     async fn hear(&self, i: usize, msg: ZMessage, handle: &RuntimeHandle, cursor: &mut Option<u64>) {
+        // A stream message: in a stream listened in; one this bot was not
+        // found subscribed to says it is now (asked first, whatever the
+        // other bots found: each bot learns it from its own copy).
         let listened = msg.is_direct()
-            || msg
-                .stream_id
-                .is_some_and(|s| self.listened.read().is_ok_and(|l| l.contains(&s)));
+            || msg.stream_id.is_some_and(|s| {
+                let late = self.subscribed_since(i, s, &msg, handle);
+                (late || self.listened.read().is_ok_and(|l| l.contains(&s))) && self.is_reader(i, s)
+            });
         if listened && msg.id != 0 {
             let first = self.seen.lock().map(|mut s| s.first(msg.id)).unwrap_or(false);
             if first {
@@ -296,6 +398,35 @@ impl Shared {
         }
     }
 
+    /// A message bot `i` received from a configured stream it was not
+    /// found subscribed to: it was subscribed since (its messages come as
+    /// events from then on). The stream is listened in, and the bot is no
+    /// longer reported once no configured stream is missing. Whether the
+    /// message's stream is now one listened in.
+    fn subscribed_since(&self, i: usize, stream: u64, msg: &ZMessage, handle: &RuntimeHandle) -> bool {
+        let crate::model::DisplayRecipient::Stream(name) = &msg.display_recipient else {
+            return false;
+        };
+        let name = name.to_lowercase();
+        let Ok(mut unsubscribed) = self.unsubscribed.lock() else {
+            return false;
+        };
+        if !unsubscribed[i].remove(&name) {
+            return self
+                .settings
+                .streams
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(&name))
+                && self.listened.read().is_ok_and(|l| l.contains(&stream));
+        }
+        drop(unsubscribed);
+        self.reads(i, stream);
+        let persona = &self.settings.personas[i].id;
+        tracing::info!(persona = %persona, "Zulip: now subscribed to stream {name:?}");
+        self.report_streams(i, handle);
+        true
+    }
+
     async fn hand_in(&self, i: usize, msg: &ZMessage, handle: &RuntimeHandle) {
         let known = self.known();
         let stream = msg.stream_id.filter(|_| !msg.is_direct());
@@ -305,7 +436,11 @@ impl Shared {
             places.insert(msg.id, (s, msg.subject.clone()));
         }
         if known.iter().any(|b| b.user_id == msg.sender_id) {
-            if let Some(s) = stream {
+            // A placeholder is no answer yet (it is noted when edited
+            // into one), and a withdrawn one never is.
+            if let Some(s) = stream
+                && !is_placeholder(&msg.content)
+            {
                 self.note_persona_message(msg.id, s, &msg.subject);
             }
             return;
@@ -359,7 +494,7 @@ impl Shared {
         let last = page
             .messages
             .iter()
-            .filter(|m| bots.contains(&m.sender_id) && m.id < before)
+            .filter(|m| bots.contains(&m.sender_id) && m.id < before && !is_placeholder(&m.content))
             .map(|m| m.id)
             .max();
         if let Ok(mut l) = self.last_in_topic.lock() {

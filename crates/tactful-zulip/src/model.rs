@@ -113,8 +113,8 @@ pub struct Registered {
     pub queue_id: String,
     /// The last event already in it.
     pub last_event_id: i64,
-    /// The newest message the bot can see.
-    pub max_message_id: u64,
+    /// The newest message the bot can see; -1 when it can see none.
+    pub max_message_id: i64,
     /// The longest message the server takes, in characters.
     pub max_message_length: Option<usize>,
 }
@@ -123,8 +123,9 @@ pub struct Registered {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default)]
 pub struct Events {
-    /// The events after the one asked from.
-    pub events: Vec<Event>,
+    /// The events after the one asked from, each read on its own (one
+    /// that is not what the API describes is skipped, not the batch).
+    pub events: Vec<serde_json::Value>,
 }
 
 /// `GET /messages`.

@@ -10,7 +10,7 @@ use tactful_runtime::{
 };
 
 use crate::api::Form;
-use crate::inbound::{ROOMS, Target, mentions_in, target_of};
+use crate::inbound::{ROOMS, Target, mentions_anywhere, target_of};
 use crate::model::SentMessage;
 use crate::{Shared, ZulipPlatform};
 
@@ -39,13 +39,15 @@ pub const WITHDRAWN: &str = "_(withdrawn)_";
 const WILDCARDS: [&str; 5] = ["all", "everyone", "channel", "stream", "topic"];
 
 /// `text` with the `@` of every wildcard mention (`@**all**`,
-/// `@_**everyone**`...) outside code written as a full-width `＠`
-/// (U+FF20): it reads the same and Zulip finds no mention, so an agent's
-/// answer notifies nobody; the length in characters is unchanged.
+/// `@_**everyone**`...) written as a full-width `＠` (U+FF20): it reads
+/// the same and Zulip finds no mention, so an agent's answer notifies
+/// nobody; the length in characters is unchanged. Inside code too: where
+/// code ends is Markdown's to say (backtick runs, escapes), and a guess
+/// that differs from Zulip's must not let a mention through.
 pub fn without_wildcards(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut last = 0;
-    for m in mentions_in(text) {
+    for m in mentions_anywhere(text) {
         if m.id.is_none() && WILDCARDS.iter().any(|w| w.eq_ignore_ascii_case(&m.name)) {
             out.push_str(&text[last..m.span.start]);
             out.push('\u{FF20}');
@@ -123,7 +125,9 @@ impl Platform for ZulipPlatform {
                     let to = if to.is_empty() { people.clone() } else { to };
                     (
                         vec![
-                            ("type", "direct".into()),
+                            // `private`: every server version takes it
+                            // (`direct` needs Zulip 7).
+                            ("type", "private".into()),
                             ("to", serde_json::to_string(&to).unwrap_or_default()),
                             ("content", content),
                         ],
@@ -262,10 +266,12 @@ mod tests {
             without_wildcards("Hi @**all**, @_**everyone** and @**topic**; ask @**Alice|12**"),
             "Hi \u{FF20}**all**, \u{FF20}_**everyone** and \u{FF20}**topic**; ask @**Alice|12**"
         );
+        // Code too: ``"` @**all** `"`` renders a live mention in Zulip.
         assert_eq!(
-            without_wildcards("`@**all**` stays code"),
-            "`@**all**` stays code"
+            without_wildcards("`@**all**` in code"),
+            "`\u{FF20}**all**` in code"
         );
+        assert_eq!(without_wildcards("\\`@**all**`"), "\\`\u{FF20}**all**`");
         assert_eq!(without_wildcards("@**all"), "@**all");
     }
 }

@@ -61,6 +61,8 @@ rules = [
   {{ when = "(?i)shout", reply = "Hey @channel and @all: look" }},
   {{ when = "(?i)essay", reply = "{essay}" }},
   {{ when = "(?i)never mind", reply = "NO_REPLY" }},
+  # Slow enough that typing is shown first (an instant answer needs none).
+  {{ when = "how do I reset", reply = "docs answers {{msg_id}}", delay_ms = 300 }},
   {{ when = "", reply = "docs answers {{msg_id}}" }},
 ]
 

@@ -59,6 +59,8 @@ rules = [
   {{ when = "(?i)shout", reply = "Hey @**all** and @**topic**: look" }},
   {{ when = "(?i)essay", reply = "{essay}" }},
   {{ when = "(?i)never mind", reply = "NO_REPLY" }},
+  # Slow enough that typing is shown first (an instant answer needs none).
+  {{ when = "how do I reset", reply = "docs answers {{msg_id}}", delay_ms = 300 }},
   {{ when = "", reply = "docs answers {{msg_id}}" }},
 ]
 
@@ -172,6 +174,13 @@ async fn zulip_mentions_topics_dms_streaming_and_silence() {
     )
     .await;
 
+    // One message moved alone to another topic: that topic is not docs's
+    // (its answer stayed), and "Resetting" still is.
+    settle(metrics, heard);
+    double.move_message(r, "Elsewhere");
+    let other = double.post("Alice", GENERAL, "Elsewhere", "anyone?");
+    heard += 1.0;
+
     // Silence: no answer, the placeholder gone, :eyes: on the message.
     settle(metrics, heard);
     let hush = double.post("Bob", GENERAL, "Resetting", "never mind");
@@ -188,6 +197,13 @@ async fn zulip_mentions_topics_dms_streaming_and_silence() {
         double.messages_by("Docs Bot").len(),
         3,
         "three answers, the silent turn's placeholder deleted"
+    );
+    assert!(
+        double
+            .messages_by("Docs Bot")
+            .iter()
+            .all(|m| !m.content.ends_with(&other.to_string())),
+        "a topic a message was moved to is not docs's"
     );
 
     // Chatter, a silent mention and a wildcard: no answer.
@@ -312,8 +328,7 @@ async fn a_restart_and_an_expired_queue_miss_nothing_and_answer_nothing_twice() 
     // The server forgets the queues (a restart of its own): the bots
     // register again and fetch what was said meanwhile.
     let before = double.registered("Docs Bot");
-    double.forget_queues();
-    let q2 = double.post("Bob", GENERAL, "t", "@**Chef** while the queues were gone");
+    let q2 = double.forget_queues_and_post("Bob", GENERAL, "t", "@**Chef** while the queues were gone");
     answered(&double, "Chef", Some(GENERAL), "t", &format!("chef answers {q2}")).await;
     assert!(
         double.registered("Docs Bot") > before,
@@ -345,7 +360,7 @@ async fn a_restart_and_an_expired_queue_miss_nothing_and_answer_nothing_twice() 
     .await;
     answered(&double, "Chef", None, "", &format!("chef answers {q4}")).await;
     settle(metrics, 452.0);
-    for (bot, q) in [("Docs Bot", q1), ("Chef", q2)] {
+    for (bot, q) in [("Docs Bot", q1), ("Chef", q2), ("Docs Bot", q3), ("Chef", q4)] {
         let n = double
             .messages_by(bot)
             .iter()
@@ -353,6 +368,11 @@ async fn a_restart_and_an_expired_queue_miss_nothing_and_answer_nothing_twice() 
             .count();
         assert_eq!(n, 1, "{q} answered once");
     }
+    assert_eq!(
+        double.messages_by("Docs Bot").len() + double.messages_by("Chef").len(),
+        4,
+        "four answers, none to the chatter"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,10 +394,43 @@ async fn a_429_storm_bad_events_and_a_stream_the_bot_is_not_in() {
     logs.wait_for("the missing stream", |l| {
         l.contains("WARN") && l.contains("not subscribed to stream \"quiet\"")
     });
-    let health = common::http_get(metrics, "/healthz")
-        .map(|(_, b)| b)
-        .unwrap_or_default();
-    assert!(health.contains("not subscribed to stream"), "{health}");
+    let health = || {
+        common::http_get(metrics, "/healthz")
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    };
+    assert!(health().contains("not subscribed to stream"), "{}", health());
+    // Subscribed since: heard there, and reported no more.
+    double.subscribe("Docs Bot", zulip_double::QUIET);
+    double.subscribe("Chef", zulip_double::QUIET);
+    let q = double.post(
+        "Alice",
+        zulip_double::QUIET,
+        "t",
+        "@**Docs Bot** can you hear me here?",
+    );
+    answered(
+        &double,
+        "Docs Bot",
+        Some(zulip_double::QUIET),
+        "t",
+        &format!("docs answers {q}"),
+    )
+    .await;
+    let q = double.post("Alice", zulip_double::QUIET, "t", "@**Chef** and you?");
+    answered(
+        &double,
+        "Chef",
+        Some(zulip_double::QUIET),
+        "t",
+        &format!("chef answers {q}"),
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while health().contains("not subscribed") {
+        assert!(std::time::Instant::now() < deadline, "{}", health());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // Bad input: an event nobody knows, a message event without its
     // message, a 1 MB message, a message by docs's bot from another
@@ -406,7 +459,10 @@ async fn a_429_storm_bad_events_and_a_stream_the_bot_is_not_in() {
     )
     .await;
     assert!(
-        double.messages_by("Chef").is_empty(),
+        double
+            .messages_by("Chef")
+            .iter()
+            .all(|m| m.stream_id == Some(zulip_double::QUIET)),
         "a persona's own message is not a question"
     );
 

@@ -22,7 +22,7 @@ pub(super) fn router(shared: Shared) -> Router {
         .route("/api/v1/users/me", get(me))
         .route("/api/v1/users/me/subscriptions", get(subscriptions))
         .route("/api/v1/register", post(register))
-        .route("/api/v1/events", get(events))
+        .route("/api/v1/events", get(events).delete(delete_queue))
         .route("/api/v1/messages", post(send).get(messages))
         .route("/api/v1/messages/{id}", patch(edit).delete(delete_message))
         .route("/api/v1/messages/{id}/reactions", post(react))
@@ -216,9 +216,9 @@ async fn register(
         .messages
         .iter()
         .filter(|m| s.audience(m).contains(&me.id))
-        .map(|m| m.id)
+        .map(|m| m.id as i64)
         .max()
-        .unwrap_or(0);
+        .unwrap_or(-1);
     let mut v = json!({
         "queue_id": queue_id, "last_event_id": -1, "zulip_version": "10.0",
         "zulip_feature_level": 312, "zulip_merge_base": "10.0",
@@ -270,6 +270,28 @@ async fn events(
         }
         let _ = tokio::time::timeout_at(deadline, changed).await;
     }
+}
+
+async fn delete_queue(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+    method: Method,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
+    let me = caller!(shared, headers, method, uri, &body);
+    let mut f = fields(&body);
+    f.extend(fields(uri.query().unwrap_or_default().as_bytes()));
+    let queue_id = f.get("queue_id").cloned().unwrap_or_default();
+    let mut s = shared.inner.lock().expect("double");
+    if s.queues.get(&queue_id).is_none_or(|q| q.user_id != me.id) {
+        let body = json!({"result": "error", "code": "BAD_EVENT_QUEUE_ID", "msg": format!("Bad event queue ID: {queue_id}"), "queue_id": queue_id});
+        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+    }
+    s.queues.remove(&queue_id);
+    drop(s);
+    shared.changed.notify_waiters();
+    success(json!({}))
 }
 
 async fn send(

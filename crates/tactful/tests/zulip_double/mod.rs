@@ -319,6 +319,41 @@ impl Double {
         });
     }
 
+    /// Moves message `id` alone to `to` in its stream (`change_one`): an
+    /// `update_message` naming it only.
+    pub fn move_message(&self, id: u64, to: &str) {
+        self.with(|s| {
+            let Some(m) = s.messages.iter_mut().find(|m| m.id == id) else {
+                return;
+            };
+            let from = std::mem::replace(&mut m.topic, to.to_owned());
+            let stream = m.stream_id.unwrap_or(0);
+            let event = json!({
+                "type": "update_message", "user_id": null, "message_id": id, "message_ids": [id],
+                "flags": [], "edit_timestamp": 1, "rendering_only": false, "stream_id": stream,
+                "orig_subject": from, "subject": to, "propagate_mode": "change_one", "topic_links": [],
+            });
+            for user in s
+                .stream(stream)
+                .map(|st| st.subscribers.clone())
+                .unwrap_or_default()
+            {
+                s.push(user, event.clone());
+            }
+        });
+    }
+
+    /// Forgets every events queue and, in the same moment, `name` writes
+    /// `content` in `topic` of `stream`: the message is in no queue, only
+    /// to be fetched.
+    pub fn forget_queues_and_post(&self, name: &str, stream: u64, topic: &str, content: &str) -> u64 {
+        let sender = self.user(name);
+        self.with(|s| {
+            s.queues.clear();
+            s.create(sender, Some(stream), topic, Vec::new(), content)
+        })
+    }
+
     /// Forgets every events queue, as a server restart does.
     pub fn forget_queues(&self) {
         self.with(|s| s.queues.clear());
