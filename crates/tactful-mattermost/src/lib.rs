@@ -225,21 +225,12 @@ impl Connected for MattermostPlatform {
 
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
-            let states = self.shared.roster.banner_states().await;
             let bots = self.shared.bots.read().map(|b| b.clone()).unwrap_or_default();
-            let names: Vec<String> = self
-                .shared
-                .settings
-                .personas
-                .iter()
-                .zip(states)
-                .zip(bots)
-                .map(|((p, state), user)| match (state.banner_note(), user) {
-                    (None, Some(u)) => format!("@{} ({})", u.username, p.id),
-                    (note, _) => format!("{} ({})", p.id, note.unwrap_or("connecting…")),
-                })
+            let shown = bots
+                .into_iter()
+                .map(|b| b.map(|u| format!("@{}", u.username)))
                 .collect();
-            format!("on Mattermost as {}", names.join(", "))
+            self.shared.roster.banner_line(shown).await
         })
     }
 }

@@ -139,6 +139,25 @@ impl Roster {
         self.identified.wait_for(self.personas.len(), within).await
     }
 
+    /// The start banner's line for accounts that say who they are by a
+    /// name: `on Zulip as Docs Bot (docs), chef (connecting…)`, each
+    /// account's `shown` name once it is connected, else its persona and
+    /// why not. Waits as [`Roster::banner_states`] does.
+    pub async fn banner_line(&self, shown: Vec<Option<String>>) -> String {
+        let states = self.banner_states().await;
+        let names: Vec<String> = self
+            .personas
+            .iter()
+            .zip(states)
+            .zip(shown.into_iter().chain(std::iter::repeat(None)))
+            .map(|((p, state), name)| match (state.banner_note(), name) {
+                (None, Some(name)) => format!("{name} ({p})"),
+                (note, _) => format!("{p} ({})", note.unwrap_or("connecting…")),
+            })
+            .collect();
+        format!("on {} as {}", self.platform, names.join(", "))
+    }
+
     /// For the start banner: waits a few seconds (at most
     /// [`BANNER_WAIT`]) until every account is connected; each one's state
     /// then (connecting, before a runtime is kept).
@@ -187,5 +206,9 @@ mod tests {
         // Before a runtime is kept: no handle, every account connecting.
         assert!(roster.runtime().is_none());
         assert_eq!(roster.banner_states().await, vec![LinkState::Connecting; 2]);
+        assert_eq!(
+            roster.banner_line(vec![Some("Docs Bot".into())]).await,
+            "on Test as docs (connecting…), chef (connecting…)"
+        );
     }
 }

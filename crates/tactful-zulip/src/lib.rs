@@ -242,21 +242,9 @@ impl Connected for ZulipPlatform {
 
     fn describe(&self) -> BoxFuture<'_, String> {
         Box::pin(async move {
-            let states = self.shared.roster.banner_states().await;
             let bots = self.shared.bots.read().map(|b| b.clone()).unwrap_or_default();
-            let names: Vec<String> = self
-                .shared
-                .settings
-                .personas
-                .iter()
-                .zip(states)
-                .zip(bots)
-                .map(|((p, state), me)| match (state.banner_note(), me) {
-                    (None, Some(m)) => format!("{} ({})", m.full_name, p.id),
-                    (note, _) => format!("{} ({})", p.id, note.unwrap_or("connecting…")),
-                })
-                .collect();
-            format!("on Zulip as {}", names.join(", "))
+            let shown = bots.into_iter().map(|b| b.map(|m| m.full_name)).collect();
+            self.shared.roster.banner_line(shown).await
         })
     }
 }

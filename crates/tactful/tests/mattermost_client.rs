@@ -61,7 +61,11 @@ async fn the_double_passes_the_vendors_client_and_types() {
     }
     // The client resumed a connection (a socket opened naming one the
     // double still held), and what it did is what the double holds.
-    assert!(double.opened("alice").contains(&true), "{:?}", double.opened("alice"));
+    assert!(
+        double.opened("alice").contains(&true),
+        "{:?}",
+        double.opened("alice")
+    );
     let posts = double.posts(TOWN);
     assert!(
         posts.iter().any(|p| p.message == "checked by @mattermost/client"),
