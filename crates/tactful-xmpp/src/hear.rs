@@ -268,6 +268,17 @@ impl Session<'_> {
         let id = stanza_id
             .or_else(|| m.id.as_ref().map(|i| i.0.clone()))
             .unwrap_or_else(|| key_without_id(&nick, &m));
+        // The room's history, sent as this persona joins: a message said
+        // while another persona was in the room is that persona's to hand
+        // in, live and answerable. Taken here first, it would be heard
+        // once as context and never answered (a question asked while a
+        // third persona was still joining went unanswered so).
+        if archived.is_none()
+            && let Some(said) = delay_of(&m.payloads)
+            && shared.heard_live_elsewhere(room, &self.persona.id, said)
+        {
+            return;
+        }
         if !shared
             .seen
             .lock()

@@ -77,6 +77,10 @@ struct Shared {
     live: Mutex<HashMap<PersonaId, tokio::sync::mpsc::Sender<session::Command>>>,
     /// Per room and persona: the nick it has there now.
     nicks: Mutex<HashMap<(BareJid, PersonaId), String>>,
+    /// Per room and persona: since when it has been in the room (this
+    /// connection), so a room-history copy of a message another persona
+    /// heard live is left to that persona's session.
+    joined: Mutex<HashMap<(BareJid, PersonaId), tactful_core::Timestamp>>,
     /// Per room: the last stanza-id handed in (from the store at start).
     last: Mutex<HashMap<BareJid, String>>,
     /// Message ids heard already (a room several personas sit in).
@@ -125,6 +129,7 @@ impl XmppPlatform {
                 roster,
                 live: Mutex::new(HashMap::new()),
                 nicks: Mutex::new(HashMap::new()),
+                joined: Mutex::new(HashMap::new()),
                 last: Mutex::new(last),
                 seen: Mutex::new(HeardOnce::new(REMEMBERED)),
                 texts: Mutex::new(Recent::new(REMEMBERED)),
@@ -157,6 +162,17 @@ impl Shared {
     }
 
     /// The nick `persona` has in `room` now, if it is in.
+    /// Whether a persona other than `me` was in `room` when a message
+    /// was said there at `said` (by the room's clock; two seconds are
+    /// allowed for the clocks to differ, past which the history copy is
+    /// taken as before).
+    fn heard_live_elsewhere(&self, room: &BareJid, me: &PersonaId, said: tactful_core::Timestamp) -> bool {
+        let Ok(joined) = self.joined.lock() else {
+            return false;
+        };
+        in_room_before(&joined, room, me, said)
+    }
+
     fn nick_in(&self, room: &BareJid, persona: &PersonaId) -> Option<String> {
         self.nicks
             .lock()
@@ -224,5 +240,68 @@ impl Connected for XmppPlatform {
     /// running service), then leaves.
     fn probe(&self) -> BoxFuture<'_, Vec<tactful_runtime::Probe>> {
         Box::pin(doctor::probe_all(&self.shared))
+    }
+}
+
+/// Whether a persona other than `me` joined `room` (in `joined`) two
+/// seconds or more before `said`.
+fn in_room_before(
+    joined: &HashMap<(BareJid, PersonaId), tactful_core::Timestamp>,
+    room: &BareJid,
+    me: &PersonaId,
+    said: tactful_core::Timestamp,
+) -> bool {
+    joined.iter().any(|((r, p), since)| {
+        r == room && p != me && since.as_millis().saturating_add(2_000) <= said.as_millis()
+    })
+}
+
+#[cfg(test)]
+mod joined_tests {
+    use super::*;
+    use tactful_core::Timestamp;
+
+    #[test]
+    fn a_history_copy_is_left_to_a_persona_that_was_in_the_room() {
+        let room = BareJid::new("story@conference.localhost").expect("jid");
+        let other = BareJid::new("other@conference.localhost").expect("jid");
+        let (docs, amb) = (PersonaId::from("docs"), PersonaId::from("amb"));
+        let mut joined = HashMap::new();
+        joined.insert((room.clone(), docs.clone()), Timestamp::from_millis(10_000));
+        // Said after docs joined: docs heard it live; amb's history copy
+        // is not amb's to hand in.
+        assert!(in_room_before(
+            &joined,
+            &room,
+            &amb,
+            Timestamp::from_millis(20_000)
+        ));
+        // Said before docs joined (or within the clocks' two seconds): the
+        // history copy is the only one.
+        assert!(!in_room_before(
+            &joined,
+            &room,
+            &amb,
+            Timestamp::from_millis(5_000)
+        ));
+        assert!(!in_room_before(
+            &joined,
+            &room,
+            &amb,
+            Timestamp::from_millis(11_000)
+        ));
+        // Docs's own copy, and another room, are not someone else's.
+        assert!(!in_room_before(
+            &joined,
+            &room,
+            &docs,
+            Timestamp::from_millis(20_000)
+        ));
+        assert!(!in_room_before(
+            &joined,
+            &other,
+            &amb,
+            Timestamp::from_millis(20_000)
+        ));
     }
 }

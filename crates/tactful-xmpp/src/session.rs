@@ -185,6 +185,9 @@ impl Shared {
             if let Ok(mut live) = self.live.lock() {
                 live.remove(&persona.id);
             }
+            if let Ok(mut joined) = self.joined.lock() {
+                joined.retain(|(_, p), _| p != &persona.id);
+            }
             if let Ok(mut nicks) = self.nicks.lock() {
                 nicks.retain(|(_, p), _| p != &persona.id);
             }
@@ -274,12 +277,22 @@ impl Shared {
 
     /// Records the nick `persona` holds in `room` (or that it holds none).
     pub(crate) fn set_nick(&self, room: &BareJid, persona: &PersonaId, nick: Option<&str>) {
+        let key = (room.clone(), persona.clone());
         if let Ok(mut nicks) = self.nicks.lock() {
-            let key = (room.clone(), persona.clone());
             match nick {
-                Some(n) => nicks.insert(key, n.to_owned()),
+                Some(n) => nicks.insert(key.clone(), n.to_owned()),
                 None => nicks.remove(&key),
             };
+        }
+        if let Ok(mut joined) = self.joined.lock() {
+            match nick {
+                Some(_) => {
+                    joined.entry(key).or_insert_with(tactful_runtime::wall_clock);
+                }
+                None => {
+                    joined.remove(&key);
+                }
+            }
         }
     }
 }
