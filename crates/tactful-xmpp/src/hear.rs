@@ -268,14 +268,14 @@ impl Session<'_> {
         let id = stanza_id
             .or_else(|| m.id.as_ref().map(|i| i.0.clone()))
             .unwrap_or_else(|| key_without_id(&nick, &m));
-        // The room's history, sent as this persona joins: a message said
-        // while another persona was in the room is that persona's to hand
-        // in, live and answerable. Taken here first, it would be heard
-        // once as context and never answered (a question asked while a
-        // third persona was still joining went unanswered so).
+        // The room's history, sent as this persona joins: when another
+        // persona joined first, what it holds was heard by that persona
+        // (live, answerable, or as its own history). Taken here first, a
+        // question asked while this persona was still joining would be
+        // heard once as context and never answered.
         if archived.is_none()
-            && let Some(said) = delay_of(&m.payloads)
-            && shared.heard_live_elsewhere(room, &self.persona.id, said)
+            && delay_of(&m.payloads).is_some()
+            && shared.joined_before(room, &self.persona.id)
         {
             return;
         }

@@ -162,15 +162,15 @@ impl Shared {
     }
 
     /// The nick `persona` has in `room` now, if it is in.
-    /// Whether a persona other than `me` was in `room` when a message
-    /// was said there at `said` (by the room's clock; two seconds are
-    /// allowed for the clocks to differ, past which the history copy is
-    /// taken as before).
-    fn heard_live_elsewhere(&self, room: &BareJid, me: &PersonaId, said: tactful_core::Timestamp) -> bool {
+    /// Whether a persona other than `me` joined `room` before `me` did
+    /// (this connection): it heard live what was said since it joined,
+    /// and took the room's history as it joined, so a history copy `me`
+    /// gets is its to hand in.
+    fn joined_before(&self, room: &BareJid, me: &PersonaId) -> bool {
         let Ok(joined) = self.joined.lock() else {
             return false;
         };
-        in_room_before(&joined, room, me, said)
+        joined_before(&joined, room, me)
     }
 
     fn nick_in(&self, room: &BareJid, persona: &PersonaId) -> Option<String> {
@@ -243,16 +243,18 @@ impl Connected for XmppPlatform {
     }
 }
 
-/// Whether a persona other than `me` joined `room` (in `joined`) two
-/// seconds or more before `said`.
-fn in_room_before(
+/// Whether a persona other than `me` joined `room` (in `joined`) before
+/// `me` (ties go by persona id, so of two, one hands the history in).
+fn joined_before(
     joined: &HashMap<(BareJid, PersonaId), tactful_core::Timestamp>,
     room: &BareJid,
     me: &PersonaId,
-    said: tactful_core::Timestamp,
 ) -> bool {
+    let mine = joined.get(&(room.clone(), me.clone())).copied();
     joined.iter().any(|((r, p), since)| {
-        r == room && p != me && since.as_millis().saturating_add(2_000) <= said.as_millis()
+        r == room
+            && p != me
+            && mine.is_none_or(|mine| (since.as_millis(), p.as_str()) < (mine.as_millis(), me.as_str()))
     })
 }
 
@@ -262,46 +264,30 @@ mod joined_tests {
     use tactful_core::Timestamp;
 
     #[test]
-    fn a_history_copy_is_left_to_a_persona_that_was_in_the_room() {
+    fn a_history_copy_is_left_to_a_persona_that_joined_first() {
         let room = BareJid::new("story@conference.localhost").expect("jid");
         let other = BareJid::new("other@conference.localhost").expect("jid");
-        let (docs, amb) = (PersonaId::from("docs"), PersonaId::from("amb"));
+        let (docs, chef, amb) = (
+            PersonaId::from("docs"),
+            PersonaId::from("chef"),
+            PersonaId::from("amb"),
+        );
         let mut joined = HashMap::new();
         joined.insert((room.clone(), docs.clone()), Timestamp::from_millis(10_000));
-        // Said after docs joined: docs heard it live; amb's history copy
-        // is not amb's to hand in.
-        assert!(in_room_before(
-            &joined,
-            &room,
-            &amb,
-            Timestamp::from_millis(20_000)
-        ));
-        // Said before docs joined (or within the clocks' two seconds): the
-        // history copy is the only one.
-        assert!(!in_room_before(
-            &joined,
-            &room,
-            &amb,
-            Timestamp::from_millis(5_000)
-        ));
-        assert!(!in_room_before(
-            &joined,
-            &room,
-            &amb,
-            Timestamp::from_millis(11_000)
-        ));
-        // Docs's own copy, and another room, are not someone else's.
-        assert!(!in_room_before(
-            &joined,
-            &room,
-            &docs,
-            Timestamp::from_millis(20_000)
-        ));
-        assert!(!in_room_before(
-            &joined,
-            &other,
-            &amb,
-            Timestamp::from_millis(20_000)
-        ));
+        joined.insert((room.clone(), chef.clone()), Timestamp::from_millis(10_009));
+        // Chef joined 9 ms after docs: whatever chef's history holds, docs
+        // heard live or took as its own history.
+        assert!(joined_before(&joined, &room, &chef));
+        // Docs was first: its history copies are the ones handed in.
+        assert!(!joined_before(&joined, &room, &docs));
+        // Not joined yet (the history comes before the nick is noted):
+        // another persona is in.
+        assert!(joined_before(&joined, &room, &amb));
+        // Another room.
+        assert!(!joined_before(&joined, &other, &amb));
+        // A tie goes by persona id: one of the two takes the history.
+        joined.insert((room.clone(), amb.clone()), Timestamp::from_millis(10_000));
+        assert!(!joined_before(&joined, &room, &amb));
+        assert!(joined_before(&joined, &room, &docs));
     }
 }

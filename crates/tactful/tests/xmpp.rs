@@ -470,8 +470,8 @@ fn a_split_answer_cut_by_a_kill_is_finished_and_doubles_at_most_one_part() {
     // not to come at all in a loaded CI run: alice spoke while Amb was
     // still joining, Amb's copy from the room's history was heard first,
     // as context, and Docs's live copy was then dropped as heard already
-    // (a history copy of what another persona heard live is now left to
-    // it: `in_room_before` in tactful-xmpp).
+    // (the room's history is now taken from the persona that joined
+    // first: `joined_before` in tactful-xmpp).
     let (first, first_logs) = common::run_tactful_logged(w.dir.path(), &config, &[]);
     let _shown = common::ShownOnPanic(first_logs);
     let people = &mut w.people;
