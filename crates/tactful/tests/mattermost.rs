@@ -448,3 +448,36 @@ channels = ["myteam/town-square"]
         DOCS_TOKEN,
     );
 }
+
+/// `tactful doctor` asks each bot who it is: a good token names the bot, a
+/// wrong one fails with a fix, and neither token is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_each_bot_or_says_what_to_fix() {
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = free_port();
+    let good = config(&double, metrics, ":memory:", BOTH_CHANNELS, "")
+        .replace("${DOCS_MM}", DOCS_TOKEN)
+        .replace("${CHEF_MM}", "wrongtoken0000000000000000");
+    let (code, table, log) = tokio::task::spawn_blocking({
+        let dir = dir.path().to_owned();
+        move || common::doctor(&dir, &good)
+    })
+    .await
+    .expect("doctor ran");
+    let docs = table
+        .lines()
+        .find(|l| l.contains("Mattermost docs"))
+        .unwrap_or_default();
+    assert!(docs.contains("@docs-bot"), "{table}");
+    let chef = table
+        .lines()
+        .find(|l| l.contains("Mattermost chef"))
+        .unwrap_or_default();
+    assert!(!chef.contains("@chef"), "{table}");
+    assert!(table.contains("mattermost.token"), "a fix names the key: {table}");
+    assert_eq!(code, Some(1), "a check failed: {table}");
+    for secret in [DOCS_TOKEN, "wrongtoken0000000000000000"] {
+        assert!(!table.contains(secret) && !log.contains(secret), "{table}\n{log}");
+    }
+}

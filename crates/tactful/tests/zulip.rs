@@ -530,3 +530,32 @@ streams = ["general"]
         DOCS.2,
     );
 }
+
+/// `tactful doctor` asks each bot who it is: a good key names the bot, a
+/// wrong one fails with a fix, and neither key is printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_each_bot_or_says_what_to_fix() {
+    let double = double().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = free_port();
+    let wrong = "wrongkey0000000000000000000000ab";
+    let cfg = config(&double, metrics, ":memory:", STREAMS, "")
+        .replace("${DOCS_ZULIP}", DOCS.2)
+        .replace("${CHEF_ZULIP}", wrong);
+    let (code, table, log) = tokio::task::spawn_blocking({
+        let dir = dir.path().to_owned();
+        move || common::doctor(&dir, &cfg)
+    })
+    .await
+    .expect("doctor ran");
+    let docs = table
+        .lines()
+        .find(|l| l.contains("Zulip docs"))
+        .unwrap_or_default();
+    assert!(docs.contains("Docs Bot"), "{table}");
+    assert!(table.contains("zulip.api_key"), "a fix names the key: {table}");
+    assert_eq!(code, Some(1), "a check failed: {table}");
+    for secret in [DOCS.2, wrong] {
+        assert!(!table.contains(secret) && !log.contains(secret), "{table}\n{log}");
+    }
+}
