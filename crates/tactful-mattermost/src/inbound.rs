@@ -89,36 +89,20 @@ pub fn opens_mention(chars: &[char], i: usize) -> bool {
     j == 0 || !(chars[j - 1].is_alphanumeric() || chars[j - 1] == '@')
 }
 
-/// The text with code (fenced blocks and inline spans) blanked out, a
-/// space for each character, so positions in it are positions in `text`.
+/// The text's characters with code (as CommonMark reads it:
+/// [`tactful_runtime::markup::code_ranges`]) blanked to spaces, so
+/// positions in it are positions in `text`.
 pub fn outside_code(text: &str) -> Vec<char> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut fenced = false;
-    for line in text.split_inclusive('\n') {
-        let t = line.trim_start();
-        let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
-        if t.starts_with("```") || t.starts_with("~~~") {
-            fenced = !fenced;
-            out.extend(line.chars().map(blank));
-            continue;
-        }
-        if fenced {
-            out.extend(line.chars().map(blank));
-            continue;
-        }
-        let mut in_code = false;
-        for c in line.chars() {
-            if c == '`' {
-                in_code = !in_code;
-                out.push(' ');
-            } else if in_code {
-                out.push(' ');
+    let code = tactful_runtime::markup::code_ranges(text);
+    text.char_indices()
+        .map(|(at, c)| {
+            if c != '\n' && code.iter().any(|r| r.contains(&at)) {
+                ' '
             } else {
-                out.push(c);
+                c
             }
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// The name after the `@` at `i` of `chars`, lower case, as written.

@@ -117,12 +117,9 @@ pub struct Frame {
     pub broadcast: serde_json::Map<String, serde_json::Value>,
     /// The event's place in the connection's stream, from 0 (`hello`).
     pub seq: Option<u64>,
-    /// On an answer: the request it answers.
+    /// On an answer to a request: the request it answers (tactful sends
+    /// none; an answer that comes is skipped).
     pub seq_reply: Option<u64>,
-    /// On an answer: `OK` or `FAIL`.
-    pub status: Option<String>,
-    /// On a failed answer: why.
-    pub error: Option<serde_json::Value>,
 }
 
 impl Frame {

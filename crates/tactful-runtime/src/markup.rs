@@ -7,7 +7,10 @@
 //!   platform's allowlist (the web room's page, Matrix's
 //!   `org.matrix.custom.html`);
 //! - [`markdown_plain`]: Markdown read as plain text, for a platform that
-//!   shows none of it (IRC).
+//!   shows none of it (IRC);
+//! - [`code_ranges`]: where a person's Markdown holds code, in which
+//!   platforms that read mentions from the text (Mattermost, Zulip) read
+//!   none.
 
 use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
@@ -202,6 +205,20 @@ fn linked(text: &str) -> Vec<Event<'static>> {
     out
 }
 
+/// The byte ranges of `text` that are code, as CommonMark reads it:
+/// inline code spans (backtick runs of any length, escapes honoured) and
+/// fenced or indented code blocks, each range with its delimiters.
+pub fn code_ranges(text: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for (event, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
+        match event {
+            Event::Code(_) | Event::Start(Tag::CodeBlock(_)) => out.push(range),
+            _ => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,5 +306,13 @@ mod tests {
         let html = markdown_html("https://e.test/\"onmouseover=alert(1)", &clean);
         assert!(!html.contains("onmouseover=alert(1)\""), "{html}");
         assert!(!html.contains(" onmouseover"), "{html}");
+    }
+
+    #[test]
+    fn code_is_found_as_commonmark_reads_it() {
+        let text = "a `x` b ``y ` z`` \\`not code` c\n```\nblock\n```\nend";
+        let code: Vec<&str> = code_ranges(text).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(code, vec!["`x`", "``y ` z``", "```\nblock\n```"]);
+        assert!(code_ranges("no code, just `one backtick").is_empty());
     }
 }

@@ -110,44 +110,13 @@ pub struct Mention {
     pub span: std::ops::Range<usize>,
 }
 
-/// Byte ranges of code (fenced blocks and inline spans) in `text`.
-fn code_spans(text: &str) -> Vec<std::ops::Range<usize>> {
-    let mut out = Vec::new();
-    let mut fence: Option<usize> = None;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        let t = line.trim_start();
-        if t.starts_with("```") || t.starts_with("~~~") {
-            match fence.take() {
-                Some(start) => out.push(start..offset + line.len()),
-                None => fence = Some(offset),
-            }
-        } else if fence.is_none() {
-            let mut open: Option<usize> = None;
-            for (i, c) in line.char_indices() {
-                if c == '`' {
-                    match open.take() {
-                        Some(s) => out.push(offset + s..offset + i + 1),
-                        None => open = Some(i),
-                    }
-                }
-            }
-        }
-        offset += line.len();
-    }
-    if let Some(start) = fence {
-        out.push(start..text.len());
-    }
-    out
-}
-
 /// The mentions in `text`, outside code, in order.
 pub fn mentions_in(text: &str) -> Vec<Mention> {
-    scan(text, &code_spans(text))
+    scan(text, &tactful_runtime::markup::code_ranges(text))
 }
 
 /// The mentions in `text`, code or not: what could notify if Zulip read
-/// the code's edges otherwise than [`code_spans`] guesses.
+/// the code's edges otherwise than [`tactful_runtime::markup::code_ranges`] does.
 pub fn mentions_anywhere(text: &str) -> Vec<Mention> {
     scan(text, &[])
 }
